@@ -1,0 +1,48 @@
+"""The `course` command. Each subcommand lives in its own module with a `main(argv)`."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# subcommand -> (module, one-line help). Modules are imported only when used, so
+# `course --version` stays fast and a broken lesson module cannot break `course doctor`.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "doctor": ("course.doctor", "check torch, CUDA and the JupyterLab widgets extension"),
+    "assign": ("course.assign", "generate notebooks/ (learner copies) from solutions/"),
+    "grade": ("course.grading", "grade a learner notebook (or a folder of them)"),
+    "start": ("course.workspace", "copy the learner notebooks into a folder you own"),
+    "update": ("course.workspace", "bring new lessons into your folder without overwriting your work"),
+    "progress": ("course.progress", "a table of your exercises and their status"),
+}
+
+
+def _usage() -> str:
+    lines = ["usage: course [--version] <command> [args]", "", "commands:"]
+    lines += [f"  {name:<9} {help_}" for name, (_, help_) in SUBCOMMANDS.items()]
+    lines += ["", "`course <command> --help` for a command's options."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in {"-h", "--help", "help"}:
+        print(_usage())
+        return 0
+    if argv[0] in {"--version", "-V"}:
+        import course
+
+        print(f"course {course.__version__}")
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in SUBCOMMANDS:
+        print(f"course: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(SUBCOMMANDS[name][0])
+    if name in {"start", "update"}:
+        rest = [name, *rest]  # the workspace module takes the verb as its first argument
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
