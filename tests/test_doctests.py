@@ -1,0 +1,30 @@
+"""Do the runnable examples in every course module's docstrings still run?
+
+The docstrings teach with examples (Args / Returns / Raises and an example each); this test
+keeps them honest. Modules that need a GPU or a browser skip their own examples.
+"""
+
+import doctest
+import importlib
+import pkgutil
+
+import pytest
+
+import course
+
+MODULES = sorted(
+    m.name for m in pkgutil.walk_packages(course.__path__, prefix="course.") if not m.name.endswith("__main__")
+)
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_module_examples_run(name):
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, verbose=False)
+    assert result.failed == 0, f"{result.failed} of {result.attempted} examples in {name} failed"
+
+
+def test_most_modules_carry_examples():
+    finder = doctest.DocTestFinder()
+    with_examples = [n for n in MODULES if any(t.examples for t in finder.find(importlib.import_module(n)))]
+    assert len(with_examples) >= len(MODULES) // 2, f"only {with_examples} have examples"
