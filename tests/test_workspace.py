@@ -1,0 +1,319 @@
+"""Do `course start` and `course update` copy lessons in without ever losing the learner's work?"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shlex
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course import cli, workspace
+from course.workspace import Change, WorkspaceError, notebook_hash
+
+
+def write_lesson(folder: Path, name: str, *sources: str) -> Path:
+    """A lesson notebook: a markdown title, then one code cell per source."""
+    folder.mkdir(parents=True, exist_ok=True)
+    cells = [nbformat.v4.new_markdown_cell(f"# {name}")]
+    cells += [nbformat.v4.new_code_cell(s) for s in sources]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), folder / name)
+    return folder / name
+
+
+def edit(path: Path, source: str = "my_answer = 42") -> None:
+    """What a learner does in JupyterLab: type into a cell and save."""
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[-1].source += "\n" + source
+    nbformat.write(nb, path)
+
+
+def run_cells(path: Path) -> None:
+    """What Run All does: outputs and execution counts change, sources do not."""
+    nb = nbformat.read(path, as_version=4)
+    for i, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
+        cell.execution_count = i + 1
+        cell.outputs = [nbformat.v4.new_output("stream", text=f"ran {i}\n")]
+    nbformat.write(nb, path)
+
+
+def sources(path: Path) -> list[str]:
+    return [c.source for c in nbformat.read(path, as_version=4).cells]
+
+
+def kinds(changes: list[Change]) -> dict[str, str]:
+    return {c.lesson: c.kind for c in changes}
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def src(tmp_path: Path) -> Path:
+    folder = tmp_path / "notebooks"
+    write_lesson(folder, "00_warmup.ipynb", "x = 1")
+    write_lesson(folder, "01_graph.ipynb", "raise NotImplementedError('exercise 1.1')")
+    write_lesson(folder, "02_hooks.ipynb", "raise NotImplementedError('exercise 2.1')")
+    return folder
+
+
+@pytest.fixture
+def root(tmp_path: Path, src: Path) -> Path:
+    workspace.start(tmp_path / "mine", source=src)
+    return tmp_path / "mine"
+
+
+def manifest(root: Path) -> dict:
+    return json.loads((root / ".course" / "manifest.json").read_text())
+
+
+# --- start -------------------------------------------------------------------------------
+
+def test_start_copies_every_lesson_and_records_its_hash(tmp_path, src, capsys):
+    dest = tmp_path / "course dir"
+    assert cli.main(["start", str(dest), "--source", str(src)]) == 0
+    out = capsys.readouterr().out
+    assert "copied 3 lessons" in out and f"jupyter lab {shlex.quote(str(dest))}" in out
+    lessons = manifest(dest)["lessons"]
+    assert sorted(lessons) == ["00_warmup.ipynb", "01_graph.ipynb", "02_hooks.ipynb"]
+    for name, entry in lessons.items():
+        assert entry == {"file": name, "shipped": notebook_hash(src / name)}
+        assert sources(dest / name) == sources(src / name)
+        assert nbformat.read(dest / name, as_version=4).metadata.course.lesson == name
+
+
+def test_start_refuses_a_folder_with_notebooks_and_points_at_update(root, src, capsys):
+    edit(root / "01_graph.ipynb")
+    before = snapshot(root)
+    assert workspace.main(["start", str(root), "--source", str(src)]) == 1
+    err = capsys.readouterr().err
+    assert "already has notebooks" in err and f"course update {root}" in err
+    assert snapshot(root) == before
+
+
+def test_start_fills_an_existing_empty_folder(tmp_path, src):
+    (tmp_path / "empty").mkdir()
+    assert kinds(workspace.start(tmp_path / "empty", source=src)) == dict.fromkeys(
+        ["00_warmup.ipynb", "01_graph.ipynb", "02_hooks.ipynb"], "new")
+
+
+def test_the_course_command_dispatches_start_and_update(tmp_path, src, capsys):
+    assert cli.main(["start", str(tmp_path / "w"), "--source", str(src)]) == 0
+    assert cli.main(["update", str(tmp_path / "w"), "--source", str(src)]) == 0
+    assert "everything is up to date" in capsys.readouterr().out
+
+
+# --- finding the notebooks -----------------------------------------------------------------
+
+def test_notebooks_are_found_next_to_the_package_in_a_checkout(tmp_path, src, monkeypatch):
+    checkout = tmp_path  # tmp_path/notebooks is the fixture's source folder
+    monkeypatch.setattr(workspace, "__file__", str(checkout / "course" / "workspace.py"))
+    assert workspace.find_source() == src.resolve()
+
+
+def test_an_installed_package_without_notebooks_names_the_fix(tmp_path, monkeypatch):
+    site = tmp_path / "site-packages"
+    monkeypatch.setattr(workspace, "__file__", str(site / "course" / "workspace.py"))
+    with pytest.raises(WorkspaceError) as info:
+        workspace.start(tmp_path / "w")
+    message = str(info.value)
+    assert str(site / "notebooks") in message and "--source DIR" in message and "checkout" in message
+    assert not (tmp_path / "w").exists()
+
+
+def test_update_falls_back_to_the_source_recorded_at_start(root, src, tmp_path, monkeypatch):
+    monkeypatch.setattr(workspace, "__file__", str(tmp_path / "site" / "course" / "workspace.py"))
+    write_lesson(src, "03_saved_tensors.ipynb", "y = 2")
+    assert kinds(workspace.update(root)) == {"03_saved_tensors.ipynb": "new"}
+
+
+def test_update_outside_a_course_folder_says_to_start_one(tmp_path, src):
+    with pytest.raises(WorkspaceError, match="course start"):
+        workspace.update(tmp_path, source=src)
+
+
+# --- update --------------------------------------------------------------------------------
+
+def test_a_new_lesson_is_copied_in(root, src, capsys):
+    write_lesson(src, "03_saved_tensors.ipynb", "y = 2")
+    assert workspace.main(["update", str(root), "--source", str(src)]) == 0
+    assert "new       03_saved_tensors.ipynb" in capsys.readouterr().out
+    assert sources(root / "03_saved_tensors.ipynb") == sources(src / "03_saved_tensors.ipynb")
+
+
+def test_an_unedited_notebook_is_replaced_when_the_lesson_changes(root, src):
+    run_cells(root / "01_graph.ipynb")  # ran the cells: outputs only, not an edit
+    write_lesson(src, "01_graph.ipynb", "raise NotImplementedError('exercise 1.1')", "z = 3")
+    assert kinds(workspace.update(root, source=src)) == {"01_graph.ipynb": "updated"}
+    assert sources(root / "01_graph.ipynb") == sources(src / "01_graph.ipynb")
+    assert manifest(root)["lessons"]["01_graph.ipynb"]["shipped"] == notebook_hash(src / "01_graph.ipynb")
+
+
+def test_an_edited_notebook_is_kept_and_the_new_version_saved_beside_it(root, src, capsys):
+    edit(root / "01_graph.ipynb")
+    mine = (root / "01_graph.ipynb").read_bytes()
+    write_lesson(src, "01_graph.ipynb", "raise NotImplementedError('exercise 1.1')", "z = 3")
+    assert workspace.main(["update", str(root), "--source", str(src)]) == 0
+    assert "01_graph.updated.ipynb" in capsys.readouterr().out
+    assert (root / "01_graph.ipynb").read_bytes() == mine
+    assert sources(root / "01_graph.updated.ipynb") == sources(src / "01_graph.ipynb")
+    # Asked again: nothing new is written, and the learner is reminded where it is.
+    again = workspace.update(root, source=src)
+    assert [(c.kind, c.detail) for c in again] == [
+        ("kept", "yours is edited; the new version is still at 01_graph.updated.ipynb")]
+    assert sorted(p.name for p in root.glob("01_graph*")) == ["01_graph.ipynb", "01_graph.updated.ipynb"]
+
+
+def test_the_saved_beside_copy_never_clobbers_a_file(root, src):
+    edit(root / "01_graph.ipynb")
+    (root / "01_graph.updated.ipynb").write_text("the learner's own notes")
+    write_lesson(src, "01_graph.ipynb", "z = 3")
+    assert "01_graph.updated-2.ipynb" in workspace.update(root, source=src)[0].detail
+    assert (root / "01_graph.updated.ipynb").read_text() == "the learner's own notes"
+
+
+def test_an_edited_notebook_of_an_unchanged_lesson_is_left_alone(root, src):
+    edit(root / "01_graph.ipynb")
+    before = snapshot(root)
+    assert workspace.update(root, source=src) == []
+    assert {k: v for k, v in snapshot(root).items() if not k.startswith(".course")} == \
+        {k: v for k, v in before.items() if not k.startswith(".course")}
+
+
+def test_adopting_the_offered_version_counts_as_up_to_date(root, src):
+    edit(root / "01_graph.ipynb")
+    write_lesson(src, "01_graph.ipynb", "z = 3")
+    workspace.update(root, source=src)
+    os.replace(root / "01_graph.updated.ipynb", root / "01_graph.ipynb")
+    assert workspace.update(root, source=src) == []
+    assert "offered" not in manifest(root)["lessons"]["01_graph.ipynb"]
+
+
+def test_a_deleted_notebook_is_not_brought_back_until_asked(root, src, capsys):
+    (root / "02_hooks.ipynb").unlink()
+    write_lesson(src, "02_hooks.ipynb", "changed = True")
+    assert workspace.main(["update", str(root), "--source", str(src)]) == 0
+    out = capsys.readouterr().out
+    assert "deleted" in out and f"course update {root} --restore 02_hooks.ipynb" in out
+    assert not (root / "02_hooks.ipynb").exists()
+    assert workspace.main(["update", str(root), "--source", str(src), "--restore", "02_hooks"]) == 0
+    assert "restored  02_hooks.ipynb" in capsys.readouterr().out
+    assert sources(root / "02_hooks.ipynb") == sources(src / "02_hooks.ipynb")
+
+
+def test_restoring_an_unknown_lesson_lists_the_lessons(root, src):
+    with pytest.raises(WorkspaceError, match="00_warmup.ipynb, 01_graph.ipynb, 02_hooks.ipynb"):
+        workspace.update(root, source=src, restore=["99_nope"])
+
+
+def test_a_renamed_notebook_is_tracked_not_duplicated(root, src):
+    os.replace(root / "01_graph.ipynb", root / "mine.ipynb")
+    run_cells(root / "mine.ipynb")
+    assert [(c.kind, c.detail) for c in workspace.update(root, source=src)] == [
+        ("renamed", "found as mine.ipynb; tracking it there")]
+    assert not (root / "01_graph.ipynb").exists()
+    # The lesson changes; the renamed copy was not edited, so it is the one updated.
+    write_lesson(src, "01_graph.ipynb", "z = 3")
+    assert kinds(workspace.update(root, source=src)) == {"01_graph.ipynb": "updated"}
+    assert sources(root / "mine.ipynb") == sources(src / "01_graph.ipynb")
+    assert not (root / "01_graph.ipynb").exists()
+
+
+def test_an_edited_renamed_notebook_is_found_by_its_lesson_stamp(root, src):
+    edit(root / "01_graph.ipynb")
+    (root / "sub").mkdir()
+    os.replace(root / "01_graph.ipynb", root / "sub" / "mine.ipynb")
+    assert kinds(workspace.update(root, source=src)) == {"01_graph.ipynb": "renamed"}
+    assert manifest(root)["lessons"]["01_graph.ipynb"]["file"] == "sub/mine.ipynb"
+    assert [lesson for lesson, path in workspace.locate(root) if path is None] == []
+
+
+def test_a_file_of_the_learner_with_a_new_lessons_name_is_kept(root, src):
+    (root / "03_saved_tensors.ipynb").write_text("not a notebook, but the learner's")
+    write_lesson(src, "03_saved_tensors.ipynb", "y = 2")
+    [change] = workspace.update(root, source=src)
+    assert change.detail.startswith("saved as 03_saved_tensors.updated.ipynb")
+    assert (root / "03_saved_tensors.ipynb").read_text() == "not a notebook, but the learner's"
+
+
+def test_a_lesson_dropped_from_the_course_stays_in_the_folder(root, src):
+    (src / "02_hooks.ipynb").unlink()
+    assert kinds(workspace.update(root, source=src)) == {"02_hooks.ipynb": "retired"}
+    assert (root / "02_hooks.ipynb").exists()
+
+
+# --- failures: read-only disks, crashes ------------------------------------------------------
+
+def _read_only(*args, **kwargs):
+    raise OSError(errno.EROFS, "Read-only file system")
+
+
+def test_a_read_only_workspace_loses_nothing_and_says_what_to_do(root, src, monkeypatch, capsys):
+    edit(root / "01_graph.ipynb")
+    write_lesson(src, "00_warmup.ipynb", "x = 2")
+    write_lesson(src, "01_graph.ipynb", "z = 3")
+    write_lesson(src, "03_saved_tensors.ipynb", "y = 2")
+    before = snapshot(root)
+    monkeypatch.setattr(workspace, "_write_bytes", _read_only)
+    assert workspace.main(["update", str(root), "--source", str(src)]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot write to {root}: the disk is read-only" in err
+    assert "nothing was changed" in err and "make" in err and "writable" in err
+    assert snapshot(root) == before
+
+
+def test_a_crash_between_writes_leaves_whole_files_and_update_finishes_later(root, src, monkeypatch):
+    write_lesson(src, "00_warmup.ipynb", "x = 2")
+    write_lesson(src, "01_graph.ipynb", "z = 3")
+    real, calls = workspace._write_bytes, []
+
+    def fail_second(path, data):
+        calls.append(path)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(path, data)
+
+    monkeypatch.setattr(workspace, "_write_bytes", fail_second)
+    with pytest.raises(WorkspaceError, match="disk is full.*\n.*1 change"):
+        workspace.update(root, source=src)
+    assert sources(root / "00_warmup.ipynb") == sources(src / "00_warmup.ipynb")  # done
+    assert sources(root / "01_graph.ipynb") == ["# 01_graph.ipynb", "raise NotImplementedError('exercise 1.1')"]
+    monkeypatch.setattr(workspace, "_write_bytes", real)
+    assert kinds(workspace.update(root, source=src)) == {"01_graph.ipynb": "updated"}
+    assert not list(root.rglob("*.tmp"))
+
+
+def test_a_failed_replace_keeps_the_old_file_and_no_temporary(root, src, monkeypatch):
+    before = (root / "00_warmup.ipynb").read_bytes()
+    write_lesson(src, "00_warmup.ipynb", "x = 2")
+    monkeypatch.setattr(os, "replace", _read_only)
+    with pytest.raises(WorkspaceError, match="read-only"):
+        workspace.update(root, source=src)
+    assert (root / "00_warmup.ipynb").read_bytes() == before
+    assert not [p for p in root.rglob("*") if p.name.endswith(".tmp")]
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
+                    reason="root ignores file permissions; the EROFS test above simulates this case")
+def test_a_folder_without_write_permission_is_a_clear_error(root, src):
+    write_lesson(src, "03_saved_tensors.ipynb", "y = 2")
+    before = snapshot(root)
+    root.chmod(0o555)
+    try:
+        with pytest.raises(WorkspaceError, match="permission denied"):
+            workspace.update(root, source=src)
+    finally:
+        root.chmod(0o755)
+    assert snapshot(root) == before
+
+
+def test_a_notebook_the_learner_broke_counts_as_edited(root, src):
+    (root / "00_warmup.ipynb").write_text("{ not json")
+    assert notebook_hash(root / "00_warmup.ipynb").startswith("raw:")
+    write_lesson(src, "00_warmup.ipynb", "x = 2")
+    assert kinds(workspace.update(root, source=src)) == {"00_warmup.ipynb": "offered"}
+    assert (root / "00_warmup.ipynb").read_text() == "{ not json"
