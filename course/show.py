@@ -1,0 +1,60 @@
+"""Deterministic text and matplotlib drawings for the lessons, in one import.
+
+Three kinds of picture, each with a plain-text twin a notebook can ``print`` (nbval
+compares the text; the drawing is for people):
+
+================================  =====================================  ==================
+what                              text                                   drawing
+================================  =====================================  ==================
+an autograd graph (``grad_fn``)   :func:`graph_text`                     :func:`draw_autograd_graph`
+a joint FX graph + descriptors    :func:`joint_graph_text`               :func:`draw_joint_graph`
+streams and memory over time      :func:`timeline_text`, `memory_text`   :func:`draw_timeline`
+================================  =====================================  ==================
+
+The code lives in ``show_graph``, ``show_fx`` and ``show_timeline``; this module only
+re-exports it. Nothing printed holds a memory address: autograd nodes are named ``n0, n1,
+...`` in topological order and FX nodes by their FX names.
+
+Example:
+    >>> import torch
+    >>> from course import show
+    >>> w = torch.ones(2, requires_grad=True)
+    >>> print(show.graph_text((w * 2).sum(), names={"w": w}))
+    n0 SumBackward0 -> n1:0  saved: self_sym_sizes=(2,)
+    n1 MulBackward0 -> n2:0  saved: other ()
+    n2 AccumulateGrad(w) (2,)
+    >>> show.graph_text(torch.ones(2))
+    Traceback (most recent call last):
+    ...
+    ValueError: tensor has no grad_fn: it is a leaf or was made without grad; ...
+"""
+
+from course.show_fx import (
+    KIND_COLORS,
+    descriptor_kind,
+    draw_joint_graph,
+    fx_utils,
+    joint_graph_text,
+    joint_nx_graph,
+    joint_pairs,
+)
+from course.show_graph import (
+    NO_GRAD_FN,
+    autograd_graph,
+    collapse_chains,
+    draw_autograd_graph,
+    graph_summary,
+    graph_text,
+)
+from course.show_timeline import (
+    Interval,
+    draw_timeline,
+    hidden_copy_time,
+    memory_at,
+    memory_text,
+    timeline_text,
+)
+
+from course import show_fx, show_graph, show_timeline  # noqa: E402
+
+__all__ = [*show_graph.__all__, *show_fx.__all__, *show_timeline.__all__]

@@ -1,0 +1,174 @@
+"""Text and pictures of a joint FX graph: inputs and outputs by descriptor, and their pairs.
+
+A joint graph (``aot_export_joint_with_descriptors``) takes parameters, plain inputs and
+tangents as placeholders and returns forward outputs and gradients. Each placeholder and
+each output carries a descriptor in ``node.meta["desc"]``. The ``get_*`` functions of
+``fx_utils`` pair them up: a parameter with its gradient (``get_param_and_grad_nodes``), a
+forward output with its tangent (``get_plain_output_and_tangent_nodes``). We print and
+draw those pairs::
+
+    ParamAOTInput(target='0.weight'): primals_1 -> grad t_8
+    PlainAOTOutput(idx=0): addmm_1 <- tangent tangents_1
+
+We use ``course.fx_utils`` when it is importable and torch's own
+``torch._functorch._aot_autograd.fx_utils`` otherwise; both accept graphs holding torch's
+descriptors.
+
+Example:
+    >>> import contextlib, torch
+    >>> from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
+    >>> from course.show_fx import joint_graph_text
+    >>> with contextlib.ExitStack() as stack:
+    ...     joint = aot_export_joint_with_descriptors(stack, torch.nn.Linear(3, 2), (torch.ones(4, 3),))
+    ...     print(joint_graph_text(joint.graph_module))  # doctest: +ELLIPSIS
+    placeholder primals_1  ParamAOTInput(target='weight')
+    ...
+    ParamAOTInput(target='weight'): primals_1 -> grad ...
+    ...
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+
+from course.show_graph import _layered_layout, collapse_chains
+
+__all__ = ["fx_utils", "KIND_COLORS", "descriptor_kind", "joint_pairs", "joint_graph_text",
+           "joint_nx_graph", "draw_joint_graph"]
+
+
+def fx_utils():
+    """The fx_utils module in use: ``course.fx_utils`` if present, else torch's."""
+    try:
+        from course import fx_utils as mod
+    except ImportError:
+        from torch._functorch._aot_autograd import fx_utils as mod
+    return mod
+
+
+#: Fill colour per descriptor class name; anything else is grey.
+KIND_COLORS = {
+    "ParamAOTInput": "#9fd89f",
+    "BufferAOTInput": "#c9e7a5",
+    "PlainAOTInput": "#cfe2f3",
+    "TangentAOTInput": "#f5c6a5",
+    "PlainAOTOutput": "#a7c7f0",
+    "GradAOTOutput": "#f5a742",
+}
+
+
+def descriptor_kind(desc) -> str:
+    """The descriptor's class name (``"ParamAOTInput"``), or ``"none"`` for no descriptor."""
+    return "none" if desc is None else type(desc).__name__
+
+
+def _graph(g):
+    return getattr(g, "graph", g)  # GraphModule -> Graph; Graph stays
+
+
+def joint_pairs(g) -> list[tuple[str, object, object, object]]:
+    """The pairs a joint graph links: ``("grad", desc, param_node, grad_node)`` for each
+    parameter and plain input, ``("tangent", desc, output_node, tangent_node)`` for each
+    plain output. The second node is None where there is no partner."""
+    mod, graph = fx_utils(), _graph(g)
+    has_desc = any("desc" in n.meta for n in graph.nodes if n.op in ("placeholder", "output"))
+    if not has_desc:
+        return []
+    pairs = [("grad", d, n, m) for d, (n, m) in mod.get_param_and_grad_nodes(graph).items()]
+    pairs += [("grad", d, n, m) for d, (n, m) in mod.get_plain_input_and_grad_nodes(graph).items()]
+    pairs += [("tangent", d, n, m) for d, (n, m) in mod.get_plain_output_and_tangent_nodes(graph).items()]
+    return pairs
+
+
+def joint_graph_text(g) -> str:
+    """Placeholders and outputs with their descriptors, then the linked pairs.
+
+    Args:
+        g: an ``fx.GraphModule`` or ``fx.Graph`` (descriptors optional).
+
+    Returns:
+        One line per placeholder and output, a blank line, one line per pair.
+    """
+    graph, lines = _graph(g), []
+    for n in graph.nodes:
+        if n.op == "placeholder":
+            lines.append(f"placeholder {n.name}  {n.meta.get('desc')!r}")
+        elif n.op == "output":
+            outs = n.args[0] if isinstance(n.args[0], (tuple, list)) else (n.args[0],)
+            descs = n.meta.get("desc") or [None] * len(outs)
+            for i, (o, d) in enumerate(zip(outs, descs)):
+                lines.append(f"output[{i}] {getattr(o, 'name', o)}  {d!r}")
+    calls = sum(n.op == "call_function" for n in graph.nodes)
+    lines.append(f"({calls} call_function nodes)")
+    pair_lines = []
+    for how, desc, a, b in joint_pairs(g):
+        arrow = "-> grad" if how == "grad" else "<- tangent"
+        pair_lines.append(f"{desc!r}: {a.name} {arrow} {b.name if b is not None else None}")
+    return "\n".join(lines + ([""] + pair_lines if pair_lines else []))
+
+
+def joint_nx_graph(g) -> nx.DiGraph:
+    """The FX graph as a DiGraph; the output node becomes one ``output[i]`` node per value.
+
+    Node attributes: ``label``, ``op``, ``kind`` (descriptor kind), ``highlight``; the
+    ``pairs`` graph attribute lists ``(a, b, how)`` node-name pairs from :func:`joint_pairs`.
+    """
+    graph, d = _graph(g), nx.DiGraph()
+    for n in graph.nodes:
+        if n.op == "output":
+            outs = n.args[0] if isinstance(n.args[0], (tuple, list)) else (n.args[0],)
+            descs = n.meta.get("desc") or [None] * len(outs)
+            for i, (o, desc) in enumerate(zip(outs, descs)):
+                d.add_node(f"output[{i}]", label=f"output[{i}]", op="output",
+                           kind=descriptor_kind(desc), highlight=False)
+                if hasattr(o, "name"):
+                    d.add_edge(o.name, f"output[{i}]")
+            continue
+        d.add_node(n.name, label=n.name, op=n.op, kind=descriptor_kind(n.meta.get("desc")),
+                   highlight=False)
+        for a in n.all_input_nodes:
+            d.add_edge(a.name, n.name)
+    outputs = {}
+    for n in graph.nodes:
+        if n.op == "output":
+            outs = n.args[0] if isinstance(n.args[0], (tuple, list)) else (n.args[0],)
+            outputs = {id(o): f"output[{i}]" for i, o in reversed(list(enumerate(outs)))}
+    d.graph["pairs"] = [(a.name, outputs.get(id(b), b.name), how) if how == "grad"
+                        else (outputs.get(id(a), a.name), b.name, how)
+                        for how, _, a, b in joint_pairs(g) if b is not None]
+    return d
+
+
+def draw_joint_graph(g, ax=None, max_nodes: int = 300, collapse_above: int = 50):
+    """Draw a joint graph: data flows top to bottom, placeholders and outputs coloured by
+    descriptor kind (:data:`KIND_COLORS`), dashed red arcs for parameter -> gradient and
+    output -> tangent pairs. Linear chains fold above ``collapse_above`` nodes; above
+    ``max_nodes`` the picture is a summary.
+
+    Returns:
+        The matplotlib Figure.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    full = joint_nx_graph(g)
+    d = collapse_chains(full) if len(full) > collapse_above else full
+    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(10, 7))
+    ax.set_axis_off()
+    if len(d) > max_nodes:
+        kinds = sorted({full.nodes[n]["op"] for n in full})
+        ax.text(0.5, 0.5, f"too large to draw: {len(full)} nodes ({', '.join(kinds)})",
+                ha="center", va="center")
+        return fig
+    pos = _layered_layout(d)  # inputs at the top
+    colors = [KIND_COLORS.get(d.nodes[n]["kind"], "#dddddd") for n in d]
+    nx.draw_networkx_edges(d, pos, ax=ax, arrows=True, node_size=500, alpha=0.6)
+    nx.draw_networkx_nodes(d, pos, ax=ax, node_color=colors, node_size=500)
+    nx.draw_networkx_labels(d, pos, labels={n: d.nodes[n]["label"] for n in d}, ax=ax, font_size=6)
+    pairs = [(a, b) for a, b, _ in full.graph["pairs"] if a in d and b in d]
+    nx.draw_networkx_edges(nx.DiGraph(pairs), pos, ax=ax, edge_color="red", style="dashed",
+                           connectionstyle="arc3,rad=0.3", node_size=500, arrows=True)
+    used = sorted({d.nodes[n]["kind"] for n in d} & set(KIND_COLORS))
+    ax.legend(handles=[Patch(color=KIND_COLORS[k], label=k) for k in used], loc="lower left",
+              fontsize=7)
+    return fig
