@@ -1,0 +1,292 @@
+"""Lesson 5: mutating a tensor that backward still needs.
+
+Normally autograd refuses::
+
+    b = a.clone()
+    out = (b ** 2).sum()     # PowBackward0 saves b (version 0)
+    b.sin_()                 # b is now version 1
+    out.backward()           # BAD: RuntimeError ... modified by an inplace operation
+
+Inside :func:`allow_mutation_on_saved_tensors` the same program works: the saved ``b`` is
+*cloned just before* ``sin_`` overwrites it, and backward reads the clone. Two pieces do it,
+both torch's own (same names as torch.autograd.graph):
+
+- ``_swap_with_cloned``, a pair of saved-tensor hooks: pack stores an opaque ``_Handle``
+  and remembers the tensor as ``ctx.original[handle]``; unpack returns
+  ``ctx.cloned[handle]`` if a clone was made, else the original;
+- ``_CloneArgBeforeMutateMode``, a ``TorchDispatchMode`` that sees every aten op. For an op
+  that writes to an argument (``Tensor(a!)`` in its schema: ``mul_``, ``out=``, foreach
+  lists) it looks up which saved tensors alias that argument and clones them first.
+
+NOTE [Allow mutation on tensors saved for backward] (torch's, with our step 2 fixed)::
+
+    1. a tensor is saved:   tid = (id, data_ptr, version)  -> handle   (which tensor)
+                            sid = (storage, version)       -> {tids}   (which memory)
+    2. an op will write t:  for every saved tid with t's sid whose bytes overlap t's:
+                            clone the original, drop our reference to it
+    3. backward:            a clone exists  <=>  the tensor was mutated after saving
+
+Differences from torch:
+
+- **Offset views.** torch keys step 2 by ``t.data_ptr()``, the address of a tensor's
+  *first element*. A view that starts elsewhere (``b[1]``, ``b[:, 2:]``) has another
+  data_ptr than the saved ``b`` although it shares b's memory and version counter, so
+  ``b[1].mul_(3)`` finds nothing to clone and backward reads the mutated values: a
+  silently wrong gradient (the same happens when the *saved* tensor is the offset view
+  and its base is mutated). Our ``_get_sid`` keys by the storage's base address
+  (``data_ptr - storage_offset * itemsize``) and then checks that the bytes really
+  overlap (``_overlaps``), so ``b[0]`` and ``b[1]`` do not clone each other.
+- **Multi-output ``out=`` ops** (``torch.max(x, 0, out=(v, i))``): torch reads
+  ``kwargs["out"]`` and raises ``KeyError: 'out'``; we read each out argument by its name.
+- **A failed nested entry** raises the same ``RuntimeError`` as torch, but does not switch
+  off the enclosing context (torch's ``finally`` resets the global flag, so the outer
+  context's backward then fails with "Trying to backward outside ...").
+- **Speed.** torch scans every op's schema for written arguments on every call; we cache
+  the positions per ``OpOverload`` and skip the scan when nothing is saved.
+- ``repr(ctx)`` shows the saved handles in save order (``h0``, ``h1``, ...), and clones
+  emit ``course.trace`` ``clone`` events.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import defaultdict
+from collections.abc import Generator, Iterable, MutableMapping
+from typing import Any, TypeAlias
+from weakref import WeakKeyDictionary, WeakValueDictionary
+
+import torch
+from torch.utils._dtype_abbrs import dtype_abbrs
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from course import trace
+from course.saved_tensors import saved_tensors_hooks
+
+__all__ = ["allow_mutation_on_saved_tensors"]
+
+_allow_mutation_on_saved_tensors_enabled: bool = False
+
+_TID: TypeAlias = tuple[int, int, int]  # (id(tensor), data_ptr, version): which tensor
+_SID: TypeAlias = tuple[int, int]  # (storage base address, version): which memory
+
+
+def _data_ptr(tensor: torch.Tensor) -> int:
+    if type(tensor) is not torch.Tensor and isinstance(  # fast path for plain tensors
+        tensor,
+        (
+            torch._subclasses.fake_tensor.FakeTensor,
+            torch._subclasses.functional_tensor.FunctionalTensor,
+        ),
+    ):
+        return 0  # no real memory; torch does the same (its FIXME)
+    return tensor.data_ptr()
+
+
+def _get_tid(tensor: torch.Tensor) -> _TID:
+    return (id(tensor), _data_ptr(tensor), tensor._version)
+
+
+def _get_sid(tensor: torch.Tensor) -> _SID:
+    # torch: (tensor.data_ptr(), version). The first element's address differs between a
+    # tensor and its offset views, so we step back to the start of the storage.
+    base = _data_ptr(tensor) - tensor.storage_offset() * tensor.element_size()
+    return (base, tensor._version)
+
+
+def _byte_span(t: torch.Tensor) -> tuple[int, int]:
+    last = sum((n - 1) * s for n, s in zip(t.shape, t.stride()))  # assumes strides >= 0
+    start = t.storage_offset() * t.element_size()
+    return start, start + (last + 1) * t.element_size()
+
+
+def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Do two tensors on the same storage share a byte? (Conservative only across dtypes.)"""
+    if a.numel() == 0 or b.numel() == 0:
+        return a.data_ptr() == b.data_ptr()  # torch's rule, kept for empty tensors
+    (a0, a1), (b0, b1) = _byte_span(a), _byte_span(b)
+    if a1 <= b0 or b1 <= a0:
+        return False  # disjoint ranges, e.g. b[0] and b[1]
+    if a.is_contiguous() or b.is_contiguous() or a.element_size() != b.element_size():
+        return True  # a dense tensor owns every byte of its range
+    # Interleaved strided views (b[:, 0] and b[:, 1]): compare element offsets exactly.
+    index = torch.arange(a.untyped_storage().nbytes() // a.element_size())
+    ia = index.as_strided(a.shape, a.stride(), a.storage_offset())
+    ib = index.as_strided(b.shape, b.stride(), b.storage_offset())
+    return bool(torch.isin(ia, ib).any())
+
+
+class _Handle:
+    """What the graph stores instead of a saved tensor. ``idx`` is the save order."""
+
+    def __init__(self, idx: int = 0) -> None:
+        self.idx = idx
+
+    def __repr__(self) -> str:
+        return f"h{self.idx}"
+
+
+class _swap_with_cloned(saved_tensors_hooks):
+    def __init__(self, ctx: "_AllowMutationOnSavedContext") -> None:
+        def pack_hook(tensor: torch.Tensor) -> _Handle:
+            tid = _get_tid(tensor)
+            # Save aliasing information
+            ctx.sid_to_tid[_get_sid(tensor)].add(tid)
+            # NB: The same tensor (of the same version) can be saved multiple times
+            handle = ctx.tid_to_weakhandle.get(tid)
+            if handle is None:
+                handle = _Handle(ctx.next_idx)
+                ctx.next_idx += 1
+                ctx.tid_to_weakhandle[tid] = handle
+                ctx.original[handle] = tensor
+            return handle  # a strong reference: the graph keeps the handle alive
+
+        def unpack_hook(handle: _Handle) -> torch.Tensor:
+            # torch's message, missing space ("contextin") included.
+            error_msg = (
+                "Trying to backward outside of the 'allow_mutation_on_saved_tensors' context"
+                "in which the graph was originally recorded."
+            )
+            if not _allow_mutation_on_saved_tensors_enabled:
+                raise AssertionError(error_msg)
+            if handle in ctx.cloned:
+                return ctx.cloned[handle]
+            if handle not in ctx.original:
+                raise AssertionError(error_msg)
+            return ctx.original[handle]
+
+        super().__init__(pack_hook, unpack_hook)
+
+
+# OpOverload -> (how to call it, ((position, name, kwarg_only), ...) of written arguments)
+_MUTABLE_ARGS: dict[Any, tuple[Any, tuple[tuple[int, str, bool], ...]]] = {}
+
+
+def _mutable_args(func: Any) -> tuple[Any, tuple[tuple[int, str, bool], ...]]:
+    written = tuple(
+        (idx, arg.name, arg.kwarg_only)
+        for idx, arg in enumerate(func._schema.arguments)
+        if arg.alias_info is not None and arg.alias_info.is_write
+    )
+    # OpOverload.__call__ is just `self._op(*args, **kwargs)`: call _op, one frame less.
+    call = func._op if type(func) is torch._ops.OpOverload else func
+    _MUTABLE_ARGS[func] = entry = (call, written)
+    return entry
+
+
+class _CloneArgBeforeMutateMode(TorchDispatchMode):
+    def __init__(self, ctx: "_AllowMutationOnSavedContext") -> None:
+        super().__init__()
+        self.ctx = ctx
+
+    def __torch_dispatch__(
+        self,
+        func: Any,
+        types: Iterable[type],
+        args: tuple[Any, ...] = (),
+        kwargs: dict[Any, Any] | None = None,
+    ) -> Any:
+        entry = _MUTABLE_ARGS.get(func)
+        call, written = entry if entry is not None else _mutable_args(func)
+        if written and self.ctx.sid_to_tid:  # an op that writes, and something is saved
+            for idx, name, kwarg_only in written:
+                if kwarg_only or idx >= len(args):  # out=, and other keyword arguments
+                    arg = (kwargs or {}).get(name)
+                else:
+                    arg = args[idx]
+                if isinstance(arg, torch.Tensor):
+                    self.ctx.maybe_clone(arg, func)
+                elif isinstance(arg, (list, tuple)):  # foreach ops write a list
+                    for t in arg:
+                        self.ctx.maybe_clone(t, func)
+        return call(*args, **kwargs) if kwargs else call(*args)
+
+
+class _AllowMutationOnSavedContext:
+    def __init__(self) -> None:
+        self.cloned: MutableMapping[_Handle, torch.Tensor] = WeakKeyDictionary()
+        self.original: MutableMapping[_Handle, torch.Tensor] = WeakKeyDictionary()
+        self.tid_to_weakhandle: MutableMapping[_TID, _Handle] = WeakValueDictionary()
+        self.sid_to_tid: dict[_SID, set[_TID]] = defaultdict(set)
+        self.next_idx = 0
+
+    def maybe_clone(self, t: torch.Tensor, func: Any = None) -> None:
+        """Clone every live saved tensor whose memory ``t`` is about to overwrite."""
+        tids = self.sid_to_tid.get(_get_sid(t))
+        if not tids:
+            return
+        for tid in tids:
+            # A tid whose handle died was saved, then freed by backward before this write.
+            handle = self.tid_to_weakhandle.get(tid)
+            if handle is None or handle in self.cloned:
+                continue
+            original = self.original[handle]
+            if not _overlaps(original, t):
+                continue  # same storage, other bytes
+            self.cloned[handle] = original.clone()
+            del self.original[handle]
+            if trace.ACTIVE:
+                trace.emit("clone", name=str(func), tensor=original, handle=handle,
+                           mutated=trace.tensor_name(t))
+
+    def clear(self) -> None:
+        self.cloned.clear()
+        self.original.clear()
+        self.tid_to_weakhandle.clear()
+        self.sid_to_tid.clear()
+
+    def __repr__(self) -> str:
+        def fmt(t: torch.Tensor) -> str:
+            return f"{dtype_abbrs[t.dtype]}[{', '.join(map(str, t.shape))}]"
+
+        rows = [f"  {h}: original {fmt(t)}" for h, t in list(self.original.items())]
+        rows += [f"  {h}: cloned {fmt(t)}" for h, t in list(self.cloned.items())]
+        rows.sort(key=lambda row: int(row.split(":")[0].strip()[1:]))
+        return "\n".join([f"{type(self).__name__}(saved={len(rows)})", *rows])
+
+
+@contextlib.contextmanager
+def allow_mutation_on_saved_tensors() -> Generator[_AllowMutationOnSavedContext, None, None]:
+    """Context manager under which mutating tensors saved for backward is allowed.
+
+    A saved tensor that is about to be modified in place is cloned first, and backward
+    uses the clone. Run both forward and backward inside the same context.
+
+    Returns:
+        The :class:`_AllowMutationOnSavedContext` holding the state (handy in lessons:
+        its repr lists each saved handle and whether it is still the original or a
+        clone). The state is cleared on exit.
+
+    Raises:
+        RuntimeError: ``allow_mutation_on_saved_tensors contexts cannot be nested``.
+        AssertionError: from backward, when the graph was recorded in a context that
+            has since exited ("Trying to backward outside of ...").
+
+    Example:
+        >>> import torch
+        >>> with allow_mutation_on_saved_tensors() as ctx:
+        ...     a = torch.ones(2, 3, requires_grad=True)
+        ...     b = a.clone()
+        ...     out = (b**2).sum()
+        ...     print(ctx)
+        ...     _ = b.mul_(2)   # mul by a number saves nothing new
+        ...     print(ctx)
+        ...     out.backward()
+        _AllowMutationOnSavedContext(saved=1)
+          h0: original f32[2, 3]
+        _AllowMutationOnSavedContext(saved=1)
+          h0: cloned f32[2, 3]
+        >>> a.grad
+        tensor([[2., 2., 2.],
+                [2., 2., 2.]])
+    """
+    global _allow_mutation_on_saved_tensors_enabled
+    if _allow_mutation_on_saved_tensors_enabled:  # checked before touching any state
+        raise RuntimeError("allow_mutation_on_saved_tensors contexts cannot be nested")
+    ctx = _AllowMutationOnSavedContext()
+    with _swap_with_cloned(ctx), _CloneArgBeforeMutateMode(ctx):
+        try:
+            _allow_mutation_on_saved_tensors_enabled = True
+            yield ctx
+        finally:
+            ctx.clear()
+            _allow_mutation_on_saved_tensors_enabled = False
