@@ -1,0 +1,232 @@
+"""The building blocks of :mod:`course.joint`: one function per stage of AOTAutograd.
+
+Each function takes the previous stage's graph and returns the next one, so a learner can
+stop after any of them and look. All tracing is torch's own: ``make_fx`` records aten ops,
+``FunctionalTensorMode`` (with torch's ``to_fun`` / ``from_fun`` / ``has_data_mutation``)
+removes mutations, ``torch.autograd.grad`` writes the backward, and torch's partitioner splits
+the joint. What is ours is the order, the bookkeeping (:class:`ForwardMeta`) and the
+descriptors, which are :mod:`course.descriptors`' classes.
+
+NOTE [Which outputs get a tangent]
+    torch's ``fn_prepped_for_autograd`` asks for a tangent for (1) every mutated input that
+    requires grad, and (2) every user output that requires grad and is not an alias of an
+    input or of another output. We reject (1) (eager forbids in-place on a leaf that
+    requires grad) and compute (2) in :func:`trace_functionalized_forward` from storages.
+
+Differences from torch: see :mod:`course.joint`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+import torch.fx as fx
+import torch.fx.traceback as fx_traceback
+from torch._dispatch.python import enable_python_dispatcher
+from torch._functorch._aot_autograd.functional_utils import (
+    from_fun,
+    has_data_mutation,
+    has_metadata_mutation,
+    to_fun,
+)
+from torch._functorch._aot_autograd.graph_capture_wrappers import set_partitioner_tag_is_backward
+from torch._functorch.partitioners import _is_tangent
+from torch._subclasses.functional_tensor import FunctionalTensorMode
+from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
+from torch.multiprocessing.reductions import StorageWeakRef
+
+from course import descriptors as D
+
+__all__ = [
+    "ForwardMeta",
+    "add_tangent_placeholders",
+    "attach_descriptors",
+    "partition",
+    "trace_forward",
+    "trace_functionalized_forward",
+    "trace_joint",
+]
+
+_NOT_BUILT = "; course.joint does not build that, use torch._functorch.aot_autograd.aot_export_joint_with_descriptors"
+
+
+@dataclass
+class ForwardMeta:
+    """What the functionalized trace learned (torch keeps this in ``ViewAndMutationMeta``)."""
+
+    mutated_inp_indices: list[int] = field(default_factory=list)  # inputs with data mutations
+    output_requires_grad: list[bool] = field(default_factory=list)
+    tangent_mask: list[bool] = field(default_factory=list)  # per functional output
+    num_user_outputs: int = 0
+
+
+def trace_forward(fn: Callable[..., list], primals: list[torch.Tensor]) -> fx.GraphModule:
+    """Stage 1: ``make_fx`` of the functional call, mutations (``add_``, ``copy_``) still in it."""
+    return make_fx(lambda primals: fn(*primals))(primals)
+
+
+def _storage(t: torch.Tensor) -> StorageWeakRef:
+    return StorageWeakRef(t.untyped_storage())
+
+
+def _tangent_mask(f_args: list, f_outs: list) -> list[bool]:
+    """NOTE [Which outputs get a tangent], part (2), for the user outputs."""
+    inp_storages = {_storage(a) for a in f_args}
+    mask = []
+    for o in f_outs:
+        s = _storage(o)
+        if s in inp_storages:  # torch: OutputType.alias_of_input -> no tangent
+            mask.append(False)
+            continue
+        sharing = [p for p in f_outs if _storage(p) == s]
+        if len(sharing) > 1 and all(p._is_view() for p in sharing):
+            raise NotImplementedError(
+                "several outputs are views of one intermediate: torch returns that base as an "
+                "extra output (IntermediateBaseAOTOutput)" + _NOT_BUILT
+            )
+        # A view whose base is another output is an alias of that output: no tangent.
+        mask.append(o.requires_grad and not (len(sharing) > 1 and o._is_view()))
+    return mask
+
+
+def _check_input_mutations(f_args: list, primals: list, meta: ForwardMeta) -> None:
+    storages = [_storage(p) for p in primals]
+    for i, (f, p) in enumerate(zip(f_args, primals)):
+        if has_metadata_mutation(f, p, check_only_storage_mutation=False):
+            raise NotImplementedError(
+                f"input {i} has its metadata mutated (e.g. t_(), resize_): torch returns "
+                "MetadataMutationAOTOutput" + _NOT_BUILT
+            )
+        if not has_data_mutation(f):
+            continue
+        if p.requires_grad:
+            raise NotImplementedError(
+                f"input {i} requires grad and is mutated in place: torch clones it before "
+                "the forward and gives the mutation a tangent" + _NOT_BUILT
+            )
+        if storages.count(storages[i]) > 1:
+            raise NotImplementedError(
+                f"input {i} is mutated and aliases another input: torch merges them into a "
+                "synthetic base (SyntheticBaseAOTInput)" + _NOT_BUILT
+            )
+        meta.mutated_inp_indices.append(i)
+
+
+def trace_functionalized_forward(
+    fw: fx.GraphModule, primals: list[torch.Tensor]
+) -> tuple[fx.GraphModule, ForwardMeta]:
+    """Stage 2: replay stage 1 under functionalization; mutated inputs become leading outputs.
+
+    Like torch's ``create_functionalized_fn`` + ``fn_input_mutations_to_outputs``: wrap every
+    input with ``to_fun``, run, ask each wrapper ``has_data_mutation``, and return the
+    updated values *before* the user outputs (torch's order).
+    """
+    meta = ForwardMeta()
+
+    def functionalized(primals: list) -> list:
+        # See torch's Note [Disabling Functionalize TLS Above Python Functionalization]
+        with torch._C._ExcludeDispatchKeyGuard(
+            torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize)
+        ):
+            f_args = [to_fun(p) for p in primals]
+            f_outs = list(fw(f_args))
+        _check_input_mutations(f_args, primals, meta)
+        meta.output_requires_grad = [o.requires_grad for o in f_outs]
+        user_mask = _tangent_mask(f_args, f_outs)
+        meta.tangent_mask = [False] * len(meta.mutated_inp_indices) + user_mask
+        meta.num_user_outputs = len(f_outs)
+        mutated = [from_fun(f_args[i]) for i in meta.mutated_inp_indices]
+        return mutated + [from_fun(o) for o in f_outs]
+
+    with enable_python_dispatcher(), FunctionalTensorMode(_allow_token_discovery=True):
+        gm = make_fx(functionalized)(primals)
+    return gm, meta
+
+
+def add_tangent_placeholders(fw: fx.GraphModule, meta: ForwardMeta) -> fx.GraphModule:
+    """Stage 3: the joint function's inputs: ``(primals, tangents)``, one tangent per masked output.
+
+    Only a picture: a copy of stage 2 with unused ``tangents_k`` placeholders, so a learner
+    sees what ``joint(primals, tangents)`` will receive before the backward is traced.
+    """
+    graph = fx.Graph()
+    env: dict[fx.Node, fx.Node] = {}
+    out_node = fw.graph.output_node()
+    for node in fw.graph.nodes:
+        if node is out_node:
+            last = [n for n in graph.nodes if n.op == "placeholder"][-1]
+            with graph.inserting_after(last):
+                for k in range(sum(meta.tangent_mask), 0, -1):
+                    graph.placeholder(f"tangents_{k}")
+            graph.output(fx.node.map_arg(node.args[0], env.__getitem__))
+        else:
+            env[node] = graph.node_copy(node, env.__getitem__)
+    return fx.GraphModule(fw, graph)
+
+
+def trace_joint(
+    fw: fx.GraphModule, meta: ForwardMeta, primals: list, tangents: list
+) -> fx.GraphModule:
+    """Stage 4: ``make_fx`` of ``joint(primals, tangents) -> (outs, grads)`` (torch's ``create_joint``).
+
+    The forward is the functional graph of stage 2, replayed; the backward is whatever
+    ``torch.autograd.grad`` does, recorded. Nodes get torch's ``partitioner_tag``.
+    """
+
+    def joint(primals: list, tangents: list) -> tuple[tuple, tuple]:
+        with torch._C._ExcludeDispatchKeyGuard(
+            torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize)
+        ):
+            f_primals = [to_fun(p) for p in primals]
+            f_tangents = [to_fun(t) for t in tangents]
+            outs = list(fw(f_primals))
+            for node in get_proxy_mode().tracer.graph.nodes:  # as torch's create_joint does
+                node.meta["partitioner_tag"] = "is_backward" if _is_tangent(node) else "is_forward"
+            needed = [o for o, m in zip(outs, meta.tangent_mask) if m]
+            grad_primals = [p for p in f_primals if p.requires_grad]
+            with fx_traceback.preserve_node_meta(), set_partitioner_tag_is_backward():
+                grads = iter(
+                    torch.autograd.grad(needed, grad_primals, f_tangents, allow_unused=True)
+                )
+            all_grads = [next(grads) if p.requires_grad else None for p in f_primals]
+        return tuple(from_fun(o) for o in outs), tuple(from_fun(g) for g in all_grads)
+
+    with enable_python_dispatcher(), FunctionalTensorMode(_allow_token_discovery=True):
+        gm = make_fx(joint)(primals, tangents)
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return gm
+
+
+def attach_descriptors(
+    gm: fx.GraphModule, primal_descs: list, meta: ForwardMeta, requires_grad: list[bool]
+) -> tuple[list, list]:
+    """Stage 5: ``node.meta["desc"]`` on every placeholder, a list of them on the output node."""
+    out_descs = [D.InputMutationAOTOutput(primal_descs[i]) for i in meta.mutated_inp_indices]
+    out_descs += [D.PlainAOTOutput(i) for i in range(meta.num_user_outputs)]
+    tangent_descs = [D.TangentAOTInput(d) for d, m in zip(out_descs, meta.tangent_mask) if m]
+    grad_descs = [D.GradAOTOutput(d) if rg else None for d, rg in zip(primal_descs, requires_grad)]
+    placeholders = gm.graph.find_nodes(op="placeholder")
+    for node, desc in zip(placeholders, primal_descs + tangent_descs, strict=True):
+        node.meta["desc"] = desc
+    gm.graph.output_node().meta["desc"] = out_descs + grad_descs
+    return primal_descs + tangent_descs, out_descs + grad_descs
+
+
+def partition(
+    joint: fx.GraphModule, joint_inputs: Any, num_fwd_outputs: int, partition_fn: Callable
+) -> tuple[fx.GraphModule, fx.GraphModule]:
+    """Stages 6-7: torch's partitioner splits the joint; saved activations get descriptors.
+
+    The partitioner writes torch's ``SavedForBackwardsAOTOutput``; we turn them into ours.
+    """
+    fw, bw = partition_fn(joint, joint_inputs, num_fwd_outputs=num_fwd_outputs)
+    for gm in (fw, bw):
+        out = gm.graph.output_node()
+        out.meta["desc"] = [
+            D.from_torch(d) if d is not None and not isinstance(d, (D.AOTInput, D.AOTOutput)) else d
+            for d in out.meta.get("desc", [])
+        ]
+    return fw, bw
