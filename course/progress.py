@@ -1,0 +1,228 @@
+"""`course progress`: a table of your lessons and exercises, and where each stands.
+
+``course progress DIR`` grades every lesson notebook in your course folder (the grader runs
+the notebook headless and then the checks, in a fresh process) and prints one row per
+exercise::
+
+    $ course progress autograd-course
+    autograd-course: 1 of 3 exercises passed, 1 failed, 1 not attempted
+
+    lesson                     exercise  status         note
+    00_warmup.ipynb            -         no exercises
+    01_graph.ipynb             1.1       passed
+                               1.2       failed         yours: 2.0, expected 3.0
+    02_hooks.ipynb (mine.ipynb) 2.1      not attempted
+
+Grading takes seconds per notebook, so results are cached in ``DIR/.course/progress-cache.json``
+keyed by the lesson and the hash of its notebook's *code* cells (``workspace.notebook_hash(path,
+("code",))``, so a renamed notebook keeps its results) and by the grader's own fingerprint (course version and the source of the grader and checks)::
+
+    {"format": 1, "grader": "course 0.1.0 sha256:...",
+     "results": {"01_graph.ipynb sha256:<code hash>": [["1.1", "passed", ""], ["1.2", "failed", "..."]]}}
+
+A second run with nothing edited grades nothing; editing a code cell re-grades that notebook
+only; running cells or writing markdown does not. A grader that crashes is shown as ``error``
+and not cached, so the next run tries again.
+
+The grader is any ``grade_fn(path) -> [(exercise_id, status, message), ...]`` with status one
+of ``passed``, ``failed``, ``not attempted``, ``error``; by default ``course.grading``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from course import workspace
+
+__all__ = ["CACHE", "Row", "collect", "default_grader", "main", "table"]
+
+CACHE = Path(".course") / "progress-cache.json"
+STATUSES = ("passed", "failed", "not attempted", "error")
+Result = tuple[str, str, str]  # (exercise_id, status, message)
+GradeFn = Callable[[Path], Sequence[Result]]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table. ``exercise`` is ``"-"`` for a lesson-level row (no exercises,
+    a missing notebook, a grader error)."""
+
+    lesson: str
+    file: str | None
+    exercise: str
+    status: str
+    message: str = ""
+
+
+def collect(root: str | Path, grade_fn: GradeFn | None = None, grader_id: str | None = None,
+            use_cache: bool = True, on_grade: Callable[[str], None] | None = None) -> list[Row]:
+    """Grade every lesson in ``root`` (from the cache where the code is unchanged).
+
+    Args:
+        root: a course folder (``course start``), or any folder of ``NN_slug.ipynb`` files.
+        grade_fn: grades one notebook (see the module docstring); default ``default_grader()``.
+        grader_id: fingerprint stored with the cache; a different one discards it. Defaults
+            to the default grader's fingerprint (course version and grader source).
+        use_cache: read the cache (results are written back either way).
+        on_grade: called with each file name just before it is graded (not when cached).
+    Returns:
+        The rows, in lesson order.
+    Raises:
+        workspace.WorkspaceError: the default grader is not installed.
+
+    >>> import nbformat, tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> nbformat.write(nbformat.v4.new_notebook(), d / "01_graph.ipynb")
+    >>> collect(d, grade_fn=lambda p: [("1.1", "passed", "")], grader_id="demo")
+    [Row(lesson='01_graph.ipynb', file='01_graph.ipynb', exercise='1.1', status='passed', message='')]
+    """
+    root = Path(root)
+    if grade_fn is None:
+        grade_fn = default_grader()
+    grader_id = grader_id or grader_fingerprint()
+    cached = _load_cache(root, grader_id) if use_cache else {}
+    fresh, rows = {}, []
+    for lesson, path in workspace.locate(root):
+        if path is None:
+            rows.append(Row(lesson, None, "-", "missing",
+                            f"deleted; `course update {workspace._q(root)} --restore {lesson}` brings it back"))
+            continue
+        rel = path.relative_to(root).as_posix()
+        key = f"{lesson} {workspace.notebook_hash(path, ('code',))}"
+        results = cached.get(key)
+        if results is None:
+            if on_grade:
+                on_grade(rel)
+            results = _grade(grade_fn, path)
+            if not any(status == "error" for _, status, _ in results):
+                fresh[key] = results
+        else:
+            fresh[key] = results
+        rows += [Row(lesson, rel, ex, status, msg) for ex, status, msg in results] or \
+            [Row(lesson, rel, "-", "no exercises")]
+    _save_cache(root, grader_id, fresh)
+    return rows
+
+
+def _grade(grade_fn: GradeFn, path: Path) -> list[list[str]]:
+    try:
+        results = [[str(ex), str(status), str(msg or "")] for ex, status, msg in grade_fn(path)]
+    except Exception as exc:  # a grader crash is one row, not the end of the table
+        return [["-", "error", f"the grader failed: {type(exc).__name__}: {exc}"]]
+    for ex, status, _ in results:
+        if status not in STATUSES:
+            raise ValueError(f"grade_fn returned status {status!r} for {ex}; expected one of {STATUSES}")
+    return results
+
+
+def _load_cache(root: Path, grader_id: str) -> dict[str, list[list[str]]]:
+    try:
+        data = json.loads((root / CACHE).read_text())
+    except (OSError, ValueError):
+        return {}  # no cache yet, or a damaged one: grade again
+    if not isinstance(data, dict) or data.get("format") != 1 or data.get("grader") != grader_id:
+        return {}
+    return data.get("results", {})
+
+
+def _save_cache(root: Path, grader_id: str, results: dict) -> None:
+    data = {"format": 1, "grader": grader_id, "results": results}
+    try:
+        workspace._write_bytes(root / CACHE, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
+    except OSError as exc:  # a read-only folder still gets its table, just no cache
+        print(f"course progress: could not save the cache in {root / CACHE} ({exc}); "
+              "the next run grades again", file=sys.stderr)
+
+
+def table(rows: Sequence[Row], title: str = "") -> str:
+    """The progress table: a summary line, then one row per exercise.
+
+    >>> print(table([Row("01_graph.ipynb", "mine.ipynb", "1.1", "passed"),
+    ...              Row("01_graph.ipynb", "mine.ipynb", "1.2", "failed", "yours: 2, expected 3")], "w"))
+    w: 1 of 2 exercises passed, 1 failed
+    <BLANKLINE>
+    lesson                        exercise  status         note
+    01_graph.ipynb (mine.ipynb)   1.1       passed
+                                  1.2       failed         yours: 2, expected 3
+    """
+    counts = Counter(r.status for r in rows if r.exercise != "-")
+    total = sum(counts.values())
+    summary = f"{counts['passed']} of {total} exercises passed"
+    summary += "".join(f", {counts[s]} {s}" for s in STATUSES[1:] if counts[s])
+    if any(r.exercise == "-" and r.status in ("error", "missing") for r in rows):
+        summary += "; some lessons could not be graded (see below)"
+    names = [r.lesson if r.file in (None, r.lesson) else f"{r.lesson} ({r.file})" for r in rows]
+    width = max([len("lesson"), *map(len, names)]) + 3
+    lines = [f"{title}: {summary}" if title else summary, "",
+             f"{'lesson':<{width}}{'exercise':<10}{'status':<15}note"]
+    previous = None
+    for name, r in zip(names, rows):
+        shown = name if name != previous else ""
+        note = r.message.strip().splitlines()[0] if r.message.strip() else ""
+        if r.exercise != "-" and len(note) > 72:  # lesson rows say what to do: never cut
+            note = note[:69] + "..."
+        lines.append(f"{shown:<{width}}{r.exercise:<10}{r.status:<15}{note}".rstrip())
+        previous = name
+    return "\n".join(lines)
+
+
+# --- the default grader --------------------------------------------------------------------
+
+def default_grader() -> GradeFn:
+    """``course.grading``'s per-notebook grader, as a ``grade_fn``.
+
+    Raises:
+        workspace.WorkspaceError: ``course.grading`` is not installed.
+    """
+    try:
+        from course import grading
+    except ImportError as exc:
+        raise workspace.WorkspaceError(
+            f"the grader (course.grading) cannot be imported: {exc}.\n"
+            "Fix: pip install the full course (pip install -e . in a checkout).") from exc
+    return grading.grade_notebook
+
+
+def grader_fingerprint() -> str:
+    """``course <version> sha256:<hash of course/grading.py and course/checks*>``: when the
+    grader or a check changes (a new release, or a fix in a checkout), cached results go."""
+    import course
+
+    package = Path(course.__file__).resolve().parent
+    files = sorted([*package.glob("grading.py"), *package.glob("checks.py"), *package.glob("checks/*.py")])
+    digest = hashlib.sha256(b"".join(f.name.encode() + f.read_bytes() for f in files)).hexdigest()
+    return f"course {course.__version__} sha256:{digest[:16]}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``course progress [DIR] [--no-cache]``."""
+    parser = argparse.ArgumentParser(prog="course progress",
+                                     description="a table of your exercises and their status")
+    parser.add_argument("dir", nargs="?", default=workspace.DEFAULT_DIR,
+                        help=f"your course folder (default: {workspace.DEFAULT_DIR})")
+    parser.add_argument("--no-cache", action="store_true", help="grade every notebook again")
+    args = parser.parse_args(argv)
+    root = Path(args.dir)
+    if not root.is_dir():
+        print(f"course progress: {root} is not a folder.\nFix: `course start {workspace._q(root)}` "
+              "creates it, or name your course folder.", file=sys.stderr)
+        return 1
+    try:
+        rows = collect(root, use_cache=not args.no_cache,
+                       on_grade=lambda name: print(f"grading {name} ...", file=sys.stderr, flush=True))
+    except workspace.WorkspaceError as exc:
+        print(f"course progress: {exc}", file=sys.stderr)
+        return 1
+    if not rows:
+        print(f"{root} holds no lesson notebooks (NN_slug.ipynb).\n"
+              f"Fix: `course start {workspace._q(root)}` copies them in.")
+        return 1
+    print(table(rows, str(root)))
+    return 0

@@ -1,0 +1,211 @@
+"""Does `course progress` show each exercise's status, and grade only what changed?"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course import cli, progress, workspace
+from course.progress import Row
+
+STUB = "raise NotImplementedError('exercise {}')"
+
+
+def write_lesson(folder: Path, name: str, *exercises: str) -> None:
+    cells = [nbformat.v4.new_markdown_cell(f"# {name}")]
+    cells += [nbformat.v4.new_code_cell(f"# exercise {ex}\n" + STUB.format(ex)) for ex in exercises]
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), folder / name)
+
+
+def answer(path: Path, exercise: str, code: str) -> None:
+    """The learner replaces an exercise's stub with ``code``."""
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.source.startswith(f"# exercise {exercise}\n"):
+            cell.source = f"# exercise {exercise}\n{code}"
+    nbformat.write(nb, path)
+
+
+class FakeGrader:
+    """Grades by reading the cells: the stub is not attempted, ``answer = 42`` passes."""
+
+    def __init__(self):
+        self.graded: list[str] = []
+
+    def __call__(self, path: Path) -> list[tuple[str, str, str]]:
+        self.graded.append(path.name)
+        results = []
+        for cell in nbformat.read(path, as_version=4).cells:
+            match = re.match(r"# exercise (\S+)\n(.*)", cell.source, re.S)
+            if cell.cell_type != "code" or not match:
+                continue
+            ex, body = match.groups()
+            if "NotImplementedError" in body:
+                results.append((ex, "not attempted", ""))
+            elif body.strip() == "answer = 42":
+                results.append((ex, "passed", ""))
+            else:
+                results.append((ex, "failed", f"yours: {body.strip()}, expected: answer = 42\nhint: 42"))
+        return results
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    src = tmp_path / "notebooks"
+    write_lesson(src, "00_warmup.ipynb")
+    write_lesson(src, "01_graph.ipynb", "1.1", "1.2")
+    write_lesson(src, "02_hooks.ipynb", "2.1")
+    workspace.start(tmp_path / "mine", source=src)
+    return tmp_path / "mine"
+
+
+@pytest.fixture
+def grade() -> FakeGrader:
+    return FakeGrader()
+
+
+def collect(root: Path, grade: FakeGrader, **kwargs) -> list[Row]:
+    return progress.collect(root, grade_fn=grade, grader_id="fake 1", **kwargs)
+
+
+def test_the_table_lists_every_exercise_with_its_status(root, grade):
+    answer(root / "01_graph.ipynb", "1.1", "answer = 42")
+    answer(root / "01_graph.ipynb", "1.2", "answer = 41")
+    assert progress.table(collect(root, grade), "mine") == "\n".join([
+        "mine: 1 of 3 exercises passed, 1 failed, 1 not attempted",
+        "",
+        "lesson            exercise  status         note",
+        "00_warmup.ipynb   -         no exercises",
+        "01_graph.ipynb    1.1       passed",
+        "                  1.2       failed         yours: answer = 41, expected: answer = 42",
+        "02_hooks.ipynb    2.1       not attempted",
+    ])
+
+
+def test_a_second_run_grades_nothing(root, grade):
+    first = collect(root, grade)
+    assert sorted(grade.graded) == ["00_warmup.ipynb", "01_graph.ipynb", "02_hooks.ipynb"]
+    grade.graded.clear()
+    assert collect(root, grade) == first
+    assert grade.graded == []
+    cache = json.loads((root / progress.CACHE).read_text())
+    assert cache["grader"] == "fake 1" and len(cache["results"]) == 3
+
+
+def test_an_edited_notebook_is_graded_again_and_only_it(root, grade):
+    collect(root, grade)
+    grade.graded.clear()
+    answer(root / "02_hooks.ipynb", "2.1", "answer = 42")
+    rows = collect(root, grade)
+    assert grade.graded == ["02_hooks.ipynb"]
+    assert Row("02_hooks.ipynb", "02_hooks.ipynb", "2.1", "passed") in rows
+
+
+def test_running_cells_or_writing_markdown_does_not_regrade(root, grade):
+    collect(root, grade)
+    grade.graded.clear()
+    nb = nbformat.read(root / "01_graph.ipynb", as_version=4)
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", text="ran\n")]
+    nb.cells[1].execution_count = 1
+    nb.cells.append(nbformat.v4.new_markdown_cell("my notes"))
+    nbformat.write(nb, root / "01_graph.ipynb")
+    collect(root, grade)
+    assert grade.graded == []
+
+
+def test_a_new_grader_discards_the_cache(root, grade):
+    collect(root, grade)
+    grade.graded.clear()
+    progress.collect(root, grade_fn=grade, grader_id="fake 2")
+    assert len(grade.graded) == 3
+
+
+def test_no_cache_grades_everything_again(root, grade):
+    collect(root, grade)
+    grade.graded.clear()
+    collect(root, grade, use_cache=False)
+    assert len(grade.graded) == 3
+
+
+def test_a_damaged_cache_is_ignored(root, grade):
+    collect(root, grade)
+    (root / progress.CACHE).write_text("{ damaged")
+    grade.graded.clear()
+    assert [r.status for r in collect(root, grade)] == ["no exercises", "not attempted", "not attempted",
+                                                         "not attempted"]
+    assert len(grade.graded) == 3
+
+
+def test_a_grader_crash_is_one_row_and_is_not_cached(root, grade):
+    def crashing(path):
+        if path.name == "01_graph.ipynb":
+            raise RuntimeError("kernel died")
+        return grade(path)
+
+    rows = progress.collect(root, grade_fn=crashing, grader_id="fake 1")
+    assert Row("01_graph.ipynb", "01_graph.ipynb", "-", "error",
+               "the grader failed: RuntimeError: kernel died") in rows
+    assert "some lessons could not be graded" in progress.table(rows)
+    grade.graded.clear()
+    collect(root, grade)
+    assert grade.graded == ["01_graph.ipynb"]
+
+
+def test_a_grader_with_an_unknown_status_is_a_bug_we_report(root):
+    with pytest.raises(ValueError, match="'ok'"):
+        progress.collect(root, grade_fn=lambda p: [("1.1", "ok", "")], grader_id="bad")
+
+
+def test_deleted_and_renamed_lessons(root, grade):
+    collect(root, grade)
+    grade.graded.clear()
+    os.replace(root / "01_graph.ipynb", root / "mine.ipynb")
+    (root / "02_hooks.ipynb").unlink()
+    rows = collect(root, grade)
+    assert grade.graded == []  # the renamed notebook's code is unchanged: cached
+    text = progress.table(rows)
+    assert "01_graph.ipynb (mine.ipynb)   1.1" in text
+    assert f"deleted; `course update {root} --restore 02_hooks.ipynb` brings it back" in text
+
+
+def test_a_folder_of_notebooks_without_a_manifest_is_graded_too(tmp_path, grade):
+    write_lesson(tmp_path, "03_saved_tensors.ipynb", "3.1")
+    write_lesson(tmp_path, "03_saved_tensors.updated.ipynb", "3.1")  # an offered copy: not a lesson
+    assert collect(tmp_path, grade) == [
+        Row("03_saved_tensors.ipynb", "03_saved_tensors.ipynb", "3.1", "not attempted")]
+
+
+def test_a_read_only_folder_still_gets_its_table(root, grade, monkeypatch, capsys):
+    def read_only(path, data):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(workspace, "_write_bytes", read_only)
+    monkeypatch.setattr(progress, "default_grader", lambda: grade)
+    assert progress.main([str(root)]) == 0
+    captured = capsys.readouterr()
+    assert "0 of 3 exercises passed, 3 not attempted" in captured.out
+    assert "could not save the cache" in captured.err and "grading 01_graph.ipynb ..." in captured.err
+
+
+def test_the_course_command_prints_the_table(root, grade, monkeypatch, capsys):
+    monkeypatch.setattr(progress, "default_grader", lambda: grade)
+    assert cli.main(["progress", str(root)]) == 0
+    assert capsys.readouterr().out.startswith(f"{root}: 0 of 3 exercises passed")
+
+
+def test_progress_on_a_missing_folder_says_how_to_start(tmp_path, capsys):
+    assert progress.main([str(tmp_path / "nope")]) == 1
+    assert "course start" in capsys.readouterr().err
+
+
+def test_the_grader_fingerprint_names_the_course_version():
+    import course
+
+    assert progress.grader_fingerprint().startswith(f"course {course.__version__} sha256:")
