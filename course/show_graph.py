@@ -111,7 +111,12 @@ def autograd_graph(t, names: Mapping[str, torch.Tensor] | None = None, highlight
         >>> [g.nodes[n]["label"] for n in g]
         ['SumBackward0', 'MulBackward0', 'AccumulateGrad(w)']
     """
-    if isinstance(t, nx.DiGraph):
+    if isinstance(t, nx.DiGraph):  # a snapshot: re-mark by id or name only
+        if not highlight:
+            return t
+        marks, t = set(highlight), t.copy()
+        for n, d in t.nodes(data=True):
+            d["highlight"] = n in marks or d.get("name") in marks
         return t
     root = _root(t)
     # Discover nodes (iteratively: graphs can be thousands deep) and count incoming edges.

@@ -1,0 +1,200 @@
+"""Frames: the states a lesson steps through, computed in plain Python.
+
+A :class:`Frame` is one state (a title, a description, a plain text form, and optional
+data for a drawing). The functions here turn something that happened into a list of
+frames; :mod:`course.widgets` only shows them. Because a frame's text is plain, a notebook
+can ``print(frames[k])`` next to the widget and nbval compares that::
+
+    >>> from course.trace import Event
+    >>> frames = event_frames([Event("pack", "MulBackward0", "t0", (2, 3)),
+    ...                        Event("unpack", "MulBackward0", "t0", (2, 3))])
+    >>> print(frames[2])
+    event 2/2: unpack MulBackward0 t0 (2, 3)
+    backward asked for a saved tensor; the unpack hook gave it back.
+      pack MulBackward0 t0 (2, 3)
+    > unpack MulBackward0 t0 (2, 3)
+    tensor  shape           pack    unpack  clone
+    t0      (2, 3)          1       1       0
+
+Frame 0 is always the state before the first step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import torch
+
+from course.show_graph import autograd_graph, graph_text
+from course.show_timeline import _intervals, memory_at, timeline_text
+
+__all__ = ["Frame", "KIND_HELP", "backward_order_frames", "event_frames", "saved_tensor_frames",
+           "mutation_frames", "stage_frames", "offload_frames"]
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One state to show. ``str(frame)`` is title, description and text, one per line."""
+
+    title: str
+    text: str = ""
+    description: str = ""
+    data: Any = field(default=None, compare=False, repr=False)
+
+    def __str__(self) -> str:
+        return "\n".join(part for part in (self.title, self.description, self.text) if part)
+
+
+def _check(frames: list[Frame]) -> list[Frame]:
+    if len(frames) < 2:  # frame 0 alone means nothing happened
+        raise ValueError("nothing to step through: the input produced no events")
+    return frames
+
+
+def backward_order_frames(t: torch.Tensor, names=None, gradient=None, inputs=None) -> list[Frame]:
+    """Run ``t``'s backward with a pre-hook and a hook on every node; one frame per firing.
+
+    Args:
+        t: the tensor to call backward on (it needs a ``grad_fn``).
+        names: ``{"w": w}`` labels for leaves, as in :func:`course.show_graph.autograd_graph`.
+        gradient, inputs: passed to :func:`torch.autograd.backward` (``grad_tensors``, ``inputs``).
+
+    Returns:
+        Frames ``0..2k``: before backward, then ``pre-hook`` / ``hook`` of each node that ran,
+        in the order torch fired them. ``frame.data`` holds ``graph`` (the snapshot),
+        ``node`` (id), ``event`` and ``ran`` (ids whose hook has fired).
+
+    Raises:
+        ValueError: ``t`` has no ``grad_fn``.
+
+    Example:
+        >>> w = torch.ones(2, requires_grad=True)
+        >>> [f.title for f in backward_order_frames((w * 2).sum(), names={"w": w})][:3]
+        ['before backward', 'step 1/6: pre-hook n0 SumBackward0', 'step 2/6: hook n0 SumBackward0']
+    """
+    g = autograd_graph(t, names)
+    live = g.graph.pop("nodes")  # id -> Node; dropped once backward has run
+    fired, handles = [], []
+    for n, node in live.items():
+        handles.append(node.register_prehook(lambda grad_out, n=n: fired.append(("pre-hook", n))))
+        handles.append(node.register_hook(lambda gi, go, n=n: fired.append(("hook", n))))
+    try:
+        torch.autograd.backward(t, grad_tensors=gradient, inputs=inputs)
+    finally:
+        for h in handles:
+            h.remove()
+    frames = [Frame("before backward", graph_text(g), "Nothing has run yet; n0 runs first.",
+                    {"graph": g, "node": None, "event": None, "ran": []})]
+    ran: list[str] = []
+    for k, (event, n) in enumerate(fired, 1):
+        if event == "hook":
+            ran.append(n)
+        name = g.nodes[n]["label"]
+        what = ("its inputs' gradients are ready; it is about to run" if event == "pre-hook"
+                else "it has run and produced gradients for its next_functions")
+        frames.append(Frame(
+            f"step {k}/{len(fired)}: {event} {n} {name}",
+            graph_text(g, highlight=[n]) + "\nran so far: " + (", ".join(ran) or "none"),
+            f"{event} of {name} fires: {what}.",
+            {"graph": g, "node": n, "event": event, "ran": list(ran)},
+        ))
+    return _check(frames)
+
+
+#: What each event kind means, shown as the frame's description.
+KIND_HELP = {
+    "pack": "forward saved a tensor for backward; the pack hook ran.",
+    "unpack": "backward asked for a saved tensor; the unpack hook gave it back.",
+    "clone": "the saved tensor was about to be mutated in place, so it was cloned first.",
+    "hook": "a hook fired.",
+}
+_COUNTED = ("pack", "unpack", "clone")
+
+
+def _table(events: Sequence) -> str:
+    rows: dict[str, dict] = {}
+    for e in events:
+        if e.tensor is None:
+            continue
+        row = rows.setdefault(e.tensor, {"shape": e.shape, **{k: 0 for k in _COUNTED}})
+        if e.kind in _COUNTED:
+            row[e.kind] += 1
+    lines = [f"{'tensor':<8}{'shape':<16}" + "".join(f"{k:<8}" for k in _COUNTED).rstrip()]
+    for name, row in rows.items():
+        shape = str(tuple(row["shape"])) if row["shape"] is not None else "-"
+        lines.append(f"{name:<8}{shape:<16}" + "".join(f"{row[k]:<8}" for k in _COUNTED).rstrip())
+    return "\n".join(lines)
+
+
+def event_frames(events: Iterable, kinds: Iterable[str] | None = None,
+                 title: str = "event") -> list[Frame]:
+    """One frame per :class:`course.trace.Event` (of ``kinds``, default all).
+
+    Each frame's text is the events so far (``>`` marks the current one) and a table of
+    pack / unpack / clone counts per tensor. Raises ValueError if no event is left.
+    """
+    wanted = None if kinds is None else set(kinds)
+    evs = [e for e in events if wanted is None or e.kind in wanted]
+    frames = [Frame(f"{title} 0/{len(evs)}: nothing yet", "", "Before the first event.",
+                    {"events": evs, "index": 0})]
+    for k, e in enumerate(evs, 1):
+        log = [("> " if i == k - 1 else "  ") + str(x) for i, x in enumerate(evs[:k])]
+        frames.append(Frame(f"{title} {k}/{len(evs)}: {e}", "\n".join(log + [_table(evs[:k])]),
+                            KIND_HELP.get(e.kind, f"a {e.kind} event."),
+                            {"events": evs, "index": k}))
+    return _check(frames)
+
+
+def saved_tensor_frames(events: Iterable) -> list[Frame]:
+    """Frames over the pack and unpack events of a recording (see :func:`event_frames`)."""
+    return event_frames(events, kinds=("pack", "unpack"), title="saved tensors")
+
+
+def mutation_frames(events: Iterable) -> list[Frame]:
+    """Frames over pack, unpack and clone events: when a mutation forced a clone."""
+    return event_frames(events, kinds=("pack", "unpack", "clone"), title="mutation")
+
+
+def _stage_text(stage) -> str:
+    text = getattr(stage, "text", None)
+    text = text() if callable(text) else text
+    return text if isinstance(text, str) else str(stage)
+
+
+def stage_frames(stages: Iterable) -> list[Frame]:
+    """One frame per stage of a staged build (e.g. ``course.joint`` stages).
+
+    A stage needs ``.name`` and ``.explanation``; its text is ``.text`` (a string or a
+    method) or ``str(stage)``; ``frame.data`` is its ``graph_module`` or ``graph`` if any.
+    Raises ValueError on an empty list.
+    """
+    stages = list(stages)
+    if not stages:
+        raise ValueError("no stages to step through: pass a non-empty list of stages")
+    return [Frame(f"stage {k}/{len(stages)}: {s.name}", _stage_text(s), s.explanation,
+                  getattr(s, "graph_module", None) or getattr(s, "graph", None))
+            for k, s in enumerate(stages, 1)]
+
+
+def offload_frames(intervals, memory=None, compute: str = "compute") -> list[Frame]:
+    """One frame per moment something starts or ends on a stream.
+
+    Each frame's text is the timeline with a cursor, what is running, and (with
+    ``memory``, a list of ``(time, bytes)``) the memory at that moment.
+    Raises ValueError on an empty list of intervals.
+    """
+    ivs = _intervals(intervals)
+    if not ivs:
+        raise ValueError("no intervals to show: pass a list of (stream, start, end, label)")
+    frames = []
+    times = sorted({p for iv in ivs for p in (iv.start, iv.end)})
+    for k, t in enumerate(times, 1):
+        running = [f"{iv.stream}: {iv.label}" for iv in ivs if iv.start <= t < iv.end]
+        desc = "running: " + ("; ".join(running) if running else "nothing")
+        text = timeline_text(ivs, cursor=t, compute=compute)
+        if memory:
+            text += f"\nmemory at t={t:g}: {memory_at(memory, t):g}"
+        frames.append(Frame(f"t={t:g} ({k}/{len(times)})", text, desc,
+                            {"intervals": ivs, "memory": memory, "time": t}))
+    return frames
