@@ -107,7 +107,8 @@ def collect(root: str | Path, grade_fn: GradeFn | None = None, grader_id: str | 
             fresh[key] = results
         rows += [Row(lesson, rel, ex, status, msg) for ex, status, msg in results] or \
             [Row(lesson, rel, "-", "no exercises")]
-    _save_cache(root, grader_id, fresh)
+    if fresh != cached:  # a run that graded nothing writes nothing
+        _save_cache(root, grader_id, fresh)
     return rows
 
 

@@ -155,6 +155,7 @@ def _write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(tmp, _mode_for(path))  # mkstemp makes 0o600; keep what the learner would get
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -164,6 +165,16 @@ def _write_bytes(path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _mode_for(path: Path) -> int:
+    """The existing file's permissions, or what ``open()`` would give a new file."""
+    try:
+        return path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def _shipped_copy(src: Path, lesson: str) -> bytes:
@@ -298,6 +309,9 @@ def start(root: str | Path = DEFAULT_DIR, source: str | Path | None = None) -> l
     []
     """
     root, src = Path(root), find_source(source)
+    if root.exists() and not root.is_dir():
+        raise WorkspaceError(f"{root} is a file, not a folder. Fix: name a new folder, "
+                             f"e.g. course start {DEFAULT_DIR}")
     existing = _workspace_notebooks(root) if root.is_dir() else []
     if existing or (root / MANIFEST).exists():
         names = ", ".join(p.relative_to(root).as_posix() for p in existing[:3]) or MANIFEST.as_posix()
@@ -329,6 +343,7 @@ def update(root: str | Path = DEFAULT_DIR, source: str | Path | None = None,
     """
     root = Path(root)
     manifest = _load_manifest(root)
+    as_loaded = json.dumps(manifest, sort_keys=True)
     src = _update_source(source, manifest)
     lessons = _lessons(src)
     wanted = {_lesson_named(name, lessons) for name in restore}
@@ -337,7 +352,8 @@ def update(root: str | Path = DEFAULT_DIR, source: str | Path | None = None,
     try:
         for lesson in lessons:
             changes += _update_one(root, src, lesson, manifest, claimed, lesson in wanted)
-        _save_manifest(root, manifest)
+        if json.dumps(manifest, sort_keys=True) != as_loaded:  # a no-op update writes nothing
+            _save_manifest(root, manifest)
     except OSError as exc:
         with contextlib.suppress(OSError):  # record what did go through, if we can
             _save_manifest(root, manifest)
@@ -397,7 +413,8 @@ def _update_one(root: Path, src: Path, lesson: str, manifest: dict, claimed: set
         _copy_lesson(up, path, lesson)
         entry["shipped"] = up_hash
         entry.pop("offered", None)
-        changes.append(Change("updated", lesson, f"new version in {entry['file']} (you had not edited it)"))
+        where = "" if entry["file"] == lesson else f" in {entry['file']}"
+        changes.append(Change("updated", lesson, f"new version{where} (you had not edited it)"))
     elif up_hash != entry["shipped"]:  # edited, and the course changed
         changes.append(_offer(root, path, up, lesson, up_hash, entry, claimed))
     return changes
@@ -467,8 +484,9 @@ def main(argv: list[str] | None = None) -> int:
     except WorkspaceError as exc:
         print(f"course {args.verb}: {exc}", file=sys.stderr)
         return 1
-    lessons = set(_load_manifest(root)["lessons"])
+    others = set(_load_manifest(root)["lessons"]) - {c.lesson for c in changes}
     print(f"course update {root}")
     print("\n".join(c.line() for c in changes) or "  everything is up to date")
-    print(f"{len(lessons - {c.lesson for c in changes})} of {len(lessons)} lessons unchanged.")
+    if changes:
+        print(f"the other {len(others)} lesson(s) are up to date.")
     return 0

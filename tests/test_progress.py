@@ -99,6 +99,13 @@ def test_a_second_run_grades_nothing(root, grade):
     assert cache["grader"] == "fake 1" and len(cache["results"]) == 3
 
 
+def test_a_run_that_grades_nothing_writes_nothing(root, grade, monkeypatch, capsys):
+    collect(root, grade)
+    monkeypatch.setattr(workspace, "_write_bytes", lambda path, data: pytest.fail(f"wrote {path}"))
+    collect(root, grade)
+    assert capsys.readouterr().err == ""
+
+
 def test_an_edited_notebook_is_graded_again_and_only_it(root, grade):
     collect(root, grade)
     grade.graded.clear()

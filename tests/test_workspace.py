@@ -95,6 +95,20 @@ def test_start_refuses_a_folder_with_notebooks_and_points_at_update(root, src, c
     assert snapshot(root) == before
 
 
+def test_start_into_a_file_is_a_clear_error(tmp_path, src):
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(WorkspaceError, match="is a file, not a folder"):
+        workspace.start(tmp_path / "f", source=src)
+
+
+def test_copies_get_ordinary_file_permissions_not_mkstemps(root):
+    (root / "probe").write_text("")  # what open() gives a new file under this umask
+    assert (root / "00_warmup.ipynb").stat().st_mode & 0o777 == (root / "probe").stat().st_mode & 0o777
+    (root / "01_graph.ipynb").chmod(0o640)  # a replaced file keeps the learner's permissions
+    workspace._write_bytes(root / "01_graph.ipynb", (root / "01_graph.ipynb").read_bytes())
+    assert (root / "01_graph.ipynb").stat().st_mode & 0o777 == 0o640
+
+
 def test_start_fills_an_existing_empty_folder(tmp_path, src):
     (tmp_path / "empty").mkdir()
     assert kinds(workspace.start(tmp_path / "empty", source=src)) == dict.fromkeys(
@@ -264,6 +278,11 @@ def test_a_read_only_workspace_loses_nothing_and_says_what_to_do(root, src, monk
     assert f"cannot write to {root}: the disk is read-only" in err
     assert "nothing was changed" in err and "make" in err and "writable" in err
     assert snapshot(root) == before
+
+
+def test_an_update_with_nothing_to_do_writes_nothing(root, src, monkeypatch):
+    monkeypatch.setattr(workspace, "_write_bytes", _read_only)  # so it works on a read-only disk
+    assert workspace.update(root, source=src) == []
 
 
 def test_a_crash_between_writes_leaves_whole_files_and_update_finishes_later(root, src, monkeypatch):
