@@ -7,15 +7,17 @@ exercise::
     $ course progress autograd-course
     autograd-course: 1 of 3 exercises passed, 1 failed, 1 not attempted
 
-    lesson                     exercise  status         note
-    00_warmup.ipynb            -         no exercises
-    01_graph.ipynb             1.1       passed
-                               1.2       failed         yours: 2.0, expected 3.0
-    02_hooks.ipynb (mine.ipynb) 2.1      not attempted
+    lesson                            exercise  status         note
+    00_warmup.ipynb                   -         no exercises
+    01_graph.ipynb (my_graph.ipynb)   1.1       passed
+                                      1.2       failed         yours: tensor([2.]), expected: tensor([3.])
+    02_hooks.ipynb                    2.1       not attempted
+    03_saved_tensors.ipynb            -         missing        deleted; `course update ...
 
 Grading takes seconds per notebook, so results are cached in ``DIR/.course/progress-cache.json``
 keyed by the lesson and the hash of its notebook's *code* cells (``workspace.notebook_hash(path,
-("code",))``, so a renamed notebook keeps its results) and by the grader's own fingerprint (course version and the source of the grader and checks)::
+("code",))``, so a renamed notebook keeps its results), under the grader's own fingerprint
+(course version and the source of the grader and checks)::
 
     {"format": 1, "grader": "course 0.1.0 sha256:...",
      "results": {"01_graph.ipynb sha256:<code hash>": [["1.1", "passed", ""], ["1.2", "failed", "..."]]}}
