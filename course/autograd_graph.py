@@ -1,0 +1,46 @@
+"""The course's ``torch.autograd.graph``: every public name, from the lesson that builds it.
+
+Read it side by side with torch's module; the names and signatures are the same::
+
+    torch.autograd.graph.get_gradient_edge(t)      # torch's
+    course.autograd_graph.get_gradient_edge(t)     # ours, from course/graph.py
+
+Where each name is built (lesson, module):
+
+1. ``course.graph``: ``Node``, ``GradientEdge``, ``get_gradient_edge``, ``increment_version``
+2. ``course.hooks``: ``register_multi_grad_hook``, ``_register_logging_hooks_on_whole_graph``,
+   ``_engine_run_backward``
+3. ``course.saved_tensors``: ``saved_tensors_hooks``, ``save_on_cpu``,
+   ``disable_saved_tensors_hooks``
+5. ``course.mutation``: ``allow_mutation_on_saved_tensors``
+
+Example:
+    >>> import torch
+    >>> from course import autograd_graph
+    >>> a = torch.ones(2, requires_grad=True)
+    >>> autograd_graph.get_gradient_edge(a * 2)
+    GradientEdge(MulBackward0, output_nr=0)
+
+Differences from torch: see each module's docstring. torch's prototype extras
+(``region_activation_memory_budget`` and the two CUDA stream switches) are not part
+of the course.
+"""
+
+from course.graph import GradientEdge, Node, get_gradient_edge, increment_version
+from course.hooks import _engine_run_backward, _register_logging_hooks_on_whole_graph, register_multi_grad_hook
+from course.mutation import allow_mutation_on_saved_tensors
+from course.saved_tensors import disable_saved_tensors_hooks, save_on_cpu, saved_tensors_hooks
+
+__all__ = [
+    "GradientEdge",
+    "Node",
+    "_engine_run_backward",
+    "_register_logging_hooks_on_whole_graph",
+    "allow_mutation_on_saved_tensors",
+    "disable_saved_tensors_hooks",
+    "get_gradient_edge",
+    "increment_version",
+    "register_multi_grad_hook",
+    "save_on_cpu",
+    "saved_tensors_hooks",
+]
