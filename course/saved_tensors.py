@@ -26,8 +26,10 @@ What the learner should remember (each one is a test in ``tests/test_saved_tenso
 
     saved_tensors_hooks(lambda t: t, lambda t: t)
                              # BAD: an identity pack hook stores the tensor itself on its
-                             #     own node: a reference cycle. If backward never runs,
-                             #     the graph outlives the last reference to the output.
+                             #     own node (exp saves its result): tensor -> grad_fn ->
+                             #     tensor, a cycle through C++ that Python's garbage
+                             #     collector cannot see. If backward never runs, the graph
+                             #     outlives the last reference to the output, for good.
                              #     Learners meet it in lesson 3's "leaky pack hook"
                              #     exercise; pack ``t.detach()`` (or a copy) instead.
 
