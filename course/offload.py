@@ -165,18 +165,20 @@ class _HostCopy:
 
 
 class _Kept:
-    __slots__ = ("tensor", "reason")
+    __slots__ = ("tensor", "reason", "name")
 
     def __init__(self, tensor: torch.Tensor, reason: str) -> None:
-        self.tensor, self.reason = tensor, reason
+        self.tensor, self.reason = tensor.detach(), reason  # detach: no reference cycle
+        self.name = trace.tensor_name(tensor) if trace.ACTIVE else None  # for the unpack event
 
 
 class _Packed:
-    __slots__ = ("copy", "dtype", "size", "stride", "offset")
+    __slots__ = ("copy", "dtype", "size", "stride", "offset", "name")
 
     def __init__(self, copy: _HostCopy, t: torch.Tensor) -> None:
         self.copy, self.dtype = copy, t.dtype
         self.size, self.stride, self.offset = t.size(), t.stride(), t.storage_offset()
+        self.name = trace.tensor_name(t) if trace.ACTIVE else None
 
 
 def _storage_key(t: torch.Tensor) -> tuple[str, int]:
@@ -184,12 +186,14 @@ def _storage_key(t: torch.Tensor) -> tuple[str, int]:
 
 
 def _is_param(t: torch.Tensor) -> bool:
-    """A Parameter, a leaf that requires grad, or a view of one (``weight.t()`` in addmm)."""
-    while t is not None:
-        if isinstance(t, torch.nn.Parameter) or (t.is_leaf and t.requires_grad):
-            return True
+    """A Parameter, a leaf that requires grad, or a view of one (``weight.t()`` in addmm).
+
+    A view is judged by its base: a view made under no_grad (in a custom Function's
+    forward) reports ``is_leaf`` and ``requires_grad`` although its base is an activation.
+    """
+    while t._base is not None:
         t = t._base
-    return False
+    return isinstance(t, torch.nn.Parameter) or (t.is_leaf and t.requires_grad)
 
 
 class Offloader(saved_tensors_hooks):
@@ -266,7 +270,9 @@ class Offloader(saved_tensors_hooks):
             _storage_key(t) for m in self.modules for t in (*m.parameters(), *m.buffers())
         }
         self._order = []  # a new forward: prefetch walks this pass's copies
-        super().__enter__()
+        # We push our hooks ourselves rather than lesson 3's traced wrapper: our own
+        # trace events say what moved. __exit__ (inherited) pops them.
+        torch._C._autograd._push_saved_tensors_default_hooks(self._pack, self._unpack)
 
     @contextmanager
     def exclude(self) -> Iterator[None]:
@@ -340,7 +346,7 @@ class Offloader(saved_tensors_hooks):
                 setattr(self.stats, f"kept_{reason}", getattr(self.stats, f"kept_{reason}") + 1)
                 if trace.ACTIVE:
                     trace.emit("pack", tensor=t, offloaded=False, reason=reason)
-                return _Kept(t.detach(), reason)
+                return _Kept(t, reason)
             ref, version = entry[2] or (lambda: None, None)
             copy = ref() if version == t._version else None  # same bytes, already on the host
             alias = copy is not None
@@ -395,7 +401,7 @@ class Offloader(saved_tensors_hooks):
             self.stats.unpacked += 1
             if isinstance(packed, _Kept):
                 if trace.ACTIVE:
-                    trace.emit("unpack", tensor=packed.tensor, offloaded=False, reason=packed.reason)
+                    self._emit_unpack(packed, packed.tensor, offloaded=False, reason=packed.reason)
                 return packed.tensor
             copy = packed.copy
             storage, source = self._fetch(copy)
@@ -404,8 +410,14 @@ class Offloader(saved_tensors_hooks):
             if self.mode == "stream":
                 self._prefetch_before(copy)
             if trace.ACTIVE:
-                trace.emit("unpack", tensor=out, offloaded=True, storage=copy.index, source=source)
+                self._emit_unpack(packed, out, offloaded=True, storage=copy.index, source=source)
             return out
+
+    @staticmethod
+    def _emit_unpack(packed: _Kept | _Packed, out: torch.Tensor, **detail: Any) -> None:
+        node = torch._C._current_autograd_node()  # None outside backward (grad_fn._saved_x)
+        name = node.name() if node is not None else ""
+        trace.emit("unpack", name=name, tensor=out, saved=packed.name, **detail)
 
     def _fetch(self, copy: _HostCopy) -> tuple[torch.UntypedStorage, str]:
         """The device storage of ``copy``: still resident, prefetched, or copied now."""
