@@ -19,6 +19,7 @@ from torch.utils.hooks import RemovableHandle
 
 import course.hooks as CH
 from course import trace
+from test_graph import Square  # a custom Function (pytest puts tests/ on sys.path)
 
 pytestmark = pytest.mark.lesson02
 
@@ -197,6 +198,32 @@ def test_does_all_mode_count_per_graph_task_when_threads_ask_for_different_input
     assert sorted(m for _, m in seen) == [(True, False)] * 45 + [(True, True)] * 45
 
 
+def checkpointed(impl, mode, use_reentrant):
+    """Hooks inside a checkpointed region (a nested graph task when reentrant) and outside."""
+    a = torch.tensor([1.0, 2.0], requires_grad=True)
+    b = torch.tensor([3.0, 4.0], requires_grad=True)
+    calls = []
+
+    def region(x, y):
+        z = Square.apply(x * y)
+        if z.requires_grad:  # the reentrant forward runs under no_grad; its recompute does not
+            IMPLS[impl]((z,), lambda g: calls.append(("inner", repr(g))), mode=mode)
+        return z.exp()
+
+    out = torch.utils.checkpoint.checkpoint(region, a, b, use_reentrant=use_reentrant)
+    IMPLS[impl]((a, b, out), lambda g: calls.append(("outer", repr(g))), mode=mode)
+    out.sum().backward()
+    return calls
+
+
+@pytest.mark.parametrize("use_reentrant", [True, False])
+@pytest.mark.parametrize("mode", ["all", "any"])
+def test_do_hooks_in_checkpointed_regions_and_custom_functions_fire_like_torchs(mode, use_reentrant):
+    ours = checkpointed("course", mode, use_reentrant)
+    assert ours == checkpointed("torch", mode, use_reentrant)
+    assert sorted(where for where, _ in ours) == ["inner", "outer"]
+
+
 @pytest.mark.parametrize("mode", ["all", "any"])
 def test_is_the_handle_a_multi_handle_that_removes_every_part(mode):
     g = make_graph()
@@ -296,6 +323,22 @@ def test_do_the_logging_hooks_log_the_same_nodes_as_torch(caplog):
     assert [re.sub(r"\(shape=\([^)]*\)\)", "", line) for line in ours] == strip_address
     # With the logger quiet, no hooks are left behind and nothing is logged.
     assert logged(caplog, "course.hooks", lambda: None) == []
+
+
+def test_do_the_logging_hooks_accept_gradient_edges_as_roots(caplog):
+    a = torch.ones(2, requires_grad=True)
+    b = a.exp()
+    out = (b * 2).sum()
+    edge = CH.GradientEdge(b.grad_fn, 0)  # start the walk at b's node
+    with caplog.at_level(logging.DEBUG, logger="course.hooks"):
+        unregister = CH._register_logging_hooks_on_whole_graph([edge])
+        out.backward()
+        unregister()
+        torch.autograd.grad((a * 1).sum(), a)
+    assert [r.getMessage() for r in caplog.records if r.name == "course.hooks"] == [
+        "Executing: ExpBackward0 with grad_outputs: [f32[2]]",
+        "Executing: AccumulateGrad(shape=(2,)) with grad_outputs: [f32[2]]",
+    ]
 
 
 @pytest.mark.parametrize("accumulate_grad", [True, False])
