@@ -1,0 +1,318 @@
+"""Instant checks for the lessons' exercises, and the machinery the grader shares with them.
+
+In a notebook, an exercise is three cells: the spec, the stub the learner fills in, and::
+
+    from course.checks import check
+    check("0.1")            # finds the answer by the exercise's name in your notebook
+    check("0.1", leaf_grad) # or pass it explicitly
+
+``check`` never raises (so "Run All" goes top to bottom on a fresh copy). It prints one of
+
+- ``passed``: every visible and hidden case agrees with the oracle (and the cost is within
+  budget, for a cost-graded exercise);
+- ``failed``: the first case that disagrees, yours against expected, and a hint keyed to
+  the misconception your answer matches (each exercise lists its known wrong answers);
+- ``not attempted``: the stub still raises ``NotImplementedError("exercise N.M")``.
+
+How an answer is judged, in three steps shared by the notebook and the grader:
+
+1. :func:`outcomes_of` runs the answer on every case and records plain-data outcomes;
+2. :func:`expected_outcomes` runs the oracle (torch or course's reference) on the same cases;
+3. :func:`judge` compares them and builds a :class:`Result`.
+
+The grader runs step 1 in a separate process against the learner's definitions and steps
+2-3 in a process that never runs learner code (see ``course/grading.py``).
+
+Lesson authors register exercises in ``course/checks/lessonNN.py`` with :func:`exercise` and
+:func:`predict`; ``docs/authoring.md`` walks through a complete example.
+
+Example:
+    >>> ex = Exercise(id="9.1", name="double", title="Double it", solution=lambda x: 2 * x,
+    ...               cases=[case(3)], wrong=[wrong(lambda x: x + 1, "add, don't multiply?")])
+    >>> print(grade_answer(ex, lambda x: x + 1).message)
+    [9.1 double] failed: 0/1 cases
+      case:     double(3)
+      yours:    4
+      expected: 6
+      hint:     add, don't multiply?
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import signal
+import sys
+import threading
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Iterator
+
+import torch
+
+from course.checks._exercise import (
+    Case,
+    Exercise,
+    Wrong,
+    all_exercises,
+    by_name,
+    case,
+    exercise,
+    get,
+    lesson_modules,
+    load_all,
+    predict,
+    wrong,
+)
+from course.checks._outcomes import (
+    is_not_attempted_error,
+    raised_outcome,
+    same,
+    show,
+    value_outcome,
+)
+
+__all__ = [
+    "MISSING",
+    "Case",
+    "Exercise",
+    "Result",
+    "Wrong",
+    "all_exercises",
+    "by_name",
+    "case",
+    "check",
+    "exercise",
+    "expected_outcomes",
+    "get",
+    "grade_answer",
+    "judge",
+    "lesson_modules",
+    "load_all",
+    "measure_cost",
+    "outcomes_of",
+    "predict",
+    "wrong",
+]
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+#: Stands for an answer the learner has not defined (the name does not exist).
+MISSING: Any = _Missing()
+
+
+class CaseTimeout(BaseException):
+    """Raised inside an answer that ran past its time limit (a BaseException, so a learner's
+    ``except Exception`` cannot swallow it)."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float | None) -> Iterator[None]:
+    """Interrupt the block after ``seconds`` (main thread on POSIX only; else no limit)."""
+    usable = seconds and hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if not usable:
+        yield
+        return
+
+    def _raise(signum, frame):
+        raise CaseTimeout()
+
+    previous = signal.signal(signal.SIGALRM, _raise)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _attempt(thunk: Callable[[], Any], timeout: float | None = None) -> dict:
+    """Run ``thunk`` with fixed seeds (restoring the caller's RNG state) and record what happened."""
+    with torch.random.fork_rng(devices=[]), torch.enable_grad():
+        torch.manual_seed(0)
+        state = random.getstate()
+        random.seed(0)
+        try:
+            with _time_limit(timeout):
+                return value_outcome(thunk())
+        except CaseTimeout:
+            return {"kind": "timeout", "seconds": float(timeout or 0)}
+        except Exception as e:
+            if is_not_attempted_error(e):
+                return {"kind": "not attempted"}
+            return raised_outcome(e)
+        finally:
+            random.setstate(state)
+
+
+def _call(ex: Exercise, answer: Any, c: Case) -> Any:
+    args, kwargs = c.materialize()
+    if ex.run is not None:
+        return ex.run(answer, *args, **kwargs)
+    return answer(*args, **kwargs)
+
+
+def outcomes_of(ex: Exercise, answer: Any, timeout: float | None = None) -> list[dict]:
+    """Run ``answer`` on every case of ``ex`` (visible, then hidden).
+
+    Args:
+        ex: the exercise.
+        answer: the learner's callable (function exercise) or value (prediction), or MISSING.
+        timeout: seconds per case (used by the grader's worker; None in notebooks).
+
+    Returns:
+        One outcome per case (see ``course.checks._outcomes``).
+    """
+    if answer is MISSING:
+        return [{"kind": "not attempted"} for _ in ex.all_cases]
+    if ex.kind == "predict":
+        return [value_outcome(answer)]
+    if ex.run is None and not callable(answer):
+        error = TypeError(f"{ex.name} should be callable, not {type(answer).__name__}")
+        return [raised_outcome(error) for _ in ex.all_cases]
+    return [_attempt(lambda c=c: _call(ex, answer, c), timeout) for c in ex.all_cases]
+
+
+def expected_outcomes(ex: Exercise) -> list[dict]:
+    """What the oracle says, case by case. A prediction's truth that raises ``E`` makes the
+    expected answer the exception class ``E``."""
+    if ex.kind == "predict":
+        out = _attempt(ex.oracle)
+        if out["kind"] == "raised":
+            out = {"kind": "value", "value": {"exception": out["type"]}}
+        return [out]
+    return outcomes_of(ex, ex.oracle if ex.oracle is not None else ex.solution)
+
+
+def measure_cost(ex: Exercise, answer: Any, timeout: float | None = None) -> dict[str, float]:
+    """The largest value of each cost figure over all cases ({} when not cost-graded or when
+    the answer raises while measuring)."""
+    if ex.cost is None or answer is MISSING:
+        return {}
+    worst: dict[str, float] = {}
+    for c in ex.all_cases:
+        args, kwargs = c.materialize()
+        out = _attempt(lambda: dict(ex.cost(answer, *args, **kwargs)), timeout)
+        if out["kind"] != "value":
+            return {}
+        for key, number in out["value"]["dict"]:
+            worst[key] = max(worst.get(key, float("-inf")), float(number))
+    return worst
+
+
+@dataclass
+class Result:
+    """The verdict on one exercise. ``status`` is "passed", "failed", "not attempted" or
+    "error" (the answer raised, timed out, or could not be run)."""
+
+    id: str
+    name: str
+    title: str
+    status: str
+    points: int
+    score: float
+    cases_passed: int
+    cases_total: int
+    message: str
+    hint: str = ""
+    cost: dict = field(default_factory=dict)
+    budget: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _over_budget(ex: Exercise, cost: dict) -> list[str]:
+    return [k for k, cap in ex.budget.items() if k not in cost or cost[k] > cap]
+
+
+def _match_wrong(ex: Exercise, yours: list[dict], cost: dict) -> str:
+    """The hint of the known wrong answer that behaves exactly like ``yours``."""
+    for w in ex.wrong:
+        theirs = outcomes_of(ex, w.answer)
+        if all(same(y, t, ex.rtol, ex.atol)[0] for y, t in zip(yours, theirs)):
+            if not ex.cost or measure_cost(ex, w.answer) == cost:
+                return w.hint
+    return ex.hint
+
+
+def judge(ex: Exercise, yours: list[dict], expected: list[dict], cost: dict | None = None) -> Result:
+    """Compare outcomes case by case and build the :class:`Result` (with its message).
+
+    Args:
+        ex: the exercise.
+        yours: :func:`outcomes_of` the learner's answer.
+        expected: :func:`expected_outcomes` of ``ex``.
+        cost: :func:`measure_cost` of the learner's answer (cost-graded exercises).
+    """
+    cost = dict(cost or {})
+    head = f"[{ex.id} {ex.name}]"
+    base = dict(id=ex.id, name=ex.name, title=ex.title, points=ex.points, cost=cost, budget=dict(ex.budget))
+    total = len(expected)
+    if len(yours) != total or all(y.get("kind") == "not attempted" for y in yours):
+        msg = f"{head} not attempted: define {ex.name} (replace the NotImplementedError) and run it again"
+        return Result(status="not attempted", score=0, cases_passed=0, cases_total=total, message=msg, **base)
+    verdicts = [same(y, e, ex.rtol, ex.atol) for y, e in zip(yours, expected)]
+    passed = sum(ok for ok, _ in verdicts)
+    cost_lines = [f"  cost:     {k} {cost.get(k, 'unknown')} (budget {cap})" for k, cap in ex.budget.items()]
+    if passed == total and not _over_budget(ex, cost):
+        msg = "\n".join([f"{head} passed: {passed}/{total} cases ({_points(ex.points)})", *cost_lines])
+        return Result(status="passed", score=ex.points, cases_passed=passed, cases_total=total, message=msg, **base)
+    hint = _match_wrong(ex, yours, cost)
+    if passed == total:  # correct, but too expensive
+        lines = [f"{head} failed: correct on {passed}/{total} cases but over budget", *cost_lines]
+        status = "failed"
+    else:
+        i = next(i for i, (ok, _) in enumerate(verdicts) if not ok)
+        y, e = yours[i], expected[i]
+        where = ex.describe(ex.all_cases[i]) + (" (hidden case)" if ex.is_hidden(i) else "")
+        lines = [f"{head} failed: {passed}/{total} cases", f"  case:     {where}",
+                 f"  yours:    {_indent(show(y))}", f"  expected: {_indent(show(e))}", *cost_lines]
+        if verdicts[i][1] not in ("values differ", "different outcome", ""):
+            lines.insert(2, f"  why:      {verdicts[i][1]}")
+        errored = y["kind"] in ("raised", "timeout") and e["kind"] != "raised"
+        status = "error" if errored else "failed"
+    if hint:
+        lines.append(f"  hint:     {_indent(hint)}")
+    return Result(status=status, score=0, cases_passed=passed, cases_total=total,
+                  message="\n".join(lines), hint=hint, **base)
+
+
+def _points(n: float) -> str:
+    return f"{n:g} point" + ("" if n == 1 else "s")
+
+
+def _indent(text: str) -> str:
+    return text.replace("\n", "\n            ")
+
+
+def grade_answer(ex: Exercise, answer: Any, timeout: float | None = None) -> Result:
+    """Run, compare and judge ``answer`` in this process (what :func:`check` does)."""
+    yours = outcomes_of(ex, answer, timeout)
+    return judge(ex, yours, expected_outcomes(ex), measure_cost(ex, answer, timeout))
+
+
+def check(exercise_id: str, answer: Any = MISSING) -> None:
+    """Check your answer to exercise ``exercise_id`` and print the verdict. Never raises.
+
+    Args:
+        exercise_id: ``"N.M"``, as in the stub's ``NotImplementedError("exercise N.M")``.
+        answer: your function or value; by default the exercise's name is looked up in the
+            namespace that calls ``check`` (your notebook).
+
+    Example:
+        >>> check("99.9")
+        [99.9] could not be checked: KeyError: "no exercise '99.9' is registered in course.checks"
+    """
+    try:
+        ex = get(exercise_id)
+        if answer is MISSING:
+            answer = sys._getframe(1).f_globals.get(ex.name, MISSING)
+        print(grade_answer(ex, answer).message)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # a check never raises: report and carry on
+        print(f"[{exercise_id}] could not be checked: {type(e).__name__}: {e}")

@@ -1,0 +1,220 @@
+"""Does every registered exercise accept its solution, call a stub "not attempted", and reject
+each known wrong answer with that answer's hint? And does the check machinery (outcomes,
+comparison, predictions, cost budgets) judge the way it says?
+
+The first three tests iterate over EVERY exercise of every course/checks/lessonNN.py, so a
+lesson author gets them for free by registering the exercise.
+"""
+
+import io
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from course import checks
+from course.checks import MISSING, Exercise, case, check, grade_answer, wrong
+from course.checks._outcomes import encode, same, value_outcome
+
+EXERCISES = checks.all_exercises()
+
+
+def _stub(ex):
+    """What the learner copy holds before any work: the stub raising NotImplementedError."""
+    if ex.kind == "predict":
+        return MISSING  # the stub cell raises, so the name is never defined
+
+    def stub(*args, **kwargs):
+        raise NotImplementedError(f"exercise {ex.id}")
+
+    return stub
+
+
+def test_every_lesson_module_registers_exercises():
+    assert "course.checks.lesson00" in checks.lesson_modules()
+    lessons = {ex.lesson for ex in EXERCISES}
+    for module in checks.lesson_modules():
+        assert int(module[-2:]) in lessons, f"{module} registers no exercise"
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=[e.id for e in EXERCISES])
+def test_the_reference_solution_passes(ex):
+    result = grade_answer(ex, ex.solution)
+    assert result.status == "passed", result.message
+    assert result.score == ex.points and result.cases_passed == result.cases_total
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=[e.id for e in EXERCISES])
+def test_the_stub_is_not_attempted(ex):
+    result = grade_answer(ex, _stub(ex))
+    assert result.status == "not attempted", result.message
+    assert result.score == 0
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=[e.id for e in EXERCISES])
+def test_each_known_wrong_answer_fails_with_its_hint(ex):
+    for w in ex.wrong:
+        result = grade_answer(ex, w.answer)
+        assert result.status in ("failed", "error"), f"{w.hint!r} was accepted"
+        assert result.hint == w.hint, result.message
+        assert w.hint.split("\n")[0] in result.message
+
+
+def test_check_prints_passed_failed_and_not_attempted(capsys):
+    ex = checks.get("0.2")
+    check("0.2", ex.solution)
+    check("0.2", ex.wrong[0].answer)
+    check("0.2")  # looks the name up here, where it is not defined
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("[0.2 predicted_a_grad] passed")
+    assert out[1].startswith("[0.2 predicted_a_grad] failed")
+    assert any(line.strip() == f"hint:     {ex.wrong[0].hint}" for line in out)
+    assert out[-1].startswith("[0.2 predicted_a_grad] not attempted")
+
+
+def test_check_finds_the_answer_by_name_in_the_callers_namespace(capsys):
+    namespace = {"check": check, "predicted_a_grad": checks.get("0.2").solution}
+    exec('check("0.2")', namespace)
+    assert "passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [lambda x: 1 / 0, lambda x: object(), "not a function", lambda: None, lambda x: torch.ones(7)],
+    ids=["raises", "odd-object", "not-callable", "wrong-arity", "wrong-shape"],
+)
+def test_check_never_raises(answer, capsys):
+    check("0.1", answer)
+    out = capsys.readouterr().out
+    assert out.startswith("[0.1 cube_sum_grad] ") and ("failed" in out or "error" in out)
+
+
+def test_an_unknown_exercise_is_reported_not_raised(capsys):
+    check("42.7", lambda x: x)
+    assert "could not be checked" in capsys.readouterr().out
+
+
+def test_an_answer_that_mutates_its_input_cannot_change_the_next_case():
+    ex = Exercise(id="98.1", name="f", title="t", solution=lambda x: x.sum(),
+                  cases=[case(torch.ones(3)), case(torch.ones(3))], wrong=[wrong(0, "h")])
+
+    def mutating(x):
+        out = x.sum()
+        x.mul_(10)
+        return out
+
+    assert grade_answer(ex, mutating).status == "passed"
+
+
+def test_a_hidden_case_failure_is_labelled_hidden():
+    ex = Exercise(id="98.2", name="f", title="t", solution=lambda x: x.abs(),
+                  cases=[case(torch.tensor([1.0]))],
+                  hidden=[case(torch.tensor([-1.0]), label="a negative entry")],
+                  wrong=[wrong(lambda x: x, "abs of a negative number is positive")])
+    result = grade_answer(ex, lambda x: x)
+    assert "a negative entry (hidden case)" in result.message
+    assert result.hint == "abs of a negative number is positive"
+
+
+# --- predictions -------------------------------------------------------------------------
+
+
+def test_a_prediction_of_an_error_is_checked_against_what_torch_raises():
+    def second_backward_without_retain():
+        a = torch.tensor(2.0, requires_grad=True)
+        c = a * a
+        c.backward()
+        c.backward()  # the saved tensors are freed: torch raises RuntimeError
+
+    ex = Exercise(id="98.3", name="p", title="t", kind="predict", solution=RuntimeError,
+                  oracle=second_backward_without_retain, wrong=[wrong(8.0, "the graph is freed")])
+    assert grade_answer(ex, RuntimeError).status == "passed"
+    assert grade_answer(ex, ValueError).status == "failed"
+    assert grade_answer(ex, 8.0).hint == "the graph is freed"
+
+
+@pytest.mark.parametrize("answer", [8.0, 8, torch.tensor(8.0)])
+def test_a_numeric_prediction_may_be_written_as_a_number_or_a_tensor(answer):
+    assert grade_answer(checks.get("0.2"), answer).status == "passed"
+
+
+# --- cost-graded exercises -----------------------------------------------------------------
+
+
+def _run_with_hooks(hooks, x):
+    pack, unpack = hooks
+    x = x.detach().requires_grad_()
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        y = (x.sin() * x).sum()
+    y.backward()
+    return x.grad
+
+
+def _saved_bytes(hooks, x):
+    pack, unpack = hooks
+    total = 0
+
+    def counting_pack(t):
+        nonlocal total
+        packed = pack(t)
+        total += packed.numel() * packed.element_size() if isinstance(packed, torch.Tensor) else 0
+        return packed
+
+    _run_with_hooks((counting_pack, unpack), x)
+    return {"saved bytes": total}
+
+
+HALF = (lambda t: t.to(torch.float16), lambda p: p.to(torch.float32))
+IDENTITY = (lambda t: t, lambda p: p)
+COST_EXERCISE = Exercise(
+    id="98.4", name="hooks", title="Save half the bytes", solution=HALF, run=_run_with_hooks,
+    cost=_saved_bytes, budget={"saved bytes": 24}, rtol=1e-2, atol=1e-2,
+    cases=[case(torch.linspace(-1, 1, 4))],
+    wrong=[wrong(IDENTITY, "saving float32 as is keeps every byte: pack to a smaller dtype")],
+)
+
+
+def test_a_cost_graded_answer_passes_within_budget_and_reports_its_cost():
+    result = grade_answer(COST_EXERCISE, HALF)
+    assert result.status == "passed", result.message
+    assert result.cost == {"saved bytes": 24.0}  # x.sin() and x saved: 2 tensors * 4 * 2 bytes
+    assert "saved bytes 24.0 (budget 24)" in result.message
+
+
+def test_a_correct_answer_over_budget_fails_with_the_cost_hint():
+    result = grade_answer(COST_EXERCISE, IDENTITY)
+    assert result.status == "failed" and result.cases_passed == result.cases_total
+    assert "over budget" in result.message and "saved bytes 48.0 (budget 24)" in result.message
+    assert result.hint.startswith("saving float32 as is")
+
+
+# --- outcomes ------------------------------------------------------------------------------
+
+
+@settings(max_examples=30, deadline=None)
+@given(values=st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=6),
+       dtype=st.sampled_from([torch.float32, torch.float64]))
+def test_a_tensor_outcome_equals_itself_and_survives_a_weights_only_round_trip(values, dtype):
+    t = torch.tensor(values, dtype=dtype, requires_grad=True) * 1
+    buffer = io.BytesIO()
+    torch.save(value_outcome((t, {"grad": t, 1: None}, RuntimeError, t.dtype)), buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=True)
+    assert same(loaded, value_outcome((t.detach().clone(), {"grad": t, 1: None}, RuntimeError, dtype))) == (True, "")
+
+
+def test_outcomes_compare_shape_and_dtype_strictly_and_values_with_tolerance():
+    a = value_outcome(torch.ones(2))
+    assert same(a, value_outcome(torch.ones(3)))[1] == "shape (2,), expected (3,)"
+    assert same(a, value_outcome(torch.ones(2, dtype=torch.float64)))[1].startswith("dtype")
+    assert same(a, value_outcome(torch.ones(2) + 1e-7)) == (True, "")
+    assert same(value_outcome(True), value_outcome(1))[0] is False  # a bool is not a number here
+
+
+def test_a_learner_object_with_a_broken_repr_is_encoded_not_raised():
+    class Nasty:
+        def __repr__(self):
+            raise RuntimeError("no")
+
+    assert encode(Nasty()) == {"repr": "<unrepresentable RuntimeError>"}
