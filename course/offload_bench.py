@@ -2,7 +2,8 @@
 
 A strategy is a context manager around the forward pass (``none`` is no context at all).
 For each strategy :func:`benchmark` runs ``warmup`` untimed steps, the first of them with
-byte accounting, then ``steps`` timed steps, and reports::
+byte accounting, then ``steps`` timed rounds (one step of every strategy per round, so a
+noisy moment on a shared machine hurts all of them alike), and reports::
 
     BenchmarkResult(device='cpu', label='CPU', steps=3, rows=(StrategyResult(...), ...))
 
@@ -32,6 +33,7 @@ from typing import Any
 
 import torch
 from torch.autograd.graph import save_on_cpu
+from torch.multiprocessing.reductions import StorageWeakRef
 
 __all__ = ["STRATEGIES", "BenchmarkResult", "StrategyResult", "benchmark", "plot"]
 
@@ -85,8 +87,8 @@ class BenchmarkResult:
         Example:
             >>> r = BenchmarkResult("cpu", "CPU", 1, (StrategyResult("none", 0.002, None, 2**20, 0, 0),))
             >>> print(r.table())
-            strategy (CPU, 1 steps)        step ms  x none  peak MB  saved MB  offl. MB  moved MB
-            none                             2.000    1.00        -     1.000     0.000     0.000
+            strategy (CPU, 1 steps)         step ms  x none  peak MB  saved MB  offl. MB  moved MB
+            none                              2.000    1.00        -     1.000     0.000     0.000
         """
         base = self.rows[0].step_s or 1.0
         head = f"{'strategy (' + self.label + f', {self.steps} steps)':<30}"
@@ -105,19 +107,26 @@ class _Counted(torch.autograd.graph.saved_tensors_hooks):
     """Wrap another strategy's hooks with byte accounting (see the module docstring)."""
 
     def __init__(self, inner: Any) -> None:
-        self.saved: dict[tuple[str, int], int] = {}
-        self.offloaded: dict[tuple[str, int], int] = {}
-        self.moved = 0
+        self.saved = self.offloaded = self.moved = 0
+        # (device, data_ptr) -> weak ref to the storage: an address freed and handed out
+        # again is a new storage, not the same one seen twice.
+        self._seen: dict[tuple[str, int], tuple[StorageWeakRef, list[bool]]] = {}
         inner_pack = getattr(inner, "pack_hook", lambda t: t)
         inner_unpack = getattr(inner, "unpack_hook", lambda p: p)
 
         def pack(t: torch.Tensor) -> Any:
-            key, n = (str(t.device), t.untyped_storage().data_ptr()), t.untyped_storage().nbytes()
-            self.saved[key] = n
+            storage = t.untyped_storage()
+            key, n = (str(t.device), storage.data_ptr()), storage.nbytes()
+            seen = self._seen.get(key)
+            if seen is None or seen[0].expired():
+                seen = self._seen[key] = (StorageWeakRef(storage), [False])
+                self.saved += n
             packed = inner_pack(t)
             out = next((p for p in _flat(packed) if isinstance(p, torch.Tensor)), None)
             if out is not None and out.untyped_storage().data_ptr() != key[1]:
-                self.offloaded[key] = n
+                if not seen[1][0]:  # first copy of this storage
+                    seen[1][0] = True
+                    self.offloaded += n
                 self.moved += t.nbytes
             return packed
 
@@ -175,7 +184,7 @@ def benchmark(
         model: the module (its parameters' device is the device measured).
         inputs: positional inputs of one forward.
         strategies: names from :data:`STRATEGIES`, or a dict name -> context factory.
-        steps: timed steps per strategy (the median is reported).
+        steps: timed rounds (one step per strategy each; the median is reported).
         warmup: untimed steps first (at least 1: the first carries the byte accounting).
         loss_fn: output -> scalar loss (default: sum of the output).
         progress: show a tqdm bar; ``None`` shows one when there are 50 steps or more.
@@ -209,31 +218,36 @@ def benchmark(
     cuda = device.type == "cuda"
     show = progress if progress is not None else len(factories) * (steps + warmup) >= 50
     bar = tqdm(total=len(factories) * (steps + warmup), disable=not show, desc="offload benchmark")
-    rows = []
-    for name, factory in factories.items():
-        ctx = factory()
-        counted = None if hasattr(ctx, "stats") else _Counted(ctx)
-        if hasattr(ctx, "stats"):
+    ctxs, counts = {}, {}
+    for name, factory in factories.items():  # warm-up; the first step carries the accounting
+        ctx = ctxs[name] = factory()
+        if hasattr(ctx, "reset_stats"):  # course's Offloader counts for itself
             ctx.reset_stats()
-        _step(model, inputs, counted if counted is not None else ctx, loss_fn)  # accounting step
-        if counted is None:
+            _step(model, inputs, ctx, loss_fn)
             st = ctx.stats
-            saved, offloaded, moved = st.saved_bytes, st.offloaded_bytes, st.moved_bytes
+            counts[name] = (st.saved_bytes, st.offloaded_bytes, st.moved_bytes)
         else:
-            saved, offloaded = sum(counted.saved.values()), sum(counted.offloaded.values())
-            moved = counted.moved
+            counted = _Counted(ctx)
+            _step(model, inputs, counted, loss_fn)
+            counts[name] = (counted.saved, counted.offloaded, counted.moved)
         for _ in range(warmup - 1):
             _step(model, inputs, ctx, loss_fn)
         bar.update(warmup)
-        if cuda:
-            torch.cuda.synchronize(device)
-            torch.cuda.reset_peak_memory_stats(device)
-        times = []
-        for _ in range(steps):
-            times.append(_timed(device, lambda: _step(model, inputs, ctx, loss_fn)))
+    times: dict[str, list[float]] = {name: [] for name in factories}
+    peaks = dict.fromkeys(factories, 0)
+    for _ in range(steps):  # round robin, so a noisy moment hurts every strategy alike
+        for name, ctx in ctxs.items():
+            if cuda:
+                torch.cuda.synchronize(device)
+                torch.cuda.reset_peak_memory_stats(device)
+            times[name].append(_timed(device, lambda: _step(model, inputs, ctx, loss_fn)))
+            if cuda:
+                peaks[name] = max(peaks[name], torch.cuda.max_memory_allocated(device))
             bar.update(1)
-        peak = torch.cuda.max_memory_allocated(device) if cuda else None
-        rows.append(StrategyResult(name, statistics.median(times), peak, saved, offloaded, moved))
+    rows = [
+        StrategyResult(name, statistics.median(times[name]), peaks[name] if cuda else None, *counts[name])
+        for name in factories
+    ]
     bar.close()
     label = f"GPU {torch.cuda.get_device_name(device)}" if cuda else device.type.upper()
     return BenchmarkResult(device.type, label, steps, tuple(rows))
