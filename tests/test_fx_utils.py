@@ -207,3 +207,34 @@ def test_random_mlps_agree_with_torch(widths, bias, x_grad, frozen):
     for name in NINE:
         assert_agree(gm, name)
         assert_agree(gm, name, course_gm=course_gm)
+
+
+# ---- the printout ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", [c.name for c in CASES])
+def test_printout_is_the_same_for_torch_and_course_descriptors(case):
+    """Printing torch's graph and its course-converted copy gives the same text?"""
+    gm = torch_joint(case)
+    for expr in (False, True):
+        assert format_joint_graph(with_course_descs(gm), expr=expr) == format_joint_graph(gm, expr=expr)
+
+
+@pytest.mark.parametrize("case", [c.name for c in CASES])
+def test_printout_lists_every_placeholder_and_output_in_order(case):
+    """One line per placeholder, then one per output element, each with its node and repr?"""
+    graph = torch_joint(case).graph
+    expected = [("in", n.name, repr(n.meta["desc"])) for n in graph.find_nodes(op="placeholder")]
+    out = graph.output_node()
+    expected += [("out", str(n), repr(d)) for n, d in zip(out.args[0], out.meta["desc"])]
+    lines = format_joint_graph(graph).splitlines()
+    assert [tuple(line.split(maxsplit=2)) for line in lines] == expected
+    assert len({len(line) - len(line.split(maxsplit=2)[2]) for line in lines}) == 1  # descriptors in one column
+    assert " at 0x" not in format_joint_graph(graph, expr=True)
+
+
+def test_printout_of_a_graph_without_descriptors():
+    gm = fx.symbolic_trace(nn.Linear(2, 2))
+    assert format_joint_graph(gm) == "in  input_1  (no desc)\nout linear   (no desc)"
+    with pytest.raises(TypeError, match="format_joint_graph"):
+        format_joint_graph("graph")
