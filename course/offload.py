@@ -185,6 +185,12 @@ def _storage_key(t: torch.Tensor) -> tuple[str, int]:
     return (str(t.device), t.untyped_storage().data_ptr())
 
 
+def _record_stream(t: torch.Tensor, stream: Any) -> None:
+    """``t.record_stream(stream)`` for device memory (host memory has no caching allocator)."""
+    if t.device.type != "cpu":
+        t.record_stream(stream)
+
+
 def _is_param(t: torch.Tensor) -> bool:
     """A Parameter, a leaf that requires grad, or a view of one (``weight.t()`` in addmm).
 
@@ -371,7 +377,7 @@ class Offloader(saved_tensors_hooks):
                 copy.host.copy_(src, non_blocking=True)
                 copy.event = self._module.Event()
                 copy.event.record(side)
-            src.record_stream(side)  # the allocator must not reuse it before the copy ends
+            _record_stream(src, side)  # the allocator must not reuse it before the copy ends
             copy.pending = src  # ...and we keep it until the event completes (_reap)
             self._pending.append(copy)
         else:
@@ -398,6 +404,7 @@ class Offloader(saved_tensors_hooks):
     # -------------------------------------------------------------- unpack
     def _unpack(self, packed: _Kept | _Packed) -> torch.Tensor:
         with self._lock:
+            self._reap()  # forward's last copies: let their device bytes go
             self.stats.unpacked += 1
             if isinstance(packed, _Kept):
                 if trace.ACTIVE:
@@ -432,7 +439,7 @@ class Offloader(saved_tensors_hooks):
         if self.mode == "stream":  # the compute stream waits for this copy, no other
             compute = self._module.current_stream(copy.device)
             compute.wait_event(copy.prefetch[1])
-            buf.record_stream(compute)  # allocated on the side stream, used on this one
+            _record_stream(buf, compute)  # allocated on the side stream, used on this one
         copy.prefetch = None
         copy.resident = StorageWeakRef(buf.untyped_storage())
         return buf.untyped_storage(), source

@@ -111,7 +111,8 @@ class _Counted(torch.autograd.graph.saved_tensors_hooks):
         # (device, data_ptr) -> weak ref to the storage: an address freed and handed out
         # again is a new storage, not the same one seen twice.
         self._seen: dict[tuple[str, int], tuple[StorageWeakRef, list[bool]]] = {}
-        inner_pack = getattr(inner, "pack_hook", lambda t: t)
+        # "none" counts through detach (never the tensor itself: a reference cycle)
+        inner_pack = getattr(inner, "pack_hook", lambda t: t.detach())
         inner_unpack = getattr(inner, "unpack_hook", lambda p: p)
 
         def pack(t: torch.Tensor) -> Any:
