@@ -91,6 +91,8 @@ class Stepper(widgets.VBox):
         heading = [widgets.HTML(f"<h4>{_html_escape(title)}</h4>")] if title else []
         controls = widgets.HBox([self.play, self.prev_button, self.next_button, self.slider])
         super().__init__(heading + [controls, self.description, self.output])
+        self.add_class("course-stepper")  # CSS hooks for the browser test and for styling
+        self.description.add_class("course-stepper-description")
         self._show(0)
 
     @property
