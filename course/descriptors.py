@@ -59,9 +59,13 @@ earlier ones (no double backward). ``validate`` checks exactly this::
     ViewBaseAOTInput(TangentAOTInput(PlainAOTOutput(0)))               # BAD 2 wraps 3
 
 >>> validate(ViewBaseAOTInput(base_of=TangentAOTInput(PlainAOTOutput(0))))
+... # doctest: +NORMALIZE_WHITESPACE
 Traceback (most recent call last):
   ...
-ValueError: ViewBaseAOTInput (stage 2, views and mutations) cannot wrap TangentAOTInput (stage 3, autograd): AOTAutograd builds descriptors in the order plain -> views and mutations -> autograd -> subclasses -> tokens and RNG, and a descriptor may only wrap one made at its own stage or earlier.
+ValueError: ViewBaseAOTInput (stage 2, views and mutations) cannot wrap TangentAOTInput
+(stage 3, autograd): AOTAutograd builds descriptors in the order plain -> views and
+mutations -> autograd -> subclasses -> tokens and RNG, and a descriptor may only wrap
+one made at its own stage or earlier.
 
 Index
 -----
@@ -531,7 +535,8 @@ def _convert(desc: Any, to_module: Any, from_bases: tuple, to_bases: tuple, api:
     if target is None or type(desc) is not _side(desc, name):
         raise UnsupportedTorchError(
             f"{api}: unknown descriptor class {type(desc).__module__}.{type(desc).__qualname__}; "
-            f"course.descriptors mirrors torch {SUPPORTED_TORCH} and has no counterpart for it (a newer torch may have added it)."
+            f"course.descriptors mirrors torch {SUPPORTED_TORCH} and has no counterpart for it "
+            "(a newer torch may have added it)."
         )
     fields = {
         f.name: _convert(v, to_module, from_bases, to_bases, api)

@@ -169,14 +169,27 @@ CASES: tuple[Case, ...] = (
         lambda: (_randn(4, 3),),
         tags=frozenset({"buffer", "buffer_mutation"}),
     ),
-    Case("readonly_buffer", "a buffer read, never written", ReadOnlyBuffer, lambda: (_randn(3),), tags=frozenset({"buffer"})),
+    Case(
+        "readonly_buffer",
+        "a buffer read, never written",
+        ReadOnlyBuffer,
+        lambda: (_randn(3),),
+        tags=frozenset({"buffer"}),
+    ),
     Case("tied_params", "one Parameter under two names", TiedLinear, lambda: (_randn(2, 3),), tags=frozenset({"tied"})),
-    Case("int_output", "an integer (non-differentiable) output", _fn(int_output), lambda: (_randn(3, grad=True),)),
+    Case(
+        "int_output",
+        "an integer (non-differentiable) output",
+        _fn(int_output),
+        lambda: (_randn(3, grad=True),),
+        tags=frozenset({"int_output"}),
+    ),
     Case(
         "no_grad_input",
         "one input requires grad, one does not",
         _fn(no_grad_input),
         lambda: (_randn(3, grad=True), _randn(3)),
+        tags=frozenset({"no_grad_input"}),
     ),
     Case(
         "input_mutation",
@@ -218,6 +231,7 @@ CASES: tuple[Case, ...] = (
         "TransformerEncoderLayer(d_model=16, nhead=2, dropout=0)",
         lambda: nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.0, batch_first=True),
         lambda: (_randn(2, 5, 16),),
+        tags=frozenset({"transformer"}),
     ),
     Case(
         "two_tensor_input",

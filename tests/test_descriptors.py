@@ -123,7 +123,8 @@ def test_frozen_like_torch(desc):
 # ---- Hypothesis: trees of torch descriptors ----------------------------------------------
 
 
-def _strategy(tp, inputs, outputs):
+def _field(tp):
+    """Values for a field of type ``tp``: small domains, so equal trees turn up often."""
     if tp is int:
         return st.integers(0, 2)
     if tp is str:
@@ -132,23 +133,20 @@ def _strategy(tp, inputs, outputs):
     return pool.filter(lambda d: isinstance(d, tp))
 
 
-def _builds(pred, inputs, outputs):
-    """st.builds for every torch class matching ``pred``, fields drawn recursively."""
-    return [
-        st.builds(cls, **{k: _strategy(t, inputs, outputs) for k, t in field_types(cls).items()})
-        for _, cls in sorted(TORCH_CLASSES.items())
-        if pred(cls)
-    ]
-
-
 def _is_leaf(cls):
-    return not any(isinstance(t, type) and issubclass(t, (T.AOTInput, T.AOTOutput)) for t in field_types(cls).values())
+    return all(t in (int, str) for t in field_types(cls).values())
 
 
-inputs = st.deferred(lambda: st.one_of(*_builds(lambda c: issubclass(c, T.AOTInput) and _is_leaf(c), inputs, outputs),
-                                       *_builds(lambda c: issubclass(c, T.AOTInput) and not _is_leaf(c), inputs, outputs)))  # fmt: skip
-outputs = st.deferred(lambda: st.one_of(*_builds(lambda c: issubclass(c, T.AOTOutput) and _is_leaf(c), inputs, outputs),
-                                        *_builds(lambda c: issubclass(c, T.AOTOutput) and not _is_leaf(c), inputs, outputs)))  # fmt: skip
+def _pool(base):
+    """Every torch class under ``base``, leaves first (so Hypothesis shrinks to small trees)."""
+    classes = sorted((c for c in TORCH_CLASSES.values() if issubclass(c, base)), key=lambda c: not _is_leaf(c))
+    return st.deferred(
+        lambda: st.one_of(*[st.builds(c, **{k: _field(t) for k, t in field_types(c).items()}) for c in classes])
+    )
+
+
+inputs = _pool(T.AOTInput)
+outputs = _pool(T.AOTOutput)
 descriptors = st.one_of(inputs, outputs)
 
 
@@ -185,6 +183,55 @@ def test_validate_treats_torch_and_course_alike(desc):
         except ValueError as e:
             verdicts.append(str(e))
     assert verdicts[0] == verdicts[1]
+
+
+# Legal descriptors, built the way AOTAutograd's pipeline builds them (course classes).
+_idx, _name = st.integers(0, 2), st.sampled_from(["a", "weight"])
+plain_in = st.one_of(st.builds(C.PlainAOTInput, _idx), st.builds(C.ParamAOTInput, _name), st.builds(C.BufferAOTInput, _name))
+views_in = st.recursive(
+    plain_in, lambda d: st.one_of(st.builds(C.ViewBaseAOTInput, d), st.builds(C.SyntheticBaseAOTInput, d)), max_leaves=3
+)
+views_out = st.one_of(
+    st.builds(C.PlainAOTOutput, _idx),
+    st.builds(C.MetadataMutationAOTOutput, _idx),
+    st.builds(C.InputMutationAOTOutput, views_in),
+    st.builds(C.IntermediateBaseAOTOutput, st.builds(C.PlainAOTOutput, _idx)),
+)
+autograd_in = st.builds(C.TangentAOTInput, views_out)
+autograd_out = st.builds(C.GradAOTOutput, views_in)
+subclass_in = st.recursive(
+    st.one_of(views_in, autograd_in),
+    lambda d: st.one_of(st.builds(C.SubclassGetAttrAOTInput, d, _name), st.builds(C.SubclassSizeAOTInput, d, _idx)),
+    max_leaves=3,
+)
+subclass_out = st.recursive(
+    st.one_of(views_out, autograd_out),
+    lambda d: st.one_of(st.builds(C.SubclassGetAttrAOTOutput, d, _name), st.builds(C.SubclassStrideAOTOutput, d, _idx)),
+    max_leaves=3,
+)
+
+
+@settings(max_examples=50, deadline=None)
+@given(desc=st.one_of(subclass_in, subclass_out))
+def test_pipeline_built_descriptors_are_valid(desc):
+    """Anything built in pipeline order (plain, views, autograd, subclasses) validates?"""
+    assert C.validate(desc) is desc and C.validate(C.to_torch(desc)) is not None
+
+
+@settings(max_examples=50, deadline=None)
+@given(tangent=autograd_in, grad=autograd_out, sub_in=subclass_in, sub_out=subclass_out)
+def test_out_of_order_wrappers_are_rejected(tangent, grad, sub_in, sub_out):
+    """Autograd of autograd, and views or autograd around subclass pieces, are all rejected?"""
+    with pytest.raises(ValueError, match="double backward"):
+        C.validate(C.GradAOTOutput(tangent))
+    with pytest.raises(ValueError, match="double backward"):
+        C.validate(C.TangentAOTInput(grad))
+    if isinstance(sub_in, C.SubclassGetAttrAOTInput | C.SubclassSizeAOTInput):
+        with pytest.raises(ValueError, match="stage 4, subclasses"):
+            C.validate(C.ViewBaseAOTInput(sub_in))
+    if isinstance(sub_out, C.SubclassGetAttrAOTOutput | C.SubclassStrideAOTOutput):
+        with pytest.raises(ValueError, match="stage 4, subclasses"):
+            C.validate(C.IntermediateBaseAOTOutput(sub_out))
 
 
 # ---- errors ------------------------------------------------------------------------------
