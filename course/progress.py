@@ -7,12 +7,13 @@ exercise::
     $ course progress autograd-course
     autograd-course: 1 of 3 exercises passed, 1 failed, 1 not attempted
 
-    lesson                            exercise  status         note
-    00_warmup.ipynb                   -         no exercises
-    01_graph.ipynb (my_graph.ipynb)   1.1       passed
-                                      1.2       failed         yours: tensor([2.]), expected: tensor([3.])
-    02_hooks.ipynb                    2.1       not attempted
-    03_saved_tensors.ipynb            -         missing        deleted; `course update ...
+    lesson                            exercise              status         note
+    00_warmup.ipynb                   0.1 cube_sum_grad     passed
+                                      0.2 predicted_a_grad  failed         1/1 cases; hint: ...
+    01_graph.ipynb (my_graph.ipynb)   1.1 grad_fn_names     not attempted
+    02_hooks.ipynb                    -                     missing        deleted; `course update ...
+
+    every case, yours against expected, and the hint: course grade autograd-course/00_warmup.ipynb
 
 Grading takes seconds per notebook, so results are cached in ``DIR/.course/progress-cache.json``
 keyed by the lesson and the hash of its notebook's *code* cells (``workspace.notebook_hash(path,
@@ -26,8 +27,11 @@ A second run with nothing edited grades nothing; editing a code cell re-grades t
 only; running cells or writing markdown does not. A grader that crashes is shown as ``error``
 and not cached, so the next run tries again.
 
-The grader is any ``grade_fn(path) -> [(exercise_id, status, message), ...]`` with status one
-of ``passed``, ``failed``, ``not attempted``, ``error``; by default ``course.grading``'s.
+The grader is any ``grade_fn(path, lesson) -> [(exercise, status, note), ...]`` (``lesson`` is
+the lesson's file name, ``01_graph.ipynb``, whatever the learner renamed the notebook to) with
+status one of ``passed``, ``failed``, ``not attempted``, ``error``. By default it is
+``course.grading.grade_notebook``, adapted by :func:`default_grader`; ``course grade FILE``
+shows the full report of one notebook (every case, yours against expected, the hint).
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ __all__ = ["CACHE", "Row", "collect", "default_grader", "main", "table"]
 CACHE = Path(".course") / "progress-cache.json"
 STATUSES = ("passed", "failed", "not attempted", "error")
 Result = tuple[str, str, str]  # (exercise_id, status, message)
-GradeFn = Callable[[Path], Sequence[Result]]
+GradeFn = Callable[[Path, str], Sequence[Result]]
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,7 @@ def collect(root: str | Path, grade_fn: GradeFn | None = None, grader_id: str | 
     >>> import nbformat, tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp())
     >>> nbformat.write(nbformat.v4.new_notebook(), d / "01_graph.ipynb")
-    >>> collect(d, grade_fn=lambda p: [("1.1", "passed", "")], grader_id="demo")
+    >>> collect(d, grade_fn=lambda path, lesson: [("1.1", "passed", "")], grader_id="demo")
     [Row(lesson='01_graph.ipynb', file='01_graph.ipynb', exercise='1.1', status='passed', message='')]
     """
     root = Path(root)
@@ -102,7 +106,7 @@ def collect(root: str | Path, grade_fn: GradeFn | None = None, grader_id: str | 
         if results is None:
             if on_grade:
                 on_grade(rel)
-            results = _grade(grade_fn, path)
+            results = _grade(grade_fn, path, lesson)
             if not any(status == "error" for _, status, _ in results):
                 fresh[key] = results
         else:
@@ -114,9 +118,9 @@ def collect(root: str | Path, grade_fn: GradeFn | None = None, grader_id: str | 
     return rows
 
 
-def _grade(grade_fn: GradeFn, path: Path) -> list[list[str]]:
+def _grade(grade_fn: GradeFn, path: Path, lesson: str) -> list[list[str]]:
     try:
-        results = [[str(ex), str(status), str(msg or "")] for ex, status, msg in grade_fn(path)]
+        results = [[str(ex), str(status), str(msg or "")] for ex, status, msg in grade_fn(path, lesson)]
     except Exception as exc:  # a grader crash is one row, not the end of the table
         return [["-", "error", f"the grader failed: {type(exc).__name__}: {exc}"]]
     for ex, status, _ in results:
@@ -163,15 +167,16 @@ def table(rows: Sequence[Row], title: str = "") -> str:
         summary += "; some lessons could not be graded (see below)"
     names = [r.lesson if r.file in (None, r.lesson) else f"{r.lesson} ({r.file})" for r in rows]
     width = max([len("lesson"), *map(len, names)]) + 3
+    ex_width = max([len("exercise"), *(len(r.exercise) for r in rows)]) + 2
     lines = [f"{title}: {summary}" if title else summary, "",
-             f"{'lesson':<{width}}{'exercise':<10}{'status':<15}note"]
+             f"{'lesson':<{width}}{'exercise':<{ex_width}}{'status':<15}note"]
     previous = None
     for name, r in zip(names, rows):
         shown = name if name != previous else ""
         note = r.message.strip().splitlines()[0] if r.message.strip() else ""
         if r.exercise != "-" and len(note) > 72:  # lesson rows say what to do: never cut
             note = note[:69] + "..."
-        lines.append(f"{shown:<{width}}{r.exercise:<10}{r.status:<15}{note}".rstrip())
+        lines.append(f"{shown:<{width}}{r.exercise:<{ex_width}}{r.status:<15}{note}".rstrip())
         previous = name
     return "\n".join(lines)
 
@@ -179,27 +184,53 @@ def table(rows: Sequence[Row], title: str = "") -> str:
 # --- the default grader --------------------------------------------------------------------
 
 def default_grader() -> GradeFn:
-    """``course.grading``'s per-notebook grader, as a ``grade_fn``.
+    """``course.grading.grade_notebook`` as a ``grade_fn``: one row per exercise of the lesson.
+
+    The lesson number comes from the lesson's name (so a renamed notebook is graded as the
+    lesson it is); a lesson without registered exercises gives no rows; a notebook the grader
+    cannot grade at all gives one ``error`` row with the grader's reason.
 
     Raises:
-        workspace.WorkspaceError: ``course.grading`` is not installed.
+        workspace.WorkspaceError: ``course.grading`` cannot be imported.
     """
-    try:
-        from course import grading
-    except ImportError as exc:
-        raise workspace.WorkspaceError(
-            f"the grader (course.grading) cannot be imported: {exc}.\n"
-            "Fix: pip install the full course (pip install -e . in a checkout).") from exc
-    return grading.grade_notebook
+    import importlib.util
+
+    if importlib.util.find_spec("course.grading") is None:  # found, not imported: a run from
+        raise workspace.WorkspaceError(                      # the cache never imports torch
+            "the grader (course.grading) is not installed.\n"
+            "Fix: pip install the full course (pip install -e . in a checkout).")
+
+    def grade(path: Path, lesson: str) -> list[Result]:
+        from course import checks, grading
+
+        number = int(lesson[:2])
+        checks.load_all()
+        if not checks.all_exercises(number):
+            return []
+        report = grading.grade_notebook(path, lesson=number)
+        if report.error:
+            return [("-", "error", report.error)]
+        return [(f"{e['id']} {e['name']}", e["status"], _note(e)) for e in report.exercises]
+
+    return grade
+
+
+def _note(e: dict) -> str:
+    """``1/4 cases; hint: ...`` from a grader result (the full message is ``course grade``'s)."""
+    if e["status"] in ("passed", "not attempted"):
+        return ""
+    first = e["message"].splitlines()[0].split("] ", 1)[-1]  # "[1.1 name] failed: 1/4 cases"
+    first = first.split(": ", 1)[-1] if first.startswith(e["status"]) else first
+    return f"{first}; hint: {e['hint']}" if e.get("hint") else first
 
 
 def grader_fingerprint() -> str:
-    """``course <version> sha256:<hash of course/grading.py and course/checks*>``: when the
+    """``course <version> sha256:<hash of course/grading*.py and course/checks*>``: when the
     grader or a check changes (a new release, or a fix in a checkout), cached results go."""
     import course
 
     package = Path(course.__file__).resolve().parent
-    files = sorted([*package.glob("grading.py"), *package.glob("checks.py"), *package.glob("checks/*.py")])
+    files = sorted([*package.glob("grading*.py"), *package.glob("checks.py"), *package.glob("checks/*.py")])
     digest = hashlib.sha256(b"".join(f.name.encode() + f.read_bytes() for f in files)).hexdigest()
     return f"course {course.__version__} sha256:{digest[:16]}"
 
@@ -228,4 +259,8 @@ def main(argv: list[str] | None = None) -> int:
               f"Fix: `course start {workspace._q(root)}` copies them in.")
         return 1
     print(table(rows, str(root)))
+    unwell = sorted({r.file for r in rows if r.file and r.status in ("failed", "error")})
+    if unwell:
+        print("\nevery case, yours against expected, and the hint: "
+              + "; ".join(f"course grade {workspace._q(root / f)}" for f in unwell))
     return 0

@@ -39,7 +39,8 @@ class FakeGrader:
     def __init__(self):
         self.graded: list[str] = []
 
-    def __call__(self, path: Path) -> list[tuple[str, str, str]]:
+    def __call__(self, path: Path, lesson: str) -> list[tuple[str, str, str]]:
+        assert lesson.startswith(path.name[:2]) or path.name == "mine.ipynb"
         self.graded.append(path.name)
         results = []
         for cell in nbformat.read(path, as_version=4).cells:
@@ -151,10 +152,10 @@ def test_a_damaged_cache_is_ignored(root, grade):
 
 
 def test_a_grader_crash_is_one_row_and_is_not_cached(root, grade):
-    def crashing(path):
+    def crashing(path, lesson):
         if path.name == "01_graph.ipynb":
             raise RuntimeError("kernel died")
-        return grade(path)
+        return grade(path, lesson)
 
     rows = progress.collect(root, grade_fn=crashing, grader_id="fake 1")
     assert Row("01_graph.ipynb", "01_graph.ipynb", "-", "error",
@@ -167,7 +168,7 @@ def test_a_grader_crash_is_one_row_and_is_not_cached(root, grade):
 
 def test_a_grader_with_an_unknown_status_is_a_bug_we_report(root):
     with pytest.raises(ValueError, match="'ok'"):
-        progress.collect(root, grade_fn=lambda p: [("1.1", "ok", "")], grader_id="bad")
+        progress.collect(root, grade_fn=lambda path, lesson: [("1.1", "ok", "")], grader_id="bad")
 
 
 def test_deleted_and_renamed_lessons(root, grade):
@@ -207,6 +208,25 @@ def test_the_course_command_prints_the_table(root, grade, monkeypatch, capsys):
     assert capsys.readouterr().out.startswith(f"{root}: 0 of 3 exercises passed")
 
 
+def test_a_failed_exercise_points_at_the_full_report(root, grade, monkeypatch, capsys):
+    answer(root / "02_hooks.ipynb", "2.1", "answer = 1" + " + 1" * 40)
+    monkeypatch.setattr(progress, "default_grader", lambda: grade)
+    assert progress.main([str(root)]) == 0
+    out = capsys.readouterr().out
+    assert f"course grade {root / '02_hooks.ipynb'}" in out
+    [row] = [line for line in out.splitlines() if "2.1" in line]
+    assert row.endswith("...") and len(row.split("failed", 1)[1].strip()) == 72  # one line, cut
+
+
+def test_a_grader_result_becomes_a_short_note():
+    message = "[0.1 cube_sum_grad] failed: 0/4 cases\n  case:     cube_sum_grad(...)\n  hint:     use autograd"
+    assert progress._note({"status": "failed", "message": message, "hint": "use autograd"}) == \
+        "0/4 cases; hint: use autograd"
+    assert progress._note({"status": "error", "message": "[0.1 f] error: timeout: ran past 10 s", "hint": ""}) == \
+        "timeout: ran past 10 s"
+    assert progress._note({"status": "passed", "message": "[0.1 f] passed: 4/4 cases", "hint": ""}) == ""
+
+
 def test_progress_on_a_missing_folder_says_how_to_start(tmp_path, capsys):
     assert progress.main([str(tmp_path / "nope")]) == 1
     assert "course start" in capsys.readouterr().err
@@ -216,3 +236,37 @@ def test_the_grader_fingerprint_names_the_course_version():
     import course
 
     assert progress.grader_fingerprint().startswith(f"course {course.__version__} sha256:")
+
+
+@pytest.mark.notebook
+@pytest.mark.slow
+def test_the_real_grader_end_to_end(tmp_path):
+    """A fixture notebook for lesson 0 (exercises taken from the check registry): the first
+    function exercise answered with its reference solution, the rest left as stubs."""
+    grading = pytest.importorskip("course.grading", reason="the grader (course/grading.py) is not installed")
+    import inspect
+
+    from course import checks
+
+    checks.load_all()
+    exercises = checks.all_exercises(0)
+    solved = next(ex for ex in exercises if ex.kind == "function")
+    cells = ["import torch", inspect.getsource(solved.solution) + f"\n{solved.name} = {solved.solution.__name__}"]
+    cells += [f"raise NotImplementedError('exercise {ex.id}')" for ex in exercises if ex is not solved]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nbformat.write(nb, tmp_path / "mine.ipynb")  # renamed: the grader is told it is lesson 0
+    calls = []
+
+    def spy(path, lesson):
+        calls.append(path.name)
+        return progress.default_grader()(path, lesson)
+
+    (tmp_path / ".course").mkdir()
+    (tmp_path / ".course" / "manifest.json").write_text(json.dumps(
+        {"format": 1, "source": "", "lessons": {"00_warmup.ipynb": {"file": "mine.ipynb", "shipped": "x"}}}))
+    rows = progress.collect(tmp_path, grade_fn=spy, grader_id=progress.grader_fingerprint())
+    assert {r.exercise.split()[0]: r.status for r in rows} == {
+        ex.id: "passed" if ex is solved else "not attempted" for ex in exercises}
+    assert progress.collect(tmp_path, grade_fn=spy, grader_id=progress.grader_fingerprint()) == rows
+    assert calls == ["mine.ipynb"]  # the second run came from the cache
+    assert grading.grade_notebook  # the API we adapt to
