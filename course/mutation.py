@@ -21,9 +21,9 @@ both torch's own (same names as torch.autograd.graph):
 NOTE [Allow mutation on tensors saved for backward] (torch's, with our step 2 fixed)::
 
     1. a tensor is saved:   tid = (id, data_ptr, version)  -> handle   (which tensor)
-                            sid = (storage, version)       -> {tids}   (which memory)
-    2. an op will write t:  for every saved tid with t's sid whose bytes overlap t's:
-                            clone the original, drop our reference to it
+                            sid = storage base address     -> {tids}   (which memory)
+    2. an op will write t:  for every live, not yet cloned tid with t's sid whose bytes
+                            overlap t's: clone the original, drop our reference to it
     3. backward:            a clone exists  <=>  the tensor was mutated after saving
 
 Differences from torch:
@@ -36,6 +36,11 @@ Differences from torch:
   and its base is mutated). Our ``_get_sid`` keys by the storage's base address
   (``data_ptr - storage_offset * itemsize``) and then checks that the bytes really
   overlap (``_overlaps``), so ``b[0]`` and ``b[1]`` do not clone each other.
+- **Version drift.** torch's sid is ``(data_ptr, version)``, but views share one version
+  counter: after ``b[0]`` is saved, ``b[1].mul_(2)`` (other bytes, rightly no clone) moves
+  the counter on, and a later ``b[0].mul_(2)`` no longer matches the saved sid, so it is
+  missed too. Our sid has no version: "already cloned" is the handle being in
+  ``ctx.cloned``, which is what the version was standing in for.
 - **Multi-output ``out=`` ops** (``torch.max(x, 0, out=(v, i))``): torch reads
   ``kwargs["out"]`` and raises ``KeyError: 'out'``; we read each out argument by its name.
 - **A failed nested entry** raises the same ``RuntimeError`` as torch, but does not switch
@@ -67,7 +72,7 @@ __all__ = ["allow_mutation_on_saved_tensors"]
 _allow_mutation_on_saved_tensors_enabled: bool = False
 
 _TID: TypeAlias = tuple[int, int, int]  # (id(tensor), data_ptr, version): which tensor
-_SID: TypeAlias = tuple[int, int]  # (storage base address, version): which memory
+_SID: TypeAlias = int  # storage base address: which memory (torch: (data_ptr, version))
 
 
 def _data_ptr(tensor: torch.Tensor) -> int:
@@ -87,10 +92,10 @@ def _get_tid(tensor: torch.Tensor) -> _TID:
 
 
 def _get_sid(tensor: torch.Tensor) -> _SID:
-    # torch: (tensor.data_ptr(), version). The first element's address differs between a
-    # tensor and its offset views, so we step back to the start of the storage.
-    base = _data_ptr(tensor) - tensor.storage_offset() * tensor.element_size()
-    return (base, tensor._version)
+    # torch: (tensor.data_ptr(), tensor._version). The first element's address differs
+    # between a tensor and its offset views, so we step back to the start of the storage;
+    # and the version is shared by all views, so it cannot tell them apart (see above).
+    return _data_ptr(tensor) - tensor.storage_offset() * tensor.element_size()
 
 
 def _byte_span(t: torch.Tensor) -> tuple[int, int]:
@@ -106,13 +111,14 @@ def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
     (a0, a1), (b0, b1) = _byte_span(a), _byte_span(b)
     if a1 <= b0 or b1 <= a0:
         return False  # disjoint ranges, e.g. b[0] and b[1]
-    if a.is_contiguous() or b.is_contiguous() or a.element_size() != b.element_size():
-        return True  # a dense tensor owns every byte of its range
-    # Interleaved strided views (b[:, 0] and b[:, 1]): compare element offsets exactly.
+    if (a.is_contiguous() and b.is_contiguous()) or a.element_size() != b.element_size():
+        return True  # two dense ranges that meet share bytes
+    # A strided view may step over the other one (b[::2] and b[1]; b[:, 0] and b[:, 1]):
+    # compare element offsets exactly.
     index = torch.arange(a.untyped_storage().nbytes() // a.element_size())
     ia = index.as_strided(a.shape, a.stride(), a.storage_offset())
     ib = index.as_strided(b.shape, b.stride(), b.storage_offset())
-    return bool(torch.isin(ia, ib).any())
+    return bool(torch.isin(ia.reshape(-1), ib.reshape(-1)).any())
 
 
 class _Handle:

@@ -1,0 +1,168 @@
+"""How much slower (or faster) is course.autograd_graph than torch.autograd.graph?
+
+The same workloads run under torch's and course's version of each API, in one process,
+interleaved (torch, course, course, torch, ...), many repeats. We print, per API and
+workload, the median time of each and the median of the paired ratios course/torch
+(1.00 = as fast as torch; below 1 = faster). Also shown: each API's cost over the bare
+workload (torch/plain), for scale.
+
+Workloads (small on purpose: per-op Python overhead is what the APIs add):
+  chain  200 small elementwise ops on a (64,) tensor, a third of them in place, + backward
+  mlp    8 layers Linear(64, 64) + tanh on a (32, 64) batch, forward + backward
+
+Usage:  python benchmarks/autograd_graph.py [--quick] [--repeats N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import time
+
+import torch
+import torch.autograd.graph as torch_graph
+
+import course.mutation as course_mutation
+import course.saved_tensors as course_saved
+
+try:
+    from course.autograd_graph import register_multi_grad_hook as course_multi_grad_hook
+except ImportError:
+    try:
+        from course.hooks import register_multi_grad_hook as course_multi_grad_hook
+    except ImportError:
+        course_multi_grad_hook = None
+
+
+def make_chain():
+    a = torch.randn(64, requires_grad=True)
+
+    def run(register=None):
+        x = a * 1.0
+        for i in range(200):
+            if i % 3 == 0:
+                x = x.sin()  # saves its input
+            elif i % 3 == 1:
+                x = x * 1.001  # saves nothing (a number)
+            else:
+                x.add_(0.01)  # in place, on a tensor nobody saved
+        handle = register([a, x], lambda grads: None) if register else None
+        x.sum().backward()
+        a.grad = None
+        if handle is not None:
+            handle.remove()
+
+    return run
+
+
+def make_mlp():
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(8):
+        layers += [torch.nn.Linear(64, 64), torch.nn.Tanh()]
+    model = torch.nn.Sequential(*layers)
+    params = list(model.parameters())
+    x = torch.randn(32, 64)
+
+    def run(register=None):
+        handle = register(params, lambda grads: None) if register else None
+        model(x).sum().backward()
+        for p in params:
+            p.grad = None
+        if handle is not None:
+            handle.remove()
+
+    return run
+
+
+def _identity_pack(t):
+    return t.detach()
+
+
+def _identity_unpack(t):
+    return t
+
+
+def apis():
+    """name -> (torch variant, course variant); each variant runs one workload once."""
+
+    def under(ctx_factory):
+        def variant(work):
+            with ctx_factory():
+                work()
+
+        return variant
+
+    table = {
+        "saved_tensors_hooks": (
+            under(lambda: torch_graph.saved_tensors_hooks(_identity_pack, _identity_unpack)),
+            under(lambda: course_saved.saved_tensors_hooks(_identity_pack, _identity_unpack)),
+        ),
+        "save_on_cpu": (
+            under(torch_graph.save_on_cpu),
+            under(course_saved.save_on_cpu),
+        ),
+        "allow_mutation_on_saved_tensors": (
+            under(torch_graph.allow_mutation_on_saved_tensors),
+            under(course_mutation.allow_mutation_on_saved_tensors),
+        ),
+    }
+    if course_multi_grad_hook is not None:
+        table["register_multi_grad_hook"] = (
+            lambda work: work(torch_graph.register_multi_grad_hook),
+            lambda work: work(course_multi_grad_hook),
+        )
+    return table
+
+
+def timed(fn, *args):
+    t0 = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - t0
+
+
+def measure(work, torch_variant, course_variant, repeats):
+    for _ in range(3):  # warm up both
+        torch_variant(work)
+        course_variant(work)
+    t_torch, t_course, ratios = [], [], []
+    for i in range(repeats):
+        if i % 2:  # alternate who goes first
+            tc, tt = timed(course_variant, work), timed(torch_variant, work)
+        else:
+            tt, tc = timed(torch_variant, work), timed(course_variant, work)
+        t_torch.append(tt)
+        t_course.append(tc)
+        ratios.append(tc / tt)
+    return statistics.median(t_torch), statistics.median(t_course), statistics.median(ratios)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 3 repeats")
+    parser.add_argument("--repeats", type=int, default=150)
+    args = parser.parse_args(argv)
+    repeats = 3 if args.quick else args.repeats
+    torch.set_num_threads(1)  # less noise on a shared machine
+
+    workloads = {"chain": make_chain(), "mlp": make_mlp()}
+    plain = {}
+    for name, work in workloads.items():
+        plain[name] = statistics.median(timed(work) for _ in range(max(repeats, 5)))
+
+    print(f"torch {torch.__version__}, {repeats} interleaved repeats, 1 thread")
+    if course_multi_grad_hook is None:
+        print("note: register_multi_grad_hook skipped (course.autograd_graph / course.hooks "
+              "do not provide it yet)")
+    header = f"{'api':34s} {'workload':8s} {'torch ms':>9s} {'course ms':>10s} "
+    print(header + f"{'course/torch':>13s} {'torch/plain':>12s}")
+    for api, (torch_variant, course_variant) in apis().items():
+        for name, work in workloads.items():
+            tt, tc, ratio = measure(work, torch_variant, course_variant, repeats)
+            print(f"{api:34s} {name:8s} {tt * 1e3:9.3f} {tc * 1e3:10.3f} "
+                  f"{ratio:13.2f} {tt / plain[name]:12.2f}")
+
+
+if __name__ == "__main__":
+    main()

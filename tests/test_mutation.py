@@ -1,0 +1,376 @@
+"""Does course.mutation.allow_mutation_on_saved_tensors behave like torch's, and is it right
+where torch is wrong?
+
+Each program runs through torch.autograd.graph and through course.mutation; we compare
+gradients, which saved tensors were cloned (by save order), and errors. The oracle for
+"right" is the same program without the context, where every mutation first copies the
+tensor (``b = b.clone()``), so no saved tensor is ever overwritten.
+"""
+
+from __future__ import annotations
+
+import doctest
+import subprocess
+import sys
+import weakref
+from pathlib import Path
+
+import pytest
+import torch
+import torch.autograd.graph as torch_graph
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import course.mutation as course_graph
+from course import trace
+
+pytestmark = pytest.mark.lesson05
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Observer:
+    """Numbers the context's handles in save order and reports which ones were cloned.
+
+    Works on torch's context and ours alike (same attribute names); holds only weakrefs,
+    so it changes no lifetime.
+    """
+
+    def __init__(self, ctx):
+        self.ctx, self.order = ctx, []
+
+    def look(self):
+        known = {id(r()) for r in self.order if r() is not None}
+        for h in list(self.ctx.original.keys()) + list(self.ctx.cloned.keys()):
+            if id(h) not in known:
+                self.order.append(weakref.ref(h))
+                known.add(id(h))
+
+    def cloned(self):
+        self.look()
+        live = [r() for r in self.order]
+        return sorted(i for i, h in enumerate(live) if h is not None and h in self.ctx.cloned)
+
+
+def run(G, program, *args):
+    """Run ``program(obs, *args)`` inside G's context; return (grad, cloned indices)."""
+    torch.manual_seed(0)
+    a = torch.randn(3, 4, requires_grad=True)
+    with G.allow_mutation_on_saved_tensors() as ctx:
+        obs = Observer(ctx)
+        out = program(a, obs, *args)
+        cloned = obs.cloned()
+        out.backward()
+    return a.grad, cloned
+
+
+def oracle(program, *args):
+    """The same program, no context, every mutation on a fresh copy."""
+    torch.manual_seed(0)
+    a = torch.randn(3, 4, requires_grad=True)
+    program(a, None, *args).backward()
+    return a.grad
+
+
+def fresh(b, obs):
+    """Inside the context: mutate b itself. In the oracle: mutate a copy."""
+    return b if obs is not None else b.clone()
+
+
+def watch(obs):
+    if obs is not None:
+        obs.look()
+
+
+# ---------------------------------------------------------------- programs torch gets right
+
+
+def p_whole(a, obs):
+    b = a.clone()
+    out = (b ** 2).sum()
+    watch(obs)
+    b = fresh(b, obs)
+    b.sin_()
+    return out + b.sum()
+
+
+def p_view_at_offset_zero(a, obs):
+    b = a.clone()
+    out = (b * b).sum() + b[0].exp().sum()  # b saved twice, b[0] saved by exp (its result)
+    watch(obs)
+    b = fresh(b, obs)
+    b[0].mul_(2)  # same first element as b: torch finds it
+    return out + b.sum()
+
+
+def p_out(a, obs):
+    w = a.detach() * 0.5 + 1  # needs no grad, but a * w saves it (for a's grad)
+    out = (a * w).sum()
+    watch(obs)
+    w = fresh(w, obs)
+    torch.mul(a.detach(), 2, out=w)  # out= cannot write a tensor that requires grad
+    return out + (a * w).sum()
+
+
+def p_foreach(a, obs):
+    b, c = a.clone(), a.clone() * 2
+    out = (b ** 2).sum() + (c ** 2).sum() + (b * c).sum()
+    watch(obs)
+    b, c = fresh(b, obs), fresh(c, obs)
+    torch._foreach_mul_([b, c], 3.0)
+    return out + (b + c).sum()
+
+
+def p_untouched_sibling(a, obs):
+    b = a.clone()
+    out = (b[0] * b[0]).sum()  # saves the view b[0]
+    watch(obs)
+    b = fresh(b, obs)
+    b[2].mul_(5)  # other bytes: nothing needs cloning
+    return out + b.sum()
+
+
+@pytest.mark.parametrize(
+    "program", [p_whole, p_view_at_offset_zero, p_out, p_foreach, p_untouched_sibling]
+)
+def test_do_we_clone_what_torch_clones_and_get_its_gradients(program):
+    g_t, cloned_t = run(torch_graph, program)
+    g_c, cloned_c = run(course_graph, program)
+    torch.testing.assert_close(g_c, g_t)
+    torch.testing.assert_close(g_c, oracle(program))
+    assert cloned_c == cloned_t
+
+
+# ---------------------------------------------------------------- where torch is wrong
+
+
+def p_offset_view(a, obs):  # the program from the lesson: a = randn(3, 4)
+    b = a.clone()
+    out = (b ** 2).sum()
+    b = fresh(b, obs)
+    b[1].mul_(3)
+    return out
+
+
+def p_saved_offset_view_base_mutated(a, obs):
+    b = a.clone()
+    out = (b[1:] ** 2).sum()  # saves a view that starts at row 1
+    b = fresh(b, obs)
+    b.mul_(3)
+    return out
+
+
+def p_version_drift(a, obs):
+    b = a.clone()
+    out = (b[0] ** 2).sum()  # saves b[0] at version v
+    b = fresh(b, obs)
+    b[1].mul_(2)  # other bytes: rightly no clone, but the shared version is now v + 1
+    b[0].mul_(3)  # the saved bytes; torch looks for (data_ptr, v + 1) and misses b[0]
+    return out
+
+
+@pytest.mark.parametrize(
+    "program", [p_offset_view, p_saved_offset_view_base_mutated, p_version_drift]
+)
+def test_are_offset_views_right_in_course_and_wrong_in_torch(program):
+    right = oracle(program)
+    g_c, cloned_c = run(course_graph, program)
+    torch.testing.assert_close(g_c, right)
+    assert cloned_c == [0]
+    # torch misses the alias (different data_ptr): it clones nothing and reads the
+    # mutated values. If this starts failing, torch fixed it: update the lesson.
+    g_t, cloned_t = run(torch_graph, program)
+    assert cloned_t == []
+    assert not torch.allclose(g_t, right)
+
+
+def test_is_torchs_row_exactly_three_times_too_large():
+    g_t, _ = run(torch_graph, p_offset_view)
+    ratio = g_t / oracle(p_offset_view)
+    torch.testing.assert_close(ratio, torch.tensor([[1.0] * 4, [3.0] * 4, [1.0] * 4]))
+
+
+def test_do_multi_output_out_ops_work_in_course_and_break_torch():
+    def program(G):
+        x = torch.randn(4, 3, requires_grad=True)
+        with G.allow_mutation_on_saved_tensors():
+            b = x.clone()
+            out = (b ** 2).sum()
+            values, indices = torch.empty(3), torch.empty(3, dtype=torch.long)
+            torch.max(b.detach(), 0, out=(values, indices))
+            out.backward()
+        return x, values, indices
+
+    with pytest.raises(KeyError, match="out"):
+        program(torch_graph)
+    x, values, indices = program(course_graph)
+    expected = torch.max(x.detach(), 0)
+    assert torch.equal(values, expected.values) and torch.equal(indices, expected.indices)
+    torch.testing.assert_close(x.grad, 2 * x.detach())
+
+
+# ---------------------------------------------------------------- errors
+
+
+def test_does_backward_outside_the_context_raise_torchs_error():
+    messages = []
+    for G in (torch_graph, course_graph):
+        a = torch.randn(3, requires_grad=True)
+        with G.allow_mutation_on_saved_tensors():
+            out = (a.clone() ** 2).sum()
+        with pytest.raises(AssertionError, match="outside of the 'allow_mutation") as info:
+            out.backward()
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]
+
+
+def test_does_nesting_raise_torchs_error_and_leave_the_outer_context_working():
+    messages = []
+    for G in (torch_graph, course_graph):
+        a = torch.randn(3, requires_grad=True)
+        with G.allow_mutation_on_saved_tensors():
+            out = (a.clone() ** 2).sum()
+            with pytest.raises(RuntimeError) as info:
+                with G.allow_mutation_on_saved_tensors():
+                    pass
+            messages.append(str(info.value))
+            if G is torch_graph:
+                # torch's failed entry resets its global flag and breaks the outer context
+                with pytest.raises(AssertionError, match="outside of the"):
+                    out.backward()
+            else:
+                out.backward()  # ours keeps working
+                torch.testing.assert_close(a.grad, 2 * a.detach())
+    assert messages == ["allow_mutation_on_saved_tensors contexts cannot be nested"] * 2
+
+
+# ---------------------------------------------------------------- random programs
+
+VIEWS = {
+    "all": lambda b: b,
+    "row0": lambda b: b[0],
+    "row1": lambda b: b[1],  # offset view
+    "cols": lambda b: b[:, 1:],  # offset, strided
+    "col0": lambda b: b[:, 0],  # offset 0, strided
+    "col2": lambda b: b[:, 2],  # offset, interleaved with col0
+    "t": lambda b: b.t(),
+    "even": lambda b: b[::2],
+}
+OFFSET_VIEWS = {"row1", "cols", "col2"}
+STEP = st.tuples(
+    st.sampled_from(["save_pow", "save_mul", "save_exp", "mul_", "sin_", "add_"]),
+    st.sampled_from(sorted(VIEWS)),
+)
+
+
+def p_random(a, obs, steps):
+    b = a.clone()
+    out = a.sum() * 0
+    for kind, view in steps:
+        if kind.startswith("save"):
+            v = VIEWS[view](b)
+            if kind == "save_pow":
+                out = out + (v ** 2).sum()
+            elif kind == "save_mul":
+                out = out + (v * b[2, 3]).sum()
+            else:
+                out = out + v.exp().sum()
+        else:
+            watch(obs)
+            b = fresh(b, obs)
+            v = VIEWS[view](b)
+            {"mul_": lambda: v.mul_(1.5), "sin_": v.sin_, "add_": lambda: v.add_(1.0)}[kind]()
+    return out + (b * b).sum()
+
+
+@given(steps=st.lists(STEP, min_size=1, max_size=8))
+@settings(max_examples=40, deadline=None)
+def test_do_random_mutation_programs_match_the_unmutated_oracle(steps):
+    right = oracle(p_random, steps)
+    g_c, cloned_c = run(course_graph, p_random, steps)
+    torch.testing.assert_close(g_c, right)
+    g_t, cloned_t = run(torch_graph, p_random, steps)
+    assert set(cloned_t) <= set(cloned_c)  # we clone all torch clones, maybe more
+    # save_mul also saves b[2, 3], a view at an offset
+    if not any(view in OFFSET_VIEWS or kind == "save_mul" for kind, view in steps):
+        # no offset view anywhere: torch is right, and we behave exactly as it does
+        assert cloned_c == cloned_t
+        torch.testing.assert_close(g_t, right)
+    elif not torch.allclose(g_t, right):
+        assert cloned_t != cloned_c  # torch was wrong because it missed a clone
+
+
+# ---------------------------------------------------------------- lessons: repr, trace, docs
+
+
+def test_is_the_context_repr_deterministic():
+    a = torch.ones(2, 3, requires_grad=True)
+    with course_graph.allow_mutation_on_saved_tensors() as ctx:
+        empty = repr(ctx)
+        b = a.clone()
+        out = (b ** 2).sum() + b[1].exp().sum()
+        before = repr(ctx)
+        b[1].mul_(2)
+        after = repr(ctx)
+        out.backward()
+    assert empty == "_AllowMutationOnSavedContext(saved=0)"
+    assert before == (
+        "_AllowMutationOnSavedContext(saved=2)\n  h0: original f32[2, 3]\n  h1: original f32[3]"
+    )
+    assert after == (
+        "_AllowMutationOnSavedContext(saved=2)\n  h0: cloned f32[2, 3]\n  h1: original f32[3]"
+    )
+    assert repr(ctx) == empty  # cleared on exit
+
+
+def test_does_the_trace_show_each_clone():
+    a = torch.ones(2, 3, requires_grad=True)
+    with trace.record() as events:
+        with course_graph.allow_mutation_on_saved_tensors():
+            b = a.clone()
+            out = (b ** 2).sum()
+            b[1].mul_(2)
+            out.backward()
+    # b is t0 when packed; the write to b[1] (t1) clones it; backward reads the clone (t2).
+    assert events.lines() == [
+        "pack pack_hook t0 (2, 3)",
+        "clone aten.mul_.Tensor t0 (2, 3) handle=h0 mutated=t1",
+        "unpack PowBackward0 t2 (2, 3) saved=t0",
+    ]
+
+
+def test_is_the_schema_scan_cached_per_op(monkeypatch):
+    scanned = []
+    real = course_graph._mutable_args
+    monkeypatch.setattr(course_graph, "_mutable_args", lambda f: (scanned.append(f), real(f))[1])
+    monkeypatch.setattr(course_graph, "_MUTABLE_ARGS", {})
+    x = torch.ones(3)
+    with course_graph.allow_mutation_on_saved_tensors():
+        for _ in range(3):
+            x.mul_(2)
+            x = x + x
+    assert scanned == [torch.ops.aten.mul_.Tensor, torch.ops.aten.add.Tensor]  # once each
+    assert course_graph._MUTABLE_ARGS[torch.ops.aten.mul_.Tensor][1] == ((0, "self", False),)
+    assert course_graph._MUTABLE_ARGS[torch.ops.aten.add.Tensor][1] == ()
+
+
+def test_does_overlap_tell_views_apart():
+    b = torch.zeros(4, 6)
+    ov = course_graph._overlaps
+    assert ov(b, b[1]) and ov(b[1], b[:, 2]) and ov(b[1:3], b[2])
+    assert not ov(b[0], b[1]) and not ov(b[:, 0], b[:, 1]) and not ov(b[::2], b[1])
+    assert ov(b[:, ::2], b[:, 2]) and not ov(b[:, ::2], b[:, 1::2])
+
+
+def test_do_the_docstring_examples_run():
+    result = doctest.testmod(course_graph, optionflags=doctest.ELLIPSIS)
+    assert result.attempted >= 3 and result.failed == 0
+
+
+def test_does_the_benchmark_still_run():
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "autograd_graph.py"), "--quick"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "allow_mutation_on_saved_tensors" in done.stdout
