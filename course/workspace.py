@@ -402,7 +402,7 @@ def _update_one(root: Path, src: Path, lesson: str, manifest: dict, claimed: set
         entry["file"] = rel
         entry.pop("deleted", None)
         claimed.add(rel)
-    elif restore:
+    if restore:
         changes.append(Change("present", lesson, f"not restored: your copy is at {entry['file']}"))
     path = root / entry["file"]
     current = notebook_hash(path)

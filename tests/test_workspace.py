@@ -219,6 +219,18 @@ def test_a_deleted_notebook_is_not_brought_back_until_asked(root, src, capsys):
     assert sources(root / "02_hooks.ipynb") == sources(src / "02_hooks.ipynb")
 
 
+def test_restoring_a_lesson_that_is_still_there_changes_nothing(root, src):
+    os.replace(root / "02_hooks.ipynb", root / "mine.ipynb")
+    edit(root / "mine.ipynb")
+    before = snapshot(root)
+    changes = workspace.update(root, source=src, restore=["02_hooks.ipynb"])
+    assert [(c.kind, c.detail) for c in changes] == [
+        ("renamed", "found as mine.ipynb; tracking it there"),
+        ("present", "not restored: your copy is at mine.ipynb")]
+    assert {k for k in snapshot(root) if not k.startswith(".course")} == \
+        {k for k in before if not k.startswith(".course")}
+
+
 def test_restoring_an_unknown_lesson_lists_the_lessons(root, src):
     with pytest.raises(WorkspaceError, match="00_warmup.ipynb, 01_graph.ipynb, 02_hooks.ipynb"):
         workspace.update(root, source=src, restore=["99_nope"])
