@@ -44,8 +44,11 @@ Index: :class:`Offloader`, :class:`OffloadStats`, :class:`HostBufferPool`; re-ex
 Differences from torch:
 
 - ``save_on_cpu`` has no threshold, no parameter rule, no aliasing, no pool, no side stream,
-  no prefetch, no counters and no trace events; ours has no ``pin_memory=False`` path on a GPU
-  other than ``mode='copy'`` (synchronous copies into unpinned pooled buffers).
+  no prefetch, no counters and no trace events.
+- We copy whole storages, not tensors: a saved view of a large storage brings the whole
+  storage along (once, shared by every view of it).
+- With ``pin_memory=False`` the host buffers are pageable and the driver makes each
+  "asynchronous" copy synchronous with the host; ``mode='copy'`` is synchronous by design.
 - Like torch's hooks we do not detect a saved tensor modified in place after it was saved.
 """
 
