@@ -331,8 +331,8 @@ def update(root: str | Path = DEFAULT_DIR, source: str | Path | None = None,
 
     Args:
         root: a folder made by ``start``.
-        source: the folder to copy from; by default the package's notebooks, else the
-            folder recorded in the manifest.
+        source: the folder to copy from; by default the one recorded in the manifest
+            (the last one used), else the package's notebooks (``find_source``).
         restore: lessons the learner deleted and wants back (``--restore NAME``).
     Returns:
         What changed, one ``Change`` per event (see the module's NOTE [Update, lesson by
@@ -366,12 +366,12 @@ _WRITES = {"new", "updated", "offered", "restored"}
 
 
 def _update_source(source: str | Path | None, manifest: dict) -> Path:
-    if source or not manifest.get("source"):
-        return find_source(source)
-    try:
-        return find_source()
-    except WorkspaceError:
-        return find_source(manifest["source"])  # a start made with --source
+    """``--source``, else the folder the manifest recorded (a checkout's ``notebooks/``
+    after ``git pull``, or a shared folder on a JupyterHub), else ``find_source()``."""
+    recorded = Path(manifest.get("source") or "")
+    if not source and manifest.get("source") and _lessons(recorded):
+        return recorded
+    return find_source(source)
 
 
 def _lesson_named(name: str, lessons: list[str]) -> str:
@@ -485,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"course {args.verb}: {exc}", file=sys.stderr)
         return 1
     others = set(_load_manifest(root)["lessons"]) - {c.lesson for c in changes}
-    print(f"course update {root}")
+    print(f"course update {root} (lessons from {_load_manifest(root)['source']})")
     print("\n".join(c.line() for c in changes) or "  everything is up to date")
     if changes:
         print(f"the other {len(others)} lesson(s) are up to date.")

@@ -139,10 +139,21 @@ def test_an_installed_package_without_notebooks_names_the_fix(tmp_path, monkeypa
     assert not (tmp_path / "w").exists()
 
 
-def test_update_falls_back_to_the_source_recorded_at_start(root, src, tmp_path, monkeypatch):
-    monkeypatch.setattr(workspace, "__file__", str(tmp_path / "site" / "course" / "workspace.py"))
+def test_update_uses_the_source_recorded_at_start(root, src, tmp_path, monkeypatch):
+    write_lesson(tmp_path / "checkout" / "notebooks", "09_other.ipynb", "w = 4")
+    monkeypatch.setattr(workspace, "__file__", str(tmp_path / "checkout" / "course" / "workspace.py"))
     write_lesson(src, "03_saved_tensors.ipynb", "y = 2")
     assert kinds(workspace.update(root)) == {"03_saved_tensors.ipynb": "new"}
+
+
+def test_update_falls_back_to_the_package_notebooks_when_the_recorded_folder_is_gone(
+        root, src, tmp_path, monkeypatch):
+    write_lesson(tmp_path / "checkout" / "notebooks", "09_other.ipynb", "w = 4")
+    monkeypatch.setattr(workspace, "__file__", str(tmp_path / "checkout" / "course" / "workspace.py"))
+    for notebook in src.iterdir():
+        notebook.unlink()
+    assert kinds(workspace.update(root))["09_other.ipynb"] == "new"
+    assert manifest(root)["source"] == str(tmp_path / "checkout" / "notebooks")
 
 
 def test_update_outside_a_course_folder_says_to_start_one(tmp_path, src):
