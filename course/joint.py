@@ -53,6 +53,7 @@ Differences from torch
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -132,6 +133,8 @@ class JointWithDescriptors:
         stages: the :class:`Stage` snapshots, in order; ``stage(name)`` picks one.
         fw_module, bw_module: the partitioned graphs.
         num_fwd_outputs: how many leading outputs are forward ones (mutations + user outputs).
+        tangent_mask: per forward output, whether it has a tangent placeholder.
+        timings: ``{stage name: seconds}`` it took to build each stage (not printed anywhere).
     """
 
     def __init__(self, **fields: Any) -> None:
@@ -193,7 +196,8 @@ def _functional_call(mod: Any, fqns: list[str], n_args: int, in_spec: Any) -> Ca
         state, flat = dict(zip(fqns, primals)), primals[len(fqns):]
         args, kwargs = pytree.tree_unflatten(list(flat), in_spec)
         if isinstance(mod, torch.nn.Module):
-            out = torch.func.functional_call(mod, state, args, kwargs)
+            # tie_weights=False: a Parameter under two names is two inputs, as in torch.
+            out = torch.func.functional_call(mod, state, args, kwargs, tie_weights=False)
         else:
             out = mod(*args, **kwargs)
         outs, _ = pytree.tree_flatten(out)
@@ -261,10 +265,8 @@ def export_joint(
     primal_descs += [D.PlainAOTInput(i) for i in range(len(flat_args))]
     fn = _functional_call(module_or_fn, [*params, *buffers], len(flat_args), in_spec)
 
-    fake_mode = FakeTensorMode()
-    primals = [fake_mode.from_tensor(t) for t in real]
-    with fake_mode:
-        stages = _build_stages(fn, primals, primal_descs, requires_grad, partition_fn)
+    timings: dict[str, float] = {}
+    stages, meta = _build_stages(fn, real, primal_descs, requires_grad, partition_fn, timings)
     fw_stage, bw_stage = stages[-2], stages[-1]
     return JointWithDescriptors(
         graph_module=stages[4].graph_module,
@@ -277,17 +279,46 @@ def export_joint(
         fw_module=fw_stage.graph_module,
         bw_module=bw_stage.graph_module,
         num_fwd_outputs=len(stages[1].graph.output_node().args[0]),
-        tangent_mask=stages[1].graph_module.meta["tangent_mask"],
+        tangent_mask=meta.tangent_mask,
+        timings=timings,
     )
 
 
-def _build_stages(fn, primals, primal_descs, requires_grad, partition_fn) -> list[Stage]:
+def _fakes(real: list[torch.Tensor]) -> tuple[FakeTensorMode, list[torch.Tensor]]:
+    """Fake copies (shapes, dtypes, requires_grad; no data) in a fresh FakeTensorMode."""
+    mode, seen = FakeTensorMode(), set()
+    fakes = []
+    for t in real:  # a tensor met twice (tied weights) gets a second fake, sharing storage
+        fakes.append(mode.from_tensor(t if id(t) not in seen else _alias(t)))
+        seen.add(id(t))
+    return mode, fakes
+
+
+def _alias(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().requires_grad_(t.requires_grad)
+
+
+def _build_stages(fn, real, primal_descs, requires_grad, partition_fn, timings):
     stages: list[Stage] = []
+    clock = [time.perf_counter()]
 
     def snap(name: str, gm: fx.GraphModule, with_descs: bool = False) -> None:
+        now = time.perf_counter()  # the time to build this stage (its text not included)
+        timings[name], clock[0] = now - clock[0], now
         stages.append(Stage(name, _EXPLAIN[name], gm, _format(name, gm, with_descs)))
+        clock[0] = time.perf_counter()
 
-    fw = J.trace_forward(fn, primals)
+    # Stage 1 runs the in-place ops for real (on fakes), so it gets fakes of its own.
+    mode, primals = _fakes(real)
+    with mode:
+        fw, fw_meta = J.trace_forward(fn, primals)
+    if any(J._is_mutating(n) for n in fw.graph.nodes):
+        mode, primals = _fakes(real)
+    with mode:
+        return _build_rest(fw, fw_meta, primals, primal_descs, requires_grad, partition_fn, snap, stages)
+
+
+def _build_rest(fw, fw_meta, primals, primal_descs, requires_grad, partition_fn, snap, stages):
     if torch._functorch.config.functionalize_rng_ops and any(
         torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ()) for n in fw.graph.nodes
     ):
@@ -296,8 +327,7 @@ def _build_stages(fn, primals, primal_descs, requires_grad, partition_fn) -> lis
             "inputs (PhiloxForwardSeedAOTInput)" + J._NOT_BUILT
         )
     snap("traced_forward", fw)
-    ffw, meta = J.trace_functionalized_forward(fw, primals)
-    ffw.meta["tangent_mask"] = meta.tangent_mask
+    ffw, meta = J.trace_functionalized_forward(fw, primals, fw_meta)
     snap("functionalized_forward", ffw)
     if not any(meta.tangent_mask):
         raise ValueError(
@@ -316,4 +346,4 @@ def _build_stages(fn, primals, primal_descs, requires_grad, partition_fn) -> lis
     fw_mod, bw_mod = J.partition(joint, (primals, tangents), len(vals), partition_fn)
     snap("partitioned_forward", fw_mod, with_descs=True)
     snap("partitioned_backward", bw_mod, with_descs=True)
-    return stages
+    return stages, meta

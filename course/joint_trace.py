@@ -8,16 +8,17 @@ the joint. What is ours is the order, the bookkeeping (:class:`ForwardMeta`) and
 descriptors, which are :mod:`course.descriptors`' classes.
 
 NOTE [Which outputs get a tangent]
-    torch's ``fn_prepped_for_autograd`` asks for a tangent for (1) every mutated input that
-    requires grad, and (2) every user output that requires grad and is not an alias of an
-    input or of another output. We reject (1) (eager forbids in-place on a leaf that
-    requires grad) and compute (2) in :func:`trace_functionalized_forward` from storages.
+    torch's ``fn_prepped_for_autograd`` asks for a tangent for (1) every mutated input whose
+    new value requires grad (``x.mul_(w)``), and (2) every user output that requires grad
+    and is not an alias of an input or of another output. We compute (1) from the
+    functional wrappers after the forward and (2) from storages and ``_is_view()``.
 
 Differences from torch: see :mod:`course.joint`.
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -62,9 +63,25 @@ class ForwardMeta:
     num_user_outputs: int = 0
 
 
-def trace_forward(fn: Callable[..., list], primals: list[torch.Tensor]) -> fx.GraphModule:
-    """Stage 1: ``make_fx`` of the functional call, mutations (``add_``, ``copy_``) still in it."""
-    return make_fx(lambda primals: fn(*primals))(primals)
+def trace_forward(fn: Callable[..., list], primals: list) -> tuple[fx.GraphModule, ForwardMeta]:
+    """Stage 1: ``make_fx`` of the functional call, mutations (``add_``, ``copy_``) still in it.
+
+    While tracing we also note which outputs require grad and which alias an input or
+    another output (NOTE [Which outputs get a tangent]): ``make_fx`` records below autograd,
+    so the traced tensors carry real ``requires_grad`` and view relations.
+    """
+    meta = ForwardMeta()
+
+    def forward(primals: list) -> list:
+        versions = [p._version for p in primals]  # bumped by every in-place op
+        outs = fn(*primals)
+        _check_aliased_mutations(primals, [p._version != v for p, v in zip(primals, versions)])
+        meta.output_requires_grad = [o.requires_grad for o in outs]
+        meta.tangent_mask = _tangent_mask(primals, outs)
+        meta.num_user_outputs = len(outs)
+        return outs
+
+    return make_fx(forward)(primals), meta
 
 
 def _storage(t: torch.Tensor) -> StorageWeakRef:
@@ -91,8 +108,17 @@ def _tangent_mask(f_args: list, f_outs: list) -> list[bool]:
     return mask
 
 
-def _check_input_mutations(f_args: list, primals: list, meta: ForwardMeta) -> None:
+def _check_aliased_mutations(primals: list, mutated: list[bool]) -> None:
     storages = [_storage(p) for p in primals]
+    for i, m in enumerate(mutated):
+        if m and storages.count(storages[i]) > 1:
+            raise NotImplementedError(
+                f"input {i} is mutated and aliases another input: torch merges them into a "
+                "synthetic base (SyntheticBaseAOTInput / ViewBaseAOTInput)" + _NOT_BUILT
+            )
+
+
+def _check_input_mutations(f_args: list, primals: list, meta: ForwardMeta) -> None:
     for i, (f, p) in enumerate(zip(f_args, primals)):
         if has_metadata_mutation(f, p, check_only_storage_mutation=False):
             raise NotImplementedError(
@@ -101,28 +127,27 @@ def _check_input_mutations(f_args: list, primals: list, meta: ForwardMeta) -> No
             )
         if not has_data_mutation(f):
             continue
+        _check_aliased_mutations(primals, [j == i for j in range(len(primals))])
         if p.requires_grad:
             raise NotImplementedError(
                 f"input {i} requires grad and is mutated in place: torch clones it before "
                 "the forward and gives the mutation a tangent" + _NOT_BUILT
             )
-        if storages.count(storages[i]) > 1:
-            raise NotImplementedError(
-                f"input {i} is mutated and aliases another input: torch merges them into a "
-                "synthetic base (SyntheticBaseAOTInput)" + _NOT_BUILT
-            )
         meta.mutated_inp_indices.append(i)
 
 
 def trace_functionalized_forward(
-    fw: fx.GraphModule, primals: list[torch.Tensor]
+    fw: fx.GraphModule, primals: list[torch.Tensor], fw_meta: ForwardMeta
 ) -> tuple[fx.GraphModule, ForwardMeta]:
     """Stage 2: replay stage 1 under functionalization; mutated inputs become leading outputs.
 
     Like torch's ``create_functionalized_fn`` + ``fn_input_mutations_to_outputs``: wrap every
     input with ``to_fun``, run, ask each wrapper ``has_data_mutation``, and return the
-    updated values *before* the user outputs (torch's order).
+    updated values *before* the user outputs (torch's order). A stage 1 graph with no
+    in-place op is functional already: we return it (and ``fw_meta``) as it is.
     """
+    if not any(_is_mutating(n) for n in fw.graph.nodes):
+        return fw, fw_meta
     meta = ForwardMeta()
 
     def functionalized(primals: list) -> list:
@@ -135,7 +160,9 @@ def trace_functionalized_forward(
         _check_input_mutations(f_args, primals, meta)
         meta.output_requires_grad = [o.requires_grad for o in f_outs]
         user_mask = _tangent_mask(f_args, f_outs)
-        meta.tangent_mask = [False] * len(meta.mutated_inp_indices) + user_mask
+        # A mutated input gets a tangent when its new value requires grad (x.mul_(w)).
+        mutated_mask = [f_args[i].requires_grad for i in meta.mutated_inp_indices]
+        meta.tangent_mask = mutated_mask + user_mask
         meta.num_user_outputs = len(f_outs)
         mutated = [from_fun(f_args[i]) for i in meta.mutated_inp_indices]
         return mutated + [from_fun(o) for o in f_outs]
@@ -166,6 +193,10 @@ def add_tangent_placeholders(fw: fx.GraphModule, meta: ForwardMeta) -> fx.GraphM
     return fx.GraphModule(fw, graph)
 
 
+def _is_mutating(node: fx.Node) -> bool:
+    return isinstance(node.target, torch._ops.OpOverload) and node.target._schema.is_mutable
+
+
 def trace_joint(
     fw: fx.GraphModule, meta: ForwardMeta, primals: list, tangents: list
 ) -> fx.GraphModule:
@@ -173,14 +204,30 @@ def trace_joint(
 
     The forward is the functional graph of stage 2, replayed; the backward is whatever
     ``torch.autograd.grad`` does, recorded. Nodes get torch's ``partitioner_tag``.
+
+    NOTE [Functionalizing the joint only when needed]
+        torch traces the joint under ``FunctionalTensorMode``. Our forward is functional
+        already, so we first trace without it (half the dispatch work); if the recorded
+        backward holds an in-place op (the engine may accumulate a gradient with ``add_``),
+        we trace again under functionalization, as torch does.
     """
+    gm = _trace_joint(fw, meta, primals, tangents, functionalize=False)
+    if any(_is_mutating(n) for n in gm.graph.nodes):
+        gm = _trace_joint(fw, meta, primals, tangents, functionalize=True)
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return gm
+
+
+def _trace_joint(fw, meta, primals, tangents, *, functionalize: bool) -> fx.GraphModule:
+    wrap, unwrap = (to_fun, from_fun) if functionalize else (lambda t: t, lambda t: t)
 
     def joint(primals: list, tangents: list) -> tuple[tuple, tuple]:
         with torch._C._ExcludeDispatchKeyGuard(
             torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize)
         ):
-            f_primals = [to_fun(p) for p in primals]
-            f_tangents = [to_fun(t) for t in tangents]
+            f_primals = [wrap(p) for p in primals]
+            f_tangents = [wrap(t) for t in tangents]
             outs = list(fw(f_primals))
             for node in get_proxy_mode().tracer.graph.nodes:  # as torch's create_joint does
                 node.meta["partitioner_tag"] = "is_backward" if _is_tangent(node) else "is_forward"
@@ -191,13 +238,11 @@ def trace_joint(
                     torch.autograd.grad(needed, grad_primals, f_tangents, allow_unused=True)
                 )
             all_grads = [next(grads) if p.requires_grad else None for p in f_primals]
-        return tuple(from_fun(o) for o in outs), tuple(from_fun(g) for g in all_grads)
+        return tuple(unwrap(o) for o in outs), tuple(unwrap(g) for g in all_grads)
 
-    with enable_python_dispatcher(), FunctionalTensorMode(_allow_token_discovery=True):
-        gm = make_fx(joint)(primals, tangents)
-    gm.graph.eliminate_dead_code()
-    gm.recompile()
-    return gm
+    mode = FunctionalTensorMode(_allow_token_discovery=True) if functionalize else nullcontext()
+    with enable_python_dispatcher(), mode:
+        return make_fx(joint)(primals, tangents)
 
 
 def attach_descriptors(

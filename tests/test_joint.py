@@ -1,0 +1,383 @@
+"""Does course.joint build the joint graph torch's aot_export_joint_with_descriptors builds?
+
+torch is the oracle: every corpus case is exported by both, and we compare the descriptor
+sequences, the numbers the graph computes (against eager autograd) and what course.fx_utils
+reads off each graph. Exports are cached per case, so each is built once per session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.utils._pytree as pytree
+from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
+from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+from course import descriptors as D
+from course import fx_utils
+from course.joint import export_joint
+
+import corpus  # H3's shared corpus (tests/corpus.py)
+
+pytestmark = pytest.mark.lesson06
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ---- the cases -----------------------------------------------------------------------------
+
+
+class _Fn(torch.nn.Module):
+    """A module whose forward is ``f(self, *args)``: lets one line describe a case."""
+
+    def __init__(self, f, *mods: torch.nn.Module) -> None:
+        super().__init__()
+        self.f, self.mods = f, torch.nn.ModuleList(mods)
+
+    def forward(self, *args, **kwargs):
+        return self.f(self, *args, **kwargs)
+
+
+def _lin(n_in=3, n_out=3):
+    return torch.nn.Linear(n_in, n_out)
+
+
+def _mutate_plain(s, x, buf):
+    buf.add_(1.0)
+    return s.mods[0](x) * 2
+
+
+def _local_cases() -> dict[str, tuple]:
+    """Cases beyond H3's corpus, each covering one more rule of the joint."""
+    x = torch.randn(5, 3)
+    return {
+        "linear_bn": (torch.nn.Sequential(_lin(3, 4), torch.nn.BatchNorm1d(4)), (x,), {}),
+        "two_outputs_one_detached": (
+            _Fn(lambda s, x: (s.mods[0](x), s.mods[0](x).sum().detach(), s.mods[0](x) * 2), _lin()),
+            (x,), {}),
+        "view_of_intermediate": (_Fn(lambda s, x: s.mods[0](x).view(-1), _lin()), (x,), {}),
+        "output_and_its_view": (_Fn(lambda s, x: (lambda y: (y, y.view(-1)))(s.mods[0](x)), _lin()),
+                                (x,), {}),
+        "mutated_plain_input": (_Fn(_mutate_plain, _lin()), (x, torch.zeros(3)), {}),
+        "kwargs_and_grad_input": (_Fn(lambda s, x, y=None: s.mods[0](x) * y.sin(), _lin()),
+                                  (x,), {"y": torch.randn(5, 3, requires_grad=True)}),
+        "parameterless_grad_input": (_Fn(lambda s, x: x.sin() * x), (x.clone().requires_grad_(),), {}),
+        "dict_output": (_Fn(lambda s, x: {"a": s.mods[0](x), "b": s.mods[0](x).relu()}, _lin()),
+                        (x,), {}),
+    }
+
+
+#: Corpus features whose torch graph needs machinery course.joint does not build.
+UNBUILT_TAGS = {"intermediate_base", "view_base", "subclass"}
+_LOCAL = _local_cases()
+BUILT = sorted([c.name for c in corpus.CASES if c.plain and not c.tags & UNBUILT_TAGS] + list(_LOCAL))
+UNBUILT = sorted(c.name for c in corpus.CASES if not c.plain or c.tags & UNBUILT_TAGS)
+
+
+def _fresh(name: str):
+    """A fresh (module, args, kwargs) for a corpus or local case; runs never share state."""
+    if name in _LOCAL:
+        torch.manual_seed(0)
+        return copy.deepcopy(_LOCAL[name])
+    mod, args = corpus.get_case(name).build()
+    return mod, args, {}
+
+
+@functools.cache
+def ours(name: str):
+    mod, args, kwargs = _fresh(name)
+    return export_joint(mod, args, kwargs)
+
+
+@functools.cache
+def theirs(name: str):
+    if name not in _LOCAL:
+        return corpus.torch_joint(name)
+    mod, args, kwargs = _fresh(name)
+    with contextlib.ExitStack() as stack:
+        return aot_export_joint_with_descriptors(stack, mod, args, kwargs).graph_module
+
+
+def _descs(gm) -> tuple[list[str], list[str]]:
+    ins = [repr(n.meta["desc"]) for n in gm.graph.find_nodes(op="placeholder")]
+    return ins, [repr(d) for d in gm.graph.output_node().meta["desc"]]
+
+
+# ---- (a) descriptors ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_descriptor_sequences_equal_torchs(name):
+    """Are the placeholder and output descriptors torch's, in torch's order (by repr)?"""
+    assert _descs(ours(name).graph_module) == _descs(theirs(name))
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_descriptors_are_course_classes(name):
+    """Do placeholders and outputs carry course descriptors (not torch's)?"""
+    gm = ours(name).graph_module
+    descs = [n.meta["desc"] for n in gm.graph.find_nodes(op="placeholder")]
+    descs += [d for d in gm.graph.output_node().meta["desc"] if d is not None]
+    assert all(isinstance(d, (D.AOTInput, D.AOTOutput)) for d in descs)
+
+
+# ---- (b) numbers against eager --------------------------------------------------------------
+
+
+def _eager(name: str, tangents: dict):
+    """Eager autograd on the module: {output descriptor: value}, like the joint's outputs.
+
+    ``tangents`` maps a forward output descriptor to its tangent; mutated inputs and buffers
+    are compared after the forward, and grads come from ``torch.autograd.grad``.
+    """
+    mod, args, kwargs = _fresh(name)
+    flat_in, spec = pytree.tree_flatten((args, kwargs))
+    before = [t.detach().clone() for t in flat_in]
+    wrt = {D.ParamAOTInput(k): p for k, p in mod.named_parameters(remove_duplicate=False)}
+    wrt |= {D.PlainAOTInput(i): t for i, t in enumerate(flat_in) if t.requires_grad}
+    bufs = dict(mod.named_buffers(remove_duplicate=False))
+    bufs_before = {k: b.clone() for k, b in bufs.items()}
+    args, kwargs = pytree.tree_unflatten(flat_in, spec)
+    outs, _ = pytree.tree_flatten(mod(*args, **kwargs))
+    live = {D.PlainAOTOutput(i): o for i, o in enumerate(outs)}
+    live |= {D.InputMutationAOTOutput(D.BufferAOTInput(k)): b
+             for k, b in bufs.items() if not torch.equal(b, bufs_before[k])}
+    live |= {D.InputMutationAOTOutput(D.PlainAOTInput(i)): t
+             for i, (t, b) in enumerate(zip(flat_in, before)) if not torch.equal(t.detach(), b)}
+    grads = torch.autograd.grad([live[d] for d in tangents], list(wrt.values()),
+                                list(tangents.values()), allow_unused=True)
+    result = {d: v.detach() for d, v in live.items()}
+    return result | {D.GradAOTOutput(d): g for d, g in zip(wrt, grads) if g is not None}
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_joint_computes_eager_outputs_buffers_and_grads(name):
+    """Does running our joint graph give eager's outputs, buffer updates and gradients?"""
+    jd = ours(name)
+    mod, args, kwargs = _fresh(name)
+    torch.manual_seed(1)
+    tangents = {n.meta["desc"].output: torch.randn(n.meta["val"].shape)
+                for n in jd.graph_module.graph.find_nodes(op="placeholder")
+                if isinstance(n.meta["desc"], D.TangentAOTInput)}
+    got = jd.run(args, kwargs, params=dict(mod.named_parameters(remove_duplicate=False)),
+                 buffers={k: b.clone() for k, b in mod.named_buffers(remove_duplicate=False)},
+                 tangents=list(tangents.values()))
+    want = _eager(name, tangents)
+    got = {d: v for d, v in got.items() if v is not None}
+    assert sorted(map(repr, got)) == sorted(map(repr, want))
+    for d, v in want.items():
+        if d in _tied_grads(mod):  # torch unties: one partial grad per name, eager sums them
+            v = v.new_zeros(v.shape)
+            got_sum = sum(got[e] for e in _tied_grads(mod)[d])
+            torch.testing.assert_close(got_sum, want[d])
+            continue
+        torch.testing.assert_close(got[d], v, msg=lambda m: f"{d}: {m}")
+
+
+def _tied_grads(mod) -> dict:
+    """GradAOTOutput of a tied name -> the grads of every name of that Parameter."""
+    names: dict[int, list[str]] = {}
+    for k, p in mod.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), []).append(k)
+    grads = [[D.GradAOTOutput(D.ParamAOTInput(k)) for k in ks] for ks in names.values() if len(ks) > 1]
+    return {g: group for group in grads for g in group}
+
+
+@pytest.mark.parametrize("name", UNBUILT)
+def test_unbuilt_corpus_cases_raise_not_implemented(name):
+    """Does every corpus case we do not build raise NotImplementedError, never a wrong graph?"""
+    mod, args, kwargs = _fresh(name)
+    with pytest.raises(NotImplementedError, match="aot_export_joint_with_descriptors"):
+        export_joint(mod, args, kwargs)
+
+
+@pytest.mark.parametrize("name", ["linear_bn", "mlp", "transformer_encoder_layer", "input_mutation_differentiable"])
+def test_partitioned_forward_then_backward_equals_joint(name):
+    """Do the partitioned graphs, run one after the other, compute what the joint computes?"""
+    jd = ours(name)
+    mod, args, kwargs = _fresh(name)
+    primals = [*jd.params.values(), *jd.buffers.values(), *pytree.tree_leaves((args, kwargs))]
+    primals = [p.detach().clone() for p in primals]
+    n_tan = sum(jd.tangent_mask)
+    fw_out = jd.fw_module(*primals)
+    outs = fw_out[: jd.num_fwd_outputs]
+    tangents = [torch.ones_like(o) for o, m in zip(outs, jd.tangent_mask) if m]
+    assert len(tangents) == n_tan
+    grads = jd.bw_module(*fw_out[jd.num_fwd_outputs:], *tangents)
+    j_outs, j_grads = jd(primals, tangents)
+    for a, b in zip([*outs, *grads], [*j_outs, *j_grads]):
+        assert (a is None) == (b is None)
+        if a is not None:
+            torch.testing.assert_close(a, b)
+
+
+def test_saved_values_carry_saved_for_backwards_descriptors():
+    """Is every value the forward hands the backward a SavedForBackwardsAOTOutput, numbered?"""
+    jd = ours("linear_bn")
+    descs = jd.fw_module.graph.output_node().meta["desc"]
+    saved = descs[jd.num_fwd_outputs:]
+    assert saved == [D.SavedForBackwardsAOTOutput(i) for i in range(len(saved))] and saved
+
+
+def test_min_cut_partitioner_is_accepted():
+    """Can the learner swap in torch's min-cut partitioner and still get a working split?"""
+    mod, args, kwargs = _fresh("mlp")
+    jd = export_joint(mod, args, kwargs, partition_fn=min_cut_rematerialization_partition)
+    assert jd.stage("partitioned_forward").graph_module is jd.fw_module
+    assert _descs(jd.graph_module) == _descs(theirs("mlp"))
+
+
+# ---- (c) fx_utils on both graphs ------------------------------------------------------------
+
+
+def _positions(gm, pairs):
+    """desc repr -> where its two nodes sit: ("in", placeholder index) / ("out", output index).
+
+    Node names may differ between two graphs; positions in the calling convention may not.
+    """
+    ph = list(gm.graph.find_nodes(op="placeholder"))
+    out = list(gm.graph.output_node().args[0])
+
+    def where(n):
+        return None if n is None else ("in", ph.index(n)) if n in ph else ("out", out.index(n))
+
+    return {repr(d): (where(a), where(b)) for d, (a, b) in pairs.items()}
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_fx_utils_pairs_params_with_the_same_grads(name):
+    """Does course.fx_utils pair each parameter with the same gradient on ours as on torch's?"""
+    a, b = ours(name).graph_module, theirs(name)
+    for get in (fx_utils.get_param_and_grad_nodes, fx_utils.get_all_input_and_grad_nodes,
+                fx_utils.get_all_output_and_tangent_nodes):
+        assert _positions(a, get(a.graph)) == _positions(b, get(b.graph)), get.__name__
+    assert list(fx_utils.get_named_param_nodes(a.graph)) == ours(name).params_spec
+    assert list(fx_utils.get_named_buffer_nodes(a.graph)) == ours(name).buffers_spec
+
+
+# ---- stages -----------------------------------------------------------------------------------
+
+STAGES = ["traced_forward", "functionalized_forward", "joint_function", "traced_joint",
+          "descriptors", "partitioned_forward", "partitioned_backward"]
+
+
+def test_stages_are_named_in_order_with_graphs():
+    """Are the seven stages there, in order, each with an explanation and a drawable graph?"""
+    jd = ours("linear_bn")
+    assert [s.name for s in jd.stages] == STAGES
+    for s in jd.stages:
+        assert s.explanation and s.text.startswith(f"== {s.name} ==")
+        assert isinstance(s.graph, torch.fx.Graph) and s.graph is s.graph_module.graph
+        assert repr(s) == f"Stage(name={s.name!r}, nodes={len(s.graph.nodes)})"
+
+
+def test_traced_forward_keeps_mutation_and_functionalized_removes_it():
+    """Does stage 1 show add_ on the buffer and stage 2 return the new value as an output?"""
+    jd = ours("linear_bn")
+    assert "aten.add_.Tensor" in jd.stage("traced_forward").text
+    ffw = jd.stage("functionalized_forward")
+    assert "add_" not in ffw.text and "aten.add.Tensor" in ffw.text
+    assert "tangents_1" in jd.stage("joint_function").text
+
+
+@pytest.mark.parametrize("name", ["linear_bn", "transformer_encoder_layer", "mutated_plain_input"])
+def test_stage_printouts_are_deterministic(name):
+    """Does building the same export twice print every stage identically, with no addresses?"""
+    mod, args, kwargs = _fresh(name)
+    again = export_joint(mod, args, kwargs)
+    for s1, s2 in zip(ours(name).stages, again.stages, strict=True):
+        assert s1.text == s2.text
+        assert "0x" not in s1.text
+
+
+# ---- what we refuse ---------------------------------------------------------------------------
+
+
+def _x():
+    return torch.randn(4, 3)
+
+
+@pytest.mark.parametrize("f, args, match", [
+    (lambda s, x, k: s.mods[0](x) * k, (_x(), 2.0), "input 1 is float"),
+    (lambda s, x: s.mods[0](x).detach(), (_x(),), "no output requires grad"),
+    (lambda s, x: 3, (_x(),), "must return tensors"),
+    (lambda s, x: (s.mods[0](x), 3), (_x(),), r"holding \['int'\]"),
+    (lambda s, x: None, (_x(),), "returned NoneType"),
+])
+def test_bad_input_gives_a_clear_error(f, args, match):
+    """Do non-tensor inputs/outputs and outputs without grad give a clear error?"""
+    with pytest.raises((TypeError, ValueError), match=match):
+        export_joint(_Fn(f, _lin()), args)
+
+
+def test_nothing_requires_grad_is_a_clear_error():
+    """Does a module without parameters (and no input requiring grad) get a clear error?"""
+    with pytest.raises(ValueError, match="nothing requires grad"):
+        export_joint(torch.nn.ReLU(), (_x(),))
+    with pytest.raises(ValueError, match="nothing requires grad"):
+        export_joint(torch.sin, (_x(),))
+
+
+def test_plain_function_with_grad_input_matches_torch():
+    """Does a plain function (no module) export like torch's export of a wrapping module?"""
+    x = torch.randn(3, requires_grad=True)
+    jd = export_joint(torch.sin, (x,))
+    with contextlib.ExitStack() as st:
+        ref = aot_export_joint_with_descriptors(st, corpus.FunctionModule(torch.sin), (x,)).graph_module
+    assert _descs(jd.graph_module) == _descs(ref)
+    (out,), (g,) = jd([x.detach()], [torch.ones(3)])
+    torch.testing.assert_close(g, x.detach().cos())
+
+
+def _rng_case():
+    m = torch.nn.Sequential(_lin(), torch.nn.Dropout(0.5))
+    return m, (_x(),)
+
+
+@pytest.mark.parametrize("make, feature", [
+    (lambda: (_lin(), (__import__("torch.testing._internal.two_tensor", fromlist=["x"])
+                       .TwoTensor(_x(), _x()),)), "tensor subclass"),
+    (lambda: (_Fn(lambda s, x, y: s.mods[0](x.add_(1)) + y, _lin()),
+              (lambda b: (b, b.view(4, 3)))(torch.randn(4, 3))), "synthetic base"),
+    (lambda: (_Fn(lambda s, x: (lambda y: (y.view(-1), y[0]))(s.mods[0](x)), _lin()), (_x(),)),
+     "IntermediateBaseAOTOutput"),
+    (lambda: (_Fn(lambda s, x: s.mods[0](x.t_()), _lin(4, 3)), (_x(),)), "metadata mutated"),
+])
+def test_unbuilt_features_raise_not_implemented(make, feature):
+    """Where torch needs machinery we do not build, do we refuse and name it (never a wrong graph)?"""
+    mod, args = make()
+    with pytest.raises(NotImplementedError, match=feature) as info:
+        export_joint(mod, args)
+    assert "aot_export_joint_with_descriptors" in str(info.value)
+
+
+def test_in_place_on_a_leaf_that_requires_grad_fails_as_in_eager():
+    """Does mutating a leaf input that requires grad fail with eager's own error?"""
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        export_joint(_Fn(lambda s, x: s.mods[0](x.mul_(2)), _lin()), (_x().requires_grad_(),))
+
+
+def test_rng_functionalization_raises_but_plain_dropout_matches_torch():
+    """Is dropout exported as torch does by default, and refused when torch would add seeds?"""
+    mod, args = _rng_case()
+    with contextlib.ExitStack() as st:
+        ref = aot_export_joint_with_descriptors(st, copy.deepcopy(mod), args).graph_module
+    assert _descs(export_joint(mod, args).graph_module) == _descs(ref)
+    with torch._functorch.config.patch(functionalize_rng_ops=True):
+        with pytest.raises(NotImplementedError, match="Philox"):
+            export_joint(mod, args)
+
+
+def test_benchmark_quick_runs():
+    """Does benchmarks/joint.py --quick run to the end and print a ratio per model?"""
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "joint.py"), "--quick"],
+                         capture_output=True, text=True, timeout=300, check=True).stdout
+    for model in ("Linear", "MLP8", "TransformerEncoderLayer", "Linear+BatchNorm1d"):
+        assert model in out
+    assert "course/torch" in out
