@@ -18,7 +18,7 @@ On a joint graph of ``nn.Linear(3, 2)`` called on ``x``::
     PlainAOTOutput(idx=0)                                  # the forward result
     GradAOTOutput(grad_of=ParamAOTInput(target='weight'))  # d(loss)/d(weight)
 
-More exotic ones, each made by one stage of AOTAutograd:
+More exotic ones, each made by one stage of AOTAutograd (all from tests/corpus.py)::
 
     InputMutationAOTOutput(mutated_input=BufferAOTInput(target='running_mean'))
     IntermediateBaseAOTOutput(base_of=PlainAOTOutput(idx=0))  # outputs alias each other

@@ -136,12 +136,11 @@ def _output_descs(n: fx.Node) -> list[tuple[Any, AOTOutput | None]]:
 def _check_no_subclasses(g: fx.Graph, raise_fn: Any) -> None:
     # Torch documents this check for every function; see "Differences from torch".
     for n in g.nodes:
-        if n.op == "placeholder" and isinstance(_input_desc(n), _SUBCLASS_DESCS):
-            raise_fn(n, _input_desc(n))
-        elif n.op == "output":
-            for sub_n, sub_desc in _output_descs(n):
-                if isinstance(sub_desc, _SUBCLASS_DESCS):
-                    raise_fn(sub_n, sub_desc)
+        pairs = [(n, _input_desc(n))] if n.op == "placeholder" else []
+        pairs += _output_descs(n) if n.op == "output" else []
+        for sub_n, sub_desc in pairs:
+            if isinstance(sub_desc, _SUBCLASS_DESCS):
+                raise_fn(sub_n, sub_desc)
 
 
 def _raise_autograd_subclass_not_implemented(n: fx.Node, desc: AOTInput | AOTOutput) -> NoReturn:
