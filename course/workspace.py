@@ -184,9 +184,8 @@ def _shipped_copy(src: Path, lesson: str) -> bytes:
     return (json.dumps(nb, indent=1, ensure_ascii=False) + "\n").encode()
 
 
-def _copy_lesson(src: Path, dest: Path, lesson: str) -> str:
+def _copy_lesson(src: Path, dest: Path, lesson: str) -> None:
     _write_bytes(dest, _shipped_copy(src, lesson))
-    return notebook_hash(dest)
 
 
 def _free_name(folder: Path, stem: str, taken: set[str] = frozenset()) -> Path:
@@ -219,8 +218,11 @@ def _load_manifest(root: Path) -> dict:
         raise WorkspaceError(f"{root} is not a course folder (no {MANIFEST}).\n"
                              f"Fix: `course start {root}` creates one.")
     try:
-        return json.loads(path.read_text())
-    except ValueError as exc:
+        manifest = json.loads(path.read_text())
+        if not isinstance(manifest.get("lessons"), dict):
+            raise ValueError("no 'lessons' table")
+        return manifest
+    except (ValueError, AttributeError) as exc:
         raise WorkspaceError(f"{path} is damaged ({exc}). Fix: move it away and run "
                              f"`course start` in a new folder, then copy your notebooks in.") from exc
 
@@ -230,9 +232,9 @@ def _save_manifest(root: Path, manifest: dict) -> None:
 
 
 def _workspace_notebooks(root: Path) -> list[Path]:
-    skip = {".course", ".ipynb_checkpoints"}
+    """Every notebook under ``root``, except in hidden folders (.course, .ipynb_checkpoints)."""
     return sorted(p for p in root.rglob("*.ipynb")
-                  if not skip.intersection(p.relative_to(root).parts))
+                  if not any(part.startswith(".") for part in p.relative_to(root).parts[:-1]))
 
 
 def _find_renamed(root: Path, lesson: str, entry: dict, claimed: set[str]) -> str | None:
@@ -250,7 +252,7 @@ def _find_renamed(root: Path, lesson: str, entry: dict, claimed: set[str]) -> st
 
 
 def _stamp(path: Path) -> str | None:
-    with contextlib.suppress(ValueError, AttributeError, TypeError, OSError):
+    with contextlib.suppress(ValueError, KeyError, TypeError, OSError):  # unstamped, or not JSON
         return json.loads(path.read_bytes())["metadata"]["course"]["lesson"]
     return None
 

@@ -230,6 +230,19 @@ def test_a_deleted_notebook_is_not_brought_back_until_asked(root, src, capsys):
     assert sources(root / "02_hooks.ipynb") == sources(src / "02_hooks.ipynb")
 
 
+def test_other_notebooks_of_the_learner_are_not_mistaken_for_a_deleted_lesson(root, src):
+    nbformat.write(nbformat.v4.new_notebook(), root / "scratch.ipynb")  # no course stamp
+    (root / ".ipynb_checkpoints").mkdir()
+    (root / "02_hooks.ipynb").rename(root / ".ipynb_checkpoints" / "02_hooks-checkpoint.ipynb")
+    assert kinds(workspace.update(root, source=src)) == {"02_hooks.ipynb": "deleted"}
+
+
+def test_a_damaged_manifest_is_a_clear_error(root, src):
+    (root / ".course" / "manifest.json").write_text('{"format": 1}')
+    with pytest.raises(WorkspaceError, match="manifest.json is damaged"):
+        workspace.update(root, source=src)
+
+
 def test_restoring_a_lesson_that_is_still_there_changes_nothing(root, src):
     os.replace(root / "02_hooks.ipynb", root / "mine.ipynb")
     edit(root / "mine.ipynb")
