@@ -115,9 +115,12 @@ _COUNTED = ("pack", "unpack", "clone")
 def _table(events: Sequence) -> str:
     rows: dict[str, dict] = {}
     for e in events:
-        if e.tensor is None:
+        # An unpack may hand back a new tensor (a clone, a copy from CPU): count it against
+        # the tensor that was saved, which the event names in its "saved" detail.
+        name = dict(e.detail).get("saved") or e.tensor
+        if name is None:
             continue
-        row = rows.setdefault(e.tensor, {"shape": e.shape, **{k: 0 for k in _COUNTED}})
+        row = rows.setdefault(name, {"shape": e.shape, **{k: 0 for k in _COUNTED}})
         if e.kind in _COUNTED:
             row[e.kind] += 1
     lines = [f"{'tensor':<8}{'shape':<16}" + "".join(f"{k:<8}" for k in _COUNTED).rstrip()]

@@ -142,8 +142,9 @@ def joint_nx_graph(g) -> nx.DiGraph:
 def draw_joint_graph(g, ax=None, max_nodes: int = 300, collapse_above: int = 50):
     """Draw a joint graph: data flows top to bottom, placeholders and outputs coloured by
     descriptor kind (:data:`KIND_COLORS`), dashed red arcs for parameter -> gradient and
-    output -> tangent pairs. Linear chains fold above ``collapse_above`` nodes; above
-    ``max_nodes`` the picture is a summary.
+    output -> tangent pairs. Above ``collapse_above`` nodes, linear chains fold and only
+    inputs, outputs and folded chains keep labels; above ``max_nodes`` the picture is a
+    summary.
 
     Returns:
         The matplotlib Figure.
@@ -164,7 +165,11 @@ def draw_joint_graph(g, ax=None, max_nodes: int = 300, collapse_above: int = 50)
     colors = [KIND_COLORS.get(d.nodes[n]["kind"], "#dddddd") for n in d]
     nx.draw_networkx_edges(d, pos, ax=ax, arrows=True, node_size=500, alpha=0.6)
     nx.draw_networkx_nodes(d, pos, ax=ax, node_color=colors, node_size=500)
-    nx.draw_networkx_labels(d, pos, labels={n: d.nodes[n]["label"] for n in d}, ax=ax, font_size=6)
+    # Big graphs: label only inputs, outputs and folded chains; the rest are unlabelled dots.
+    big = len(d) > collapse_above
+    labels = {n: d.nodes[n]["label"] for n in d
+              if not big or d.nodes[n]["op"] != "call_function" or d.nodes[n].get("collapsed")}
+    nx.draw_networkx_labels(d, pos, labels=labels, ax=ax, font_size=6)
     pairs = [(a, b) for a, b, _ in full.graph["pairs"] if a in d and b in d]
     nx.draw_networkx_edges(nx.DiGraph(pairs), pos, ax=ax, edge_color="red", style="dashed",
                            connectionstyle="arc3,rad=0.3", node_size=500, arrows=True)

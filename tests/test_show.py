@@ -1,0 +1,282 @@
+"""Do the text forms and drawings in course.show say what torch's graphs really hold?
+
+The oracle is torch itself: the autograd snapshot is checked against a walk of
+``grad_fn.next_functions`` and the nodes' ``_saved_*`` attributes, the joint-graph pairs
+against torch's own ``fx_utils``, and the timeline arithmetic against a brute-force grid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import networkx as nx  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from torch._functorch._aot_autograd import fx_utils as torch_fx_utils  # noqa: E402
+from torch._functorch.aot_autograd import aot_export_joint_with_descriptors  # noqa: E402
+
+from course import show  # noqa: E402
+
+pytestmark = pytest.mark.lesson01
+
+UNARY = [torch.sin, torch.exp, torch.tanh, lambda t: t * 2, lambda t: t.sum(0, keepdim=True)]
+
+
+def _program(ops: list[int], shape=(2, 3)):
+    """A small program over two leaves; ops pick unary steps and where the branches join."""
+    torch.manual_seed(0)
+    w = torch.randn(*shape, requires_grad=True)
+    b = torch.randn(shape[-1], requires_grad=True)
+    h = w * b
+    for k in ops:
+        h = UNARY[k % len(UNARY)](h) + (b if k % 2 else 0)
+    return h.sum(), w, b
+
+
+def _walk(root):
+    """Every node reachable from root (torch's own next_functions), without a snapshot."""
+    seen, stack = [], [root]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.append(n)
+        stack += [m for m, _ in n.next_functions if m is not None]
+    return seen
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, 9), max_size=6))
+def test_does_the_snapshot_match_torchs_graph(ops):
+    loss, w, b = _program(ops)
+    g = show.autograd_graph(loss, names={"w": w, "b": b})
+    live = g.graph["nodes"]
+    assert set(live.values()) == set(_walk(loss.grad_fn))
+    order = {n: g.nodes[n]["order"] for n in g}
+    for n, node in live.items():
+        # Edges are next_functions, with output_nr, in torch's order; repeats are kept.
+        want = [(m, nr) for m, nr in node.next_functions if m is not None]
+        assert [(live[m], nr) for m, nr in g.nodes[n]["next"]] == want
+        assert all(order[n] < order[m] for m, _ in g.nodes[n]["next"])  # topological
+    leaves = {g.nodes[n]["label"] for n in g if g.nodes[n]["name"] == "AccumulateGrad"}
+    assert leaves == {"AccumulateGrad(w)", "AccumulateGrad(b)"}
+
+
+def test_are_saved_tensor_shapes_read_from_the_nodes():
+    x = torch.randn(4, 3, requires_grad=True)
+    y = torch.randn(3, 5)
+    loss = (x @ y).relu().sum()
+    g = show.autograd_graph(loss)
+    for n, node in g.graph["nodes"].items():
+        for attr in (a for a in dir(node) if a.startswith("_saved_")):
+            value = getattr(node, attr)
+            if isinstance(value, torch.Tensor):
+                assert f"{attr[7:]} {tuple(value.shape)}" in g.nodes[n]["saved"]
+    text = show.graph_text(loss)
+    assert "MmBackward0" in text and "mat2 (3, 5)" in text and "result (4, 5)" in text
+
+
+def test_is_the_text_deterministic_and_free_of_addresses():
+    texts = {show.graph_text(_program([1, 2, 3])[0]) for _ in range(3)}
+    assert len(texts) == 1
+    (text,) = texts
+    assert "0x" not in text and " at " not in text
+    assert text.splitlines()[0].startswith("n0 SumBackward0")
+
+
+def test_does_highlight_mark_nodes_by_id_name_and_tensor():
+    w = torch.ones(3, requires_grad=True)
+    h = w.sin()
+    loss = (h * 2).sum()
+    marked = lambda **kw: {l.split()[0] for l in show.graph_text(loss, **kw).splitlines() if " * " in l + " "}  # noqa: E731,E741
+    assert marked(highlight=["n0"]) == {"n0"}
+    assert marked(highlight=["SinBackward0"]) == marked(highlight=[h]) == {"n2"}
+    assert marked(highlight=[w], names={"w": w}) == set()  # a leaf has no grad_fn to mark
+
+
+def test_does_a_tensor_without_grad_fn_get_a_helpful_error():
+    for t in (torch.ones(2), torch.ones(2, requires_grad=True)):
+        with pytest.raises(ValueError, match="has no grad_fn.*requires_grad=True"):
+            show.graph_text(t)
+        with pytest.raises(ValueError, match="has no grad_fn"):
+            show.draw_autograd_graph(t)
+
+
+def test_are_repeated_edges_kept():
+    x = torch.ones(3, requires_grad=True)
+    lines = show.graph_text((x * x).sum()).splitlines()
+    assert lines[1].startswith("n1 MulBackward0 -> n2:0, n2:0")
+
+
+def test_does_drawing_label_leaves_and_highlight():
+    loss, w, b = _program([0, 1])
+    fig = show.draw_autograd_graph(loss, names={"w": w, "b": b}, highlight=["SinBackward0"])
+    labels = {t.get_text().split("\n")[0] for t in fig.axes[0].texts}
+    g = show.autograd_graph(loss, names={"w": w, "b": b})
+    assert labels >= {g.nodes[n]["label"] for n in g}
+    plt.close(fig)
+
+
+def test_are_long_chains_collapsed_in_the_picture():
+    a = torch.ones(3, requires_grad=True)
+    h = a
+    for _ in range(60):
+        h = h.sin()
+    loss = (h * a).sum()
+    full = show.autograd_graph(loss)
+    small = show.collapse_chains(full)
+    assert full.number_of_nodes() == 63 and small.number_of_nodes() == 4
+    (folded,) = [n for n in small if small.nodes[n].get("collapsed")]
+    assert small.nodes[folded]["collapsed"] == 60
+    assert small.nodes[folded]["label"] == "60 nodes: SinBackward0 .. SinBackward0"
+    fig = show.draw_autograd_graph(loss)
+    assert any("60 nodes" in t.get_text() for t in fig.axes[0].texts)
+    plt.close(fig)
+
+
+def test_is_a_2000_node_graph_summarised_not_drawn():
+    xs = [torch.ones(2, requires_grad=True) for _ in range(500)]
+    loss = sum((x * 2).exp() for x in xs).sum()
+    g = show.autograd_graph(loss)
+    assert g.number_of_nodes() == len(_walk(loss.grad_fn)) > 2000
+    text = show.graph_text(loss, max_lines=20)
+    assert len(text.splitlines()) == 21
+    assert "AccumulateGrad x500" in text.splitlines()[-1] and "2001 nodes" in text
+    fig = show.draw_autograd_graph(loss)
+    (note,) = fig.axes[0].texts
+    assert note.get_text().startswith("too large to draw")
+    plt.close(fig)
+
+
+def test_does_collapse_chains_keep_the_graph_connected():
+    g = nx.gn_graph(40, seed=1).reverse()  # a random tree, edges away from the root
+    c = show.collapse_chains(g)
+    assert nx.is_weakly_connected(c)
+    assert sum(c.nodes[n].get("collapsed", 1) for n in c) == g.number_of_nodes()
+
+
+# ---- joint FX graphs -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def joint():
+    torch.manual_seed(0)
+    mod = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    return _export(mod, torch.randn(5, 3))
+
+
+def _export(mod, *args):
+    """torch's joint graph; the stack (fake mode, tracing context) is closed on return."""
+    with contextlib.ExitStack() as stack:
+        return aot_export_joint_with_descriptors(stack, mod, args).graph_module
+
+
+def test_does_the_joint_text_pair_params_with_torchs_grads(joint):
+    text = show.joint_graph_text(joint)
+    for desc, (p, g) in torch_fx_utils.get_param_and_grad_nodes(joint.graph).items():
+        assert f"{desc!r}: {p.name} -> grad {g.name}" in text
+    for desc, (o, t) in torch_fx_utils.get_plain_output_and_tangent_nodes(joint.graph).items():
+        assert f"{desc!r}: {o.name} <- tangent {t.name}" in text
+    for n in joint.graph.find_nodes(op="placeholder"):
+        assert f"placeholder {n.name}  {n.meta['desc']!r}" in text
+
+
+def test_does_the_joint_nx_graph_link_the_same_pairs(joint):
+    d = show.joint_nx_graph(joint)
+    out = joint.graph.output_node()
+    index = {id(v): f"output[{i}]" for i, v in reversed(list(enumerate(out.args[0])))}
+    want = {(p.name, index[id(g)]) for p, g in torch_fx_utils.get_param_and_grad_nodes(joint.graph).values()}
+    want |= {(index[id(o)], t.name) for o, t in torch_fx_utils.get_plain_output_and_tangent_nodes(joint.graph).values()}
+    assert {(a, b) for a, b, _ in d.graph["pairs"]} == want
+    kinds = {d.nodes[n]["kind"] for n in d}
+    assert {"ParamAOTInput", "PlainAOTInput", "TangentAOTInput", "PlainAOTOutput", "GradAOTOutput"} <= kinds
+    fig = show.draw_joint_graph(joint)
+    legend = {t.get_text() for t in fig.axes[0].get_legend().get_texts()}
+    assert "GradAOTOutput" in legend and "TangentAOTInput" in legend
+    plt.close(fig)
+
+
+def test_is_a_deep_joint_graph_folded_or_summarised():
+    mod = torch.nn.Sequential(*[torch.nn.Tanh() for _ in range(40)])
+    x = torch.randn(3, requires_grad=True)
+    gm = _export(mod, x)
+    d = show.joint_nx_graph(gm)
+    assert len(d) > 50
+    fig = show.draw_joint_graph(gm)
+    drawn = [t.get_text() for t in fig.axes[0].texts]
+    io_nodes = [n for n in d if d.nodes[n]["op"] in ("placeholder", "output")]
+    assert set(io_nodes) <= set(drawn) and len(drawn) < len(d)  # intermediates unlabelled
+    plt.close(fig)
+    fig = show.draw_joint_graph(gm, max_nodes=5)
+    assert fig.axes[0].texts[0].get_text().startswith("too large to draw")
+    plt.close(fig)
+
+
+def test_does_a_graph_without_descriptors_print_without_pairs():
+    gm = torch.fx.symbolic_trace(torch.nn.Linear(2, 2))
+    text = show.joint_graph_text(gm)
+    assert "placeholder input_1  None" in text and "grad" not in text
+    plt.close(show.draw_joint_graph(gm))
+
+
+def test_does_course_joint_draw_like_torchs():
+    joint_mod = pytest.importorskip("course.joint")
+    torch.manual_seed(0)
+    jd = joint_mod.export_joint(torch.nn.Linear(3, 2), (torch.randn(4, 3),))
+    text = show.joint_graph_text(jd.graph_module)
+    assert "ParamAOTInput(target='weight'): primals_1 -> grad" in text
+    assert "PlainAOTOutput(idx=0):" in text and "<- tangent tangents_1" in text
+
+
+# ---- timelines -------------------------------------------------------------------------
+
+interval = st.tuples(st.sampled_from(["compute", "copy", "h2d"]), st.integers(0, 20),
+                     st.integers(0, 6), st.just("x")).map(lambda t: (t[0], t[1], t[1] + t[2], t[3]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(interval, min_size=1, max_size=8))
+def test_is_hidden_copy_time_the_brute_force_overlap(ivs):
+    grid = [k / 2 + 0.25 for k in range(60)]  # cell midpoints, intervals have integer ends
+    inside = lambda t, want: any(s == want and a <= t < b for s, a, b, _ in ivs)  # noqa: E731
+    copying = [t for t in grid if any(s != "compute" and a <= t < b for s, a, b, _ in ivs)]
+    hidden = [t for t in copying if inside(t, "compute")]
+    assert show.hidden_copy_time(ivs) == (len(hidden) / 2, len(copying) / 2)
+    text = show.timeline_text(ivs, width=40)
+    assert text.count("|") >= 2 * len({s for s, *_ in ivs})
+
+
+def test_does_the_timeline_text_place_bars():
+    ivs = [show.Interval("compute", 0, 4, "f1"), ("compute", 4, 8, "f2"), ("copy", 4, 7, "d2h")]
+    lines = show.timeline_text(ivs, width=8, cursor=4).splitlines()
+    assert lines[0] == "compute |####++++| 0..8"
+    assert lines[1] == "copy    |    === | 0..8"
+    assert lines[2].index("^") == lines[0].index("|") + 1 + 4
+    assert lines[-1] == "copy hidden under compute: 3 of 3 (100%)"
+
+
+def test_do_memory_helpers_follow_the_step_function():
+    mem = [(0, 0), (2, 300), (5, 100)]
+    assert [show.memory_at(mem, t) for t in (-1, 0, 1.9, 2, 4.9, 5, 9)] == [0, 0, 0, 300, 300, 100, 100]
+    assert show.memory_text(mem) == "memory: peak 300 bytes at t=2, final 100 bytes"
+    fig = show.draw_timeline([("compute", 0, 5, "f")], memory=mem, cursor=2)
+    assert len(fig.axes) == 2
+    plt.close(fig)
+
+
+def test_do_empty_timelines_fail_clearly():
+    with pytest.raises(ValueError, match="no intervals"):
+        show.timeline_text([])
+    with pytest.raises(ValueError, match="no intervals"):
+        show.draw_timeline([])
+    with pytest.raises(ValueError, match="no memory points"):
+        show.memory_text([])
+    with pytest.raises(ValueError, match="ends before it starts"):
+        show.timeline_text([("copy", 3, 1, "bad")])
