@@ -209,6 +209,30 @@ def test_inplace_change_between_saves_makes_a_new_copy():
     assert off.stats.aliased == 0  # c was saved twice, at two versions: two host copies
 
 
+def test_a_new_storage_at_a_freed_address_is_not_an_alias():
+    # Two storages over one block of memory: the first dies, the second gets its address
+    # (and the same version). save_on_cpu(pin_memory=True) copies at pack time: the oracle.
+    a = torch.randn(256, requires_grad=True)
+    memory = bytearray(1024)
+
+    def program(ctx):
+        a.grad = None
+        with ctx:
+            t1 = torch.frombuffer(memory, dtype=torch.float32).fill_(1.0)
+            y1 = t1 * a  # mul saves t1 (a, a leaf, is kept)
+            address = t1.untyped_storage().data_ptr()
+            del t1  # the storage dies, the memory does not
+            t2 = torch.frombuffer(memory, dtype=torch.float32).fill_(2.0)
+            assert t2.untyped_storage().data_ptr() == address
+            y2 = t2 * a
+        (y1 + y2).sum().backward()
+        return a.grad.clone()
+
+    off = copying()
+    assert torch.equal(program(off), program(torch.autograd.graph.save_on_cpu(pin_memory=True)))
+    assert torch.equal(program(off), torch.full((256,), 3.0)) and off.stats.aliased == 0
+
+
 # --------------------------------------------------------------------- what is kept
 
 
