@@ -188,13 +188,14 @@ def _copy_lesson(src: Path, dest: Path, lesson: str) -> None:
     _write_bytes(dest, _shipped_copy(src, lesson))
 
 
-def _free_name(folder: Path, stem: str, taken: set[str] = frozenset()) -> Path:
-    """``stem.updated.ipynb``, else ``stem.updated-2.ipynb``, ...: never an existing file."""
+def _free_name(root: Path, folder: Path, stem: str, claimed: set[str]) -> Path:
+    """``stem.updated.ipynb``, else ``stem.updated-2.ipynb``, ...: never an existing file, nor
+    a name the manifest gives another lesson (whose file may come back)."""
     n = 1
     while True:
-        name = f"{stem}.updated{'' if n == 1 else f'-{n}'}.ipynb"
-        if not (folder / name).exists() and name not in taken:
-            return folder / name
+        path = folder / f"{stem}.updated{'' if n == 1 else f'-{n}'}.ipynb"
+        if not path.exists() and path.relative_to(root).as_posix() not in claimed:
+            return path
         n += 1
 
 
@@ -430,7 +431,7 @@ def _add(root: Path, up: Path, lesson: str, up_hash: str, entries: dict, claimed
         detail = "already in place"  # e.g. a `start` cut short after copying it
     else:
         if dest.exists():
-            dest = _free_name(root, Path(lesson).stem, claimed)
+            dest = _free_name(root, root, Path(lesson).stem, claimed)
             detail = f"saved as {dest.name}: a file of yours is already called {lesson}"
         _copy_lesson(up, dest, lesson)
     entries[lesson] = {"file": dest.name, "shipped": up_hash}
@@ -445,7 +446,7 @@ def _offer(root: Path, path: Path, up: Path, lesson: str, up_hash: str, entry: d
     if offered and offered["hash"] == up_hash and (root / offered["file"]).is_file() \
             and notebook_hash(root / offered["file"]) == up_hash:
         return Change("kept", lesson, f"yours is edited; the new version is still at {offered['file']}")
-    beside = _free_name(path.parent, Path(lesson).stem, claimed)
+    beside = _free_name(root, path.parent, Path(lesson).stem, claimed)
     _copy_lesson(up, beside, lesson)
     rel = beside.relative_to(root).as_posix()
     entry["offered"] = {"file": rel, "hash": up_hash}

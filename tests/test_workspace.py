@@ -280,6 +280,9 @@ def test_an_edited_renamed_notebook_is_found_by_its_lesson_stamp(root, src):
     assert kinds(workspace.update(root, source=src)) == {"01_graph.ipynb": "renamed"}
     assert manifest(root)["lessons"]["01_graph.ipynb"]["file"] == "sub/mine.ipynb"
     assert [lesson for lesson, path in workspace.locate(root) if path is None] == []
+    write_lesson(src, "01_graph.ipynb", "z = 3")  # the new version goes beside the learner's copy
+    assert workspace.update(root, source=src)[0].detail.endswith("beside it: sub/01_graph.updated.ipynb")
+    assert sources(root / "sub" / "01_graph.updated.ipynb") == sources(src / "01_graph.ipynb")
 
 
 def test_a_file_of_the_learner_with_a_new_lessons_name_is_kept(root, src):
