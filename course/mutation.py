@@ -48,8 +48,28 @@ Differences from torch:
   context's backward then fails with "Trying to backward outside ...").
 - **Speed.** torch scans every op's schema for written arguments on every call; we cache
   the positions per ``OpOverload`` and skip the scan when nothing is saved.
-- ``repr(ctx)`` shows the saved handles in save order (``h0``, ``h1``, ...), and clones
-  emit ``course.trace`` ``clone`` events.
+- **Watching it.** ``repr(ctx)`` lists each live saved handle in save order, and whether
+  backward will read the original or a clone (no addresses)::
+
+      _AllowMutationOnSavedContext(saved=2)
+        h0: cloned f32[2, 3]
+        h1: original f32[3]
+
+  and inside a :func:`course.trace.record` block each clone is an event::
+
+      clone aten.mul_.Tensor t0 (2, 3) handle=h0 mutated=t1
+
+The lesson's offset-view program, where torch's ``a.grad`` has row 1 three times too large:
+
+    >>> import torch
+    >>> a = torch.randn(3, 4, requires_grad=True)
+    >>> with allow_mutation_on_saved_tensors():
+    ...     b = a.clone()
+    ...     out = (b ** 2).sum()
+    ...     _ = b[1].mul_(3)      # an offset view of the saved b
+    ...     out.backward()
+    >>> torch.allclose(a.grad, 2 * a.detach())   # d/da sum(a**2), b's saved value
+    True
 """
 
 from __future__ import annotations
@@ -115,10 +135,15 @@ def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
         return True  # two dense ranges that meet share bytes
     # A strided view may step over the other one (b[::2] and b[1]; b[:, 0] and b[:, 1]):
     # compare element offsets exactly.
-    index = torch.arange(a.untyped_storage().nbytes() // a.element_size())
-    ia = index.as_strided(a.shape, a.stride(), a.storage_offset())
-    ib = index.as_strided(b.shape, b.stride(), b.storage_offset())
-    return bool(torch.isin(ia.reshape(-1), ib.reshape(-1)).any())
+    return bool(torch.isin(_offsets(a), _offsets(b)).any())
+
+
+def _offsets(t: torch.Tensor) -> torch.Tensor:
+    """The storage offset of every element of ``t``, flat: O(numel) work, no storage-size."""
+    off = torch.tensor([t.storage_offset()])
+    for n, s in zip(t.shape, t.stride()):
+        off = (off[:, None] + torch.arange(n) * s).reshape(-1)
+    return off
 
 
 class _Handle:

@@ -52,10 +52,10 @@ class Observer:
         return sorted(i for i, h in enumerate(live) if h is not None and h in self.ctx.cloned)
 
 
-def run(G, program, *args):
+def run(G, program, *args, shape=(3, 4)):
     """Run ``program(obs, *args)`` inside G's context; return (grad, cloned indices)."""
     torch.manual_seed(0)
-    a = torch.randn(3, 4, requires_grad=True)
+    a = torch.randn(shape, requires_grad=True)
     with G.allow_mutation_on_saved_tensors() as ctx:
         obs = Observer(ctx)
         out = program(a, obs, *args)
@@ -64,10 +64,10 @@ def run(G, program, *args):
     return a.grad, cloned
 
 
-def oracle(program, *args):
+def oracle(program, *args, shape=(3, 4)):
     """The same program, no context, every mutation on a fresh copy."""
     torch.manual_seed(0)
-    a = torch.randn(3, 4, requires_grad=True)
+    a = torch.randn(shape, requires_grad=True)
     program(a, None, *args).backward()
     return a.grad
 
@@ -139,6 +139,27 @@ def test_do_we_clone_what_torch_clones_and_get_its_gradients(program):
     torch.testing.assert_close(g_c, g_t)
     torch.testing.assert_close(g_c, oracle(program))
     assert cloned_c == cloned_t
+
+
+def test_do_retain_graph_and_mutation_after_backward_behave_like_torch():
+    def program(G):
+        torch.manual_seed(0)
+        a = torch.randn(2, 3, requires_grad=True)
+        with G.allow_mutation_on_saved_tensors() as ctx:
+            obs = Observer(ctx)
+            b = a.clone()
+            out = (b ** 2).sum()
+            b.mul_(2)  # clones the saved b
+            out.backward(retain_graph=True)
+            cloned = obs.cloned()
+            out.backward()  # the clone is read again; then the graph and handle h0 die
+            b.sin_()  # nothing left to clone; sin_ saves b's old value as a new handle
+            after = len(ctx.cloned), len(ctx.original)
+        return a.grad, cloned, after
+
+    (g_t, *rest_t), (g_c, *rest_c) = program(torch_graph), program(course_graph)
+    torch.testing.assert_close(g_c, g_t)
+    assert rest_c == rest_t == [[0], (0, 1)]
 
 
 # ---------------------------------------------------------------- where torch is wrong
@@ -283,13 +304,16 @@ def p_random(a, obs, steps):
     return out + (b * b).sum()
 
 
-@given(steps=st.lists(STEP, min_size=1, max_size=8))
+@given(
+    steps=st.lists(STEP, min_size=1, max_size=8),
+    shape=st.tuples(st.integers(3, 5), st.integers(4, 6)),  # room for b[2, 3] and b[:, 2]
+)
 @settings(max_examples=40, deadline=None)
-def test_do_random_mutation_programs_match_the_unmutated_oracle(steps):
-    right = oracle(p_random, steps)
-    g_c, cloned_c = run(course_graph, p_random, steps)
+def test_do_random_mutation_programs_match_the_unmutated_oracle(steps, shape):
+    right = oracle(p_random, steps, shape=shape)
+    g_c, cloned_c = run(course_graph, p_random, steps, shape=shape)
     torch.testing.assert_close(g_c, right)
-    g_t, cloned_t = run(torch_graph, p_random, steps)
+    g_t, cloned_t = run(torch_graph, p_random, steps, shape=shape)
     assert set(cloned_t) <= set(cloned_c)  # we clone all torch clones, maybe more
     # save_mul also saves b[2, 3], a view at an offset
     if not any(view in OFFSET_VIEWS or kind == "save_mul" for kind, view in steps):
@@ -360,6 +384,10 @@ def test_does_overlap_tell_views_apart():
     assert ov(b, b[1]) and ov(b[1], b[:, 2]) and ov(b[1:3], b[2])
     assert not ov(b[0], b[1]) and not ov(b[:, 0], b[:, 1]) and not ov(b[::2], b[1])
     assert ov(b[:, ::2], b[:, 2]) and not ov(b[:, ::2], b[:, 1::2])
+    assert ov(b.t()[1:], b[:, 3]) and not ov(b.t()[1:], b[:, 0])
+    expanded = b[1, :1].expand(3, 4)  # stride 0: one element, many times
+    assert ov(expanded, b[1, 0]) and not ov(expanded, b[1, 1:])
+    assert course_graph._offsets(b[1:, ::2]).tolist() == [6, 8, 10, 12, 14, 16, 18, 20, 22]
 
 
 def test_do_the_docstring_examples_run():
