@@ -24,8 +24,9 @@ keyed by the lesson and the hash of its notebook's *code* cells (``workspace.not
      "results": {"01_graph.ipynb sha256:<code hash>": [["1.1", "passed", ""], ["1.2", "failed", "..."]]}}
 
 A second run with nothing edited grades nothing; editing a code cell re-grades that notebook
-only; running cells or writing markdown does not. A grader that crashes is shown as ``error``
-and not cached, so the next run tries again.
+only; running cells or writing markdown does not. An ``error`` verdict (your answer raised or
+timed out) is cached like any other; a grader that crashes is shown as ``error`` and not
+cached, so the next run tries again. ``--no-cache`` grades everything again.
 
 The grader is any ``grade_fn(path, lesson) -> [(exercise, status, note), ...]`` (``lesson`` is
 the lesson's file name, ``01_graph.ipynb``, whatever the learner renamed the notebook to) with
@@ -106,8 +107,8 @@ def collect(root: str | Path, grade_fn: GradeFn | None = None, grader_id: str | 
         if results is None:
             if on_grade:
                 on_grade(rel)
-            results = _grade(grade_fn, path, lesson)
-            if not any(status == "error" for _, status, _ in results):
+            results, crashed = _grade(grade_fn, path, lesson)
+            if not crashed:  # a verdict on this code (even "error": your answer raised) is kept
                 fresh[key] = results
         else:
             fresh[key] = results
@@ -118,15 +119,16 @@ def collect(root: str | Path, grade_fn: GradeFn | None = None, grader_id: str | 
     return rows
 
 
-def _grade(grade_fn: GradeFn, path: Path, lesson: str) -> list[list[str]]:
+def _grade(grade_fn: GradeFn, path: Path, lesson: str) -> tuple[list[list[str]], bool]:
+    """The results as JSON-ready lists, and whether the grader itself crashed."""
     try:
         results = [[str(ex), str(status), str(msg or "")] for ex, status, msg in grade_fn(path, lesson)]
     except Exception as exc:  # a grader crash is one row, not the end of the table
-        return [["-", "error", f"the grader failed: {type(exc).__name__}: {exc}"]]
+        return [["-", "error", f"the grader failed: {type(exc).__name__}: {exc}"]], True
     for ex, status, _ in results:
         if status not in STATUSES:
             raise ValueError(f"grade_fn returned status {status!r} for {ex}; expected one of {STATUSES}")
-    return results
+    return results, False
 
 
 def _load_cache(root: Path, grader_id: str) -> dict[str, list[list[str]]]:

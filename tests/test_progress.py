@@ -166,6 +166,18 @@ def test_a_grader_crash_is_one_row_and_is_not_cached(root, grade):
     assert grade.graded == ["01_graph.ipynb"]
 
 
+def test_an_answer_that_raised_is_a_verdict_and_is_cached(root, grade):
+    def raising_answer(path, lesson):
+        grade.graded.append(path.name)
+        return [("2.1", "error", "yours raised ZeroDivisionError")] if lesson == "02_hooks.ipynb" else []
+
+    progress.collect(root, grade_fn=raising_answer, grader_id="fake 1")
+    grade.graded.clear()
+    rows = progress.collect(root, grade_fn=raising_answer, grader_id="fake 1")
+    assert grade.graded == [] and Row("02_hooks.ipynb", "02_hooks.ipynb", "2.1", "error",
+                                      "yours raised ZeroDivisionError") in rows
+
+
 def test_a_grader_with_an_unknown_status_is_a_bug_we_report(root):
     with pytest.raises(ValueError, match="'ok'"):
         progress.collect(root, grade_fn=lambda path, lesson: [("1.1", "ok", "")], grader_id="bad")
