@@ -135,7 +135,11 @@ def main(argv: list[str] | None = None) -> None:
         args.layers, args.d_model, args.seq, args.batch = 2, 64, 32, 4
     steps = args.steps or (2 if args.quick else 5)
     dtype = torch.bfloat16 if cuda else torch.float32
-    where = f"GPU ({torch.cuda.get_device_name()})" if cuda else f"CPU (no GPU: CPU figures, no peak memory, {args.threads} thread(s))"
+    where = (
+        f"GPU ({torch.cuda.get_device_name()})"
+        if cuda
+        else f"CPU (no GPU: CPU figures, no peak memory, {args.threads} thread(s))"
+    )
     print(f"# offload benchmark on {where}")
     print(f"# {args.layers} transformer blocks, d_model={args.d_model}, seq={args.seq}, batch={args.batch}, {dtype}")
 

@@ -182,7 +182,7 @@ def benchmark(
     """Time forward + backward of ``model(*inputs)`` under each offload strategy.
 
     Args:
-        model: the module (its parameters' device is the device measured).
+        model: the module (its parameters' device, else the first input's, is the one measured).
         inputs: positional inputs of one forward.
         strategies: names from :data:`STRATEGIES`, or a dict name -> context factory.
         steps: timed rounds (one step per strategy each; the median is reported).
@@ -215,7 +215,7 @@ def benchmark(
     if steps < 1 or warmup < 1:
         raise ValueError(f"steps and warmup must be >= 1, got {steps} and {warmup}")
     factories = dict(strategies) if isinstance(strategies, dict) else {s: STRATEGIES[s] for s in strategies}
-    device = next(model.parameters()).device
+    device = next(model.parameters(), inputs[0]).device
     cuda = device.type == "cuda"
     show = progress if progress is not None else len(factories) * (steps + warmup) >= 50
     bar = tqdm(total=len(factories) * (steps + warmup), disable=not show, desc="offload benchmark")
