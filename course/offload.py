@@ -23,6 +23,7 @@ The rules it keeps, per saved tensor ``t``::
     t is a Parameter, a leaf requiring grad, a view of one, or on ``modules``  # kept
     t.untyped_storage().nbytes() < min_bytes                                  # kept
     inside ``with offloader.exclude():``                                      # kept
+    sparse, a lazy conj / neg view, a subclass, or on another device          # kept
     a view of a storage already offloaded (same version)                      # shares that copy
     otherwise                                                                 # one host copy per storage
 

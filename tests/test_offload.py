@@ -282,6 +282,21 @@ def test_threshold_is_respected(min_bytes):
     assert off.stats.kept_small + off.stats.kept_param + off.stats.aliased + len(off._order) == off.stats.packed
 
 
+def test_sparse_and_conjugate_tensors_are_kept():
+    s = torch.sparse_coo_tensor([[0, 1, 2], [2, 0, 1]], [1.0, 2.0, 3.0], (3, 3), check_invariants=True)
+    a = torch.randn(3, 4, requires_grad=True)
+    z = torch.randn(4, dtype=torch.complex64, requires_grad=True)
+
+    def program():
+        w = (z * 1).conj()  # a lazy conjugate view: copying its bytes would drop the conj bit
+        return torch.sparse.mm(s, a * 1).sum() + (w * w).abs().sum()
+
+    off = copying()
+    assert_same_grads(program, [a, z], off)
+    assert off.stats.kept_other == 3  # the sparse matrix, and w saved twice by mul
+    assert off.stats.offloaded_bytes == 4 * 8  # abs's input w * w, a plain complex tensor
+
+
 def test_exclude_region_keeps_everything_inside():
     a = torch.randn(64, requires_grad=True)
     off = copying()
