@@ -5,7 +5,7 @@ one warm-up each; we print median seconds and the ratio course/torch, then where
 time goes, stage by stage (JointWithDescriptors.timings). No assertion: this prints.
 
     python benchmarks/joint.py            # 15 repeats
-    python benchmarks/joint.py --quick    # 2 repeats, for a smoke test
+    python benchmarks/joint.py --quick    # 1 repeat, for a smoke test
 """
 
 from __future__ import annotations
@@ -52,10 +52,10 @@ def _timed(f, *a):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="2 repeats (smoke test)")
+    parser.add_argument("--quick", action="store_true", help="1 repeat (smoke test)")
     parser.add_argument("--repeats", type=int, default=15)
     opts = parser.parse_args()
-    repeats = 2 if opts.quick else opts.repeats
+    repeats = 1 if opts.quick else opts.repeats
     warnings.filterwarnings("ignore")  # TransformerEncoderLayer's nested-tensor note
     models = _models()
     times: dict[str, dict[str, list[float]]] = {n: {"torch": [], "course": []} for n in models}

@@ -41,14 +41,25 @@ The invariants (the same as torch's, checked by tests/test_joint.py against torc
 Differences from torch
 ----------------------
 
-* We trace three times (forward, functionalized forward, joint) where torch traces once
-  after a metadata pass; each trace replays the previous stage's graph, not your module.
+* torch runs a metadata pass and then traces the joint once; we trace three times (forward,
+  functionalized forward, joint), each replaying the previous stage's graph. A forward with
+  no in-place op is functional already, so stage 2 is stage 1's graph; and since the
+  forward we replay is functional, the joint is traced without ``FunctionalTensorMode``
+  unless the recorded backward holds an in-place op (NOTE [Functionalizing the joint only
+  when needed] in :mod:`course.joint_trace`).
+* Where the forward saves a buffer it also updates (BatchNorm's running stats), torch's
+  backward reads the updated value and ours the value passed in; BatchNorm in training does
+  not use them in its backward, so the numbers agree. torch clones a mutated input before
+  the forward (``clone``, ``clone_1``); our replayed forward mutates nothing, so needs none.
 * We build only plain-tensor graphs. Tensor subclasses, mutated inputs that alias each other
   (synthetic bases), several outputs viewing one intermediate (intermediate bases), metadata
   mutations, in-place updates of inputs that require grad, and RNG functionalization
   (``functionalize_rng_ops``: Philox seed inputs) raise ``NotImplementedError`` naming the
   feature. Plain dropout works, as in torch by default.
-* Inputs and outputs must be tensors (torch also bakes in ints and floats).
+* Inputs and outputs must be tensors (torch also bakes in ints and floats), and something
+  must require grad (torch would return an inference graph).
+* We also partition (torch's ``default_partition`` unless you pass ``partition_fn``); torch
+  leaves that to ``aot_compile_joint_with_descriptors``.
 """
 
 from __future__ import annotations

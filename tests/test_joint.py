@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import torch
 import torch.utils._pytree as pytree
 from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
@@ -233,6 +235,43 @@ def test_min_cut_partitioner_is_accepted():
     assert _descs(jd.graph_module) == _descs(theirs("mlp"))
 
 
+def test_run_defaults_to_the_modules_state_and_ones_tangents():
+    """Does run() with no params/buffers/tangents use the module's own and ones_like tangents?"""
+    jd = ours("mlp")
+    mod, args, _ = _fresh("mlp")
+    got = jd.run(args)
+    out = mod(*args)
+    out.backward(torch.ones_like(out))
+    torch.testing.assert_close(got[D.PlainAOTOutput(0)], out.detach())
+    for k, p in mod.named_parameters():
+        torch.testing.assert_close(got[D.GradAOTOutput(D.ParamAOTInput(k))], p.grad)
+
+
+@settings(max_examples=10, deadline=None)
+@given(widths=st.lists(st.integers(1, 6), min_size=2, max_size=4), batch=st.integers(1, 4),
+       bn=st.booleans(), grad_input=st.booleans())
+def test_random_mlps_match_torch_and_eager(widths, batch, bn, grad_input):
+    """For MLPs of random widths (optionally ending in BatchNorm), do descriptors match torch's
+    and grads match eager autograd?"""
+    torch.manual_seed(0)
+    layers = [m for a, b in zip(widths, widths[1:]) for m in (_lin(a, b), torch.nn.Tanh())]
+    if bn:
+        layers.append(torch.nn.BatchNorm1d(widths[-1]))
+    mod = torch.nn.Sequential(*layers)
+    x = torch.randn(batch + bn, widths[0], requires_grad=grad_input)  # BatchNorm needs 2 rows
+    jd = export_joint(copy.deepcopy(mod), (x,))
+    with contextlib.ExitStack() as stack:
+        ref = aot_export_joint_with_descriptors(stack, copy.deepcopy(mod), (x,)).graph_module
+    assert _descs(jd.graph_module) == _descs(ref)
+    got = jd.run((x.detach(),), buffers={k: b.clone() for k, b in mod.named_buffers()})
+    out = mod(x)
+    wrt = [*mod.parameters()] + ([x] if grad_input else [])
+    grads = torch.autograd.grad(out, wrt, torch.ones_like(out))
+    descs = [D.ParamAOTInput(k) for k, _ in mod.named_parameters()] + [D.PlainAOTInput(0)] * grad_input
+    for d, g in zip(descs, grads):
+        torch.testing.assert_close(got[D.GradAOTOutput(d)], g)
+
+
 # ---- (c) fx_utils on both graphs ------------------------------------------------------------
 
 
@@ -374,6 +413,7 @@ def test_rng_functionalization_raises_but_plain_dropout_matches_torch():
             export_joint(mod, args)
 
 
+@pytest.mark.slow
 def test_benchmark_quick_runs():
     """Does benchmarks/joint.py --quick run to the end and print a ratio per model?"""
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "joint.py"), "--quick"],
