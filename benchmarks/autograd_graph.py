@@ -123,11 +123,13 @@ def timed(fn, *args):
 
 
 def measure(work, torch_variant, course_variant, repeats):
+    """Median seconds of (plain, torch, course) and the median paired ratio course/torch."""
     for _ in range(3):  # warm up both
         torch_variant(work)
         course_variant(work)
-    t_torch, t_course, ratios = [], [], []
+    t_plain, t_torch, t_course, ratios = [], [], [], []
     for i in range(repeats):
+        t_plain.append(timed(work))  # the bare workload, for scale
         if i % 2:  # alternate who goes first
             tc, tt = timed(course_variant, work), timed(torch_variant, work)
         else:
@@ -135,7 +137,8 @@ def measure(work, torch_variant, course_variant, repeats):
         t_torch.append(tt)
         t_course.append(tc)
         ratios.append(tc / tt)
-    return statistics.median(t_torch), statistics.median(t_course), statistics.median(ratios)
+    medians = [statistics.median(t) for t in (t_plain, t_torch, t_course)]
+    return (*medians, statistics.median(ratios))
 
 
 def main(argv=None):
@@ -147,10 +150,6 @@ def main(argv=None):
     torch.set_num_threads(1)  # less noise on a shared machine
 
     workloads = {"chain": make_chain(), "mlp": make_mlp()}
-    plain = {}
-    for name, work in workloads.items():
-        plain[name] = statistics.median(timed(work) for _ in range(max(repeats, 5)))
-
     print(f"torch {torch.__version__}, {repeats} interleaved repeats, 1 thread")
     if course_multi_grad_hook is None:
         print("note: register_multi_grad_hook skipped (course.autograd_graph / course.hooks "
@@ -159,9 +158,9 @@ def main(argv=None):
     print(header + f"{'course/torch':>13s} {'torch/plain':>12s}")
     for api, (torch_variant, course_variant) in apis().items():
         for name, work in workloads.items():
-            tt, tc, ratio = measure(work, torch_variant, course_variant, repeats)
+            plain, tt, tc, ratio = measure(work, torch_variant, course_variant, repeats)
             print(f"{api:34s} {name:8s} {tt * 1e3:9.3f} {tc * 1e3:10.3f} "
-                  f"{ratio:13.2f} {tt / plain[name]:12.2f}")
+                  f"{ratio:13.2f} {tt / plain:12.2f}")
 
 
 if __name__ == "__main__":

@@ -30,14 +30,16 @@ What the learner should remember (each one is a test in ``tests/test_saved_tenso
                              #     tensor, a cycle through C++ that Python's garbage
                              #     collector cannot see. If backward never runs, the graph
                              #     outlives the last reference to the output, for good.
-                             #     Learners meet it in lesson 3's "leaky pack hook"
-                             #     exercise; pack ``t.detach()`` (or a copy) instead.
+                             #     Learners meet it writing their first pack hook in
+                             #     lesson 3 (``lambda t: t`` looks harmless); pack
+                             #     ``t.detach()`` (or a copy) instead. A weakref shows it:
+                             #     tests/test_saved_tensors.py, identity pack hook test.
 
 Bad hooks, and what torch (so also we: the checks are in C++) does about them:
 
 - a pack hook that modifies its input in place raises ``RuntimeError: A saved tensor pack
-  hook is modifying its input in place. ...`` right after the hook returns (C++ compares
-  the input's version counter before and after);
+  hook is modifying its input in place. ...`` in forward, right after the hook returns
+  (C++ compares the input's version counter before and after);
 - an unpack hook that returns something that is not a tensor raises ``TypeError: Output of
   saved tensor unpack_hook expected to be a Tensor but got result of type int``;
 - an unpack hook that returns a tensor of the wrong shape or dtype is *not* checked: a
@@ -109,7 +111,7 @@ class saved_tensors_hooks:
 
     Raises:
         RuntimeError: on ``__enter__`` inside :func:`disable_saved_tensors_hooks` (its
-            message); from backward, when the pack hook mutated its input.
+            message); in forward, when the pack hook mutated its input.
         TypeError: from backward, when the unpack hook returns a non-tensor.
 
     Example:

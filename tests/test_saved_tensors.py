@@ -200,10 +200,13 @@ def test_does_an_identity_pack_hook_keep_the_graph_alive(G):
 # ---------------------------------------------------------------- bad hooks
 
 
-def _bad_program(G, pack, unpack, shape=(3,)):
-    x = torch.randn(shape, requires_grad=True)
+def _bad_program(G, pack, unpack, phase=None):
+    x = torch.randn(3, requires_grad=True)
+    phase = [] if phase is None else phase
+    phase.append("forward")
     with G.saved_tensors_hooks(pack, unpack):
         y = (x * x).sum()
+    phase.append("backward")
     y.backward()
     return x.grad
 
@@ -215,19 +218,23 @@ def _mutating_pack(t):
 
 
 @pytest.mark.parametrize(
-    "pack, unpack, expected_type",
+    "pack, unpack, expected_type, expected_phase",
     [
-        (_mutating_pack, lambda t: t, RuntimeError),
-        (lambda t: t.detach(), lambda t: 3, TypeError),
-        (lambda t: t.detach(), lambda t: None, TypeError),
-        (lambda t: t.detach(), lambda t: t[:2], RuntimeError),
+        (_mutating_pack, lambda t: t, RuntimeError, "forward"),
+        (lambda t: t.detach(), lambda t: 3, TypeError, "backward"),
+        (lambda t: t.detach(), lambda t: None, TypeError, "backward"),
+        (lambda t: t.detach(), lambda t: t[:2], RuntimeError, "backward"),
     ],
     ids=["pack-mutates-input", "unpack-returns-int", "unpack-returns-None", "unpack-bad-shape"],
 )
-def test_do_bad_hooks_raise_what_torch_raises(pack, unpack, expected_type):
-    theirs, ours = differential(lambda G: error_of(lambda: _bad_program(G, pack, unpack)))
+def test_do_bad_hooks_raise_what_torch_raises(pack, unpack, expected_type, expected_phase):
+    def program(G):
+        phase = []
+        return error_of(lambda: _bad_program(G, pack, unpack, phase)), phase[-1]
+
+    theirs, ours = differential(program)
     assert theirs == ours
-    assert ours[0] is expected_type
+    assert ours[0][0] is expected_type and ours[1] == expected_phase
 
 
 def test_is_a_wrong_dtype_or_broadcastable_shape_from_unpack_silently_accepted():
