@@ -69,14 +69,23 @@ def _graph(g):
 def joint_pairs(g) -> list[tuple[str, object, object, object]]:
     """The pairs a joint graph links: ``("grad", desc, param_node, grad_node)`` for each
     parameter and plain input, ``("tangent", desc, output_node, tangent_node)`` for each
-    plain output. The second node is None where there is no partner."""
+    plain output. The second node is None where there is no partner. A partitioned half
+    of a joint graph, whose grads or tangents lack their partners, gives no pairs of that
+    kind rather than an error."""
     mod, graph = fx_utils(), _graph(g)
     has_desc = any("desc" in n.meta for n in graph.nodes if n.op in ("placeholder", "output"))
     if not has_desc:
         return []
-    pairs = [("grad", d, n, m) for d, (n, m) in mod.get_param_and_grad_nodes(graph).items()]
-    pairs += [("grad", d, n, m) for d, (n, m) in mod.get_plain_input_and_grad_nodes(graph).items()]
-    pairs += [("tangent", d, n, m) for d, (n, m) in mod.get_plain_output_and_tangent_nodes(graph).items()]
+    pairs = []
+    for how, get in (("grad", mod.get_param_and_grad_nodes),
+                     ("grad", mod.get_plain_input_and_grad_nodes),
+                     ("tangent", mod.get_plain_output_and_tangent_nodes)):
+        try:
+            pairs += [(how, d, n, m) for d, (n, m) in get(graph).items()]
+        except (KeyError, LookupError, AssertionError, ValueError):
+            # Half a joint graph (a partitioned forward or backward) has grads without
+            # their params, or tangents without their outputs: nothing to pair there.
+            continue
     return pairs
 
 
