@@ -6,10 +6,13 @@ import errno
 import json
 import os
 import shlex
+import tempfile
 from pathlib import Path
 
 import nbformat
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from course import cli, workspace
 from course.workspace import Change, WorkspaceError, notebook_hash
@@ -375,3 +378,75 @@ def test_a_notebook_the_learner_broke_counts_as_edited(root, src):
     write_lesson(src, "00_warmup.ipynb", "x = 2")
     assert kinds(workspace.update(root, source=src)) == {"00_warmup.ipynb": "offered"}
     assert (root / "00_warmup.ipynb").read_text() == "{ not json"
+
+
+# --- any sequence of learner actions and course changes -----------------------------------------
+
+ACTIONS = st.lists(st.tuples(st.sampled_from(["edit", "run", "rename", "delete", "upstream", "update"]),
+                             st.integers(0, 2)), max_size=14)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=ACTIONS)
+def test_no_sequence_of_actions_loses_an_edit_or_duplicates_a_lesson(steps):
+    """Whatever the learner does (edit, run, rename, delete) and however the course changes:
+    every update keeps each edited file as the learner left it, brings each unedited lesson
+    up to date where it now lives, offers each new version exactly once, never brings back
+    a deleted lesson, and a second update straight after changes nothing."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src, root = Path(tmp) / "notebooks", Path(tmp) / "mine"
+        lessons = [f"0{i}_lesson.ipynb" for i in range(3)]
+        for name in lessons:
+            write_lesson(src, name, f"# {name}")
+        workspace.start(root, source=src)
+        where = {name: name for name in lessons}  # where the learner's copy of each lesson is
+        mine: dict[str, str] = {}                 # files the learner edited -> their hash
+        deleted: set[str] = set()
+        base = {name: notebook_hash(src / name) for name in lessons}  # version each copy came from
+        for k, (action, i) in enumerate(steps + [("update", 0)]):
+            lesson = lessons[i]
+            path = root / where[lesson] if lesson in where else None
+            if action == "upstream":
+                write_lesson(src, lesson, *sources(src / lesson)[1:], f"upstream_{k} = {k}")
+            elif action == "update":
+                check_update(root, src, lessons, where, mine, deleted, base)
+            elif path is None:
+                continue
+            elif action == "edit":
+                edit(path, f"edit_{k} = {k}")
+                mine[where[lesson]] = notebook_hash(path)
+            elif action == "run":
+                run_cells(path)
+            elif action == "rename":
+                new = f"renamed_{k}.ipynb"
+                os.replace(path, root / new)
+                if where[lesson] in mine:
+                    mine[new] = mine.pop(where[lesson])
+                where[lesson] = new
+            elif action == "delete":
+                path.unlink()
+                mine.pop(where.pop(lesson), None)
+                deleted.add(lesson)
+
+
+def check_update(root, src, lessons, where, mine, deleted, base):
+    before = set(snapshot(root))
+    workspace.update(root, source=src)
+    notebooks = {p.relative_to(root).as_posix(): notebook_hash(p) for p in root.rglob("*.ipynb")}
+    for rel, digest in mine.items():  # no edit lost
+        assert notebooks[rel] == digest
+    for lesson in lessons:
+        upstream = notebook_hash(src / lesson)
+        if lesson in deleted:
+            continue
+        if where[lesson] not in mine:  # unedited: up to date, where the learner keeps it
+            assert notebooks[where[lesson]] == upstream
+            base[lesson] = upstream
+        offered = base[lesson] != upstream  # edited, and the course changed since
+        assert list(notebooks.values()).count(upstream) == (1 if offered or where[lesson] not in mine else 0)
+    tracked = {lesson: entry["file"] for lesson, entry in manifest(root)["lessons"].items()}
+    assert {lesson: tracked[lesson] for lesson in where} == where  # renames followed
+    for rel in set(notebooks) - before:  # nothing deleted comes back
+        assert workspace._stamp(root / rel) not in deleted
+    again = workspace.update(root, source=src)
+    assert not [c for c in again if c.kind in {"new", "updated", "offered", "restored", "renamed"}]
