@@ -138,7 +138,9 @@ def run_notebook(
             except DeadKernelError:
                 run.kernel_died = True
                 errors[i] = "the kernel died"
-            status = "ok" if i not in errors else ("timeout" if errors[i].startswith(TIMEOUT_ENAME) else "error")
-            run.cells.append(CellRecord(i, status, errors.get(i, "")))
+            if i in errors and errors[i].startswith(TIMEOUT_ENAME):
+                run.cells.append(CellRecord(i, "timeout", f"timed out after {client.timeout} s (interrupted)"))
+            else:
+                run.cells.append(CellRecord(i, "error" if i in errors else "ok", errors.get(i, "")))
     run.seconds = time.monotonic() - start
     return run

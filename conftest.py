@@ -1,0 +1,74 @@
+"""Notebook validation inside the plain ``python -m pytest`` run (nbval, two modes at once).
+
+nbval offers ``--nbval`` (run every cell, compare every output with the stored one) and
+``--nbval-lax`` (run every cell, compare only cells marked to be compared), one mode per
+pytest run. The course needs both in ONE run, so this conftest collects the notebooks
+itself, with nbval's own collector, choosing the mode by folder:
+
+- ``solutions/*.ipynb``: strict. Outputs are stored there and must come out the same,
+  after the substitutions of ``nbval_sanitize.cfg`` (addresses, timings, paths).
+- ``notebooks/*.ipynb``: lax. The learner copies have no outputs to compare; they must run
+  top to bottom. Their stubs raise ``NotImplementedError`` only in cells tagged
+  ``raises-exception`` (``course assign`` adds the tag), which nbval accepts.
+
+Kernels are ipykernel in the running Python (nbval's ``--nbval-current-env``), never some
+``python3`` kernelspec found elsewhere. With pytest-xdist, ``-n N`` switches the default
+``load`` distribution to ``loadscope`` so each notebook's cells stay on one worker, in order.
+Fixture notebooks under ``tests/data`` are never collected as notebooks. Every notebook cell
+carries the ``notebook`` marker (``-m "not notebook"`` skips them).
+
+Passing ``--nbval`` or ``--nbval-lax`` yourself hands collection back to nbval (one mode
+for everything), with the sanitizer still applied.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent
+SANITIZE = ROOT / "nbval_sanitize.cfg"
+STRICT_DIRS = (ROOT / "solutions",)
+LAX_DIRS = (ROOT / "notebooks",)
+
+
+def _nbval_flag(config: pytest.Config) -> bool:
+    return bool(getattr(config.option, "nbval", False) or getattr(config.option, "nbval_lax", False))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    opt = config.option
+    if hasattr(opt, "nbval_sanitize_with") and not opt.nbval_sanitize_with:
+        opt.nbval_sanitize_with = str(SANITIZE)
+    if hasattr(opt, "nbval_current_env") and not getattr(opt, "nbval_kernel_name", None):
+        opt.nbval_current_env = True
+    if getattr(opt, "dist", "no") == "load":  # nbval needs a notebook's cells on one worker
+        opt.dist = "loadscope"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if ".ipynb_checkpoints" in collection_path.parts:
+        return True
+    if collection_path.suffix == ".ipynb" and (ROOT / "tests") in collection_path.parents:
+        return True  # fixtures for the grader and the browser test, not lessons
+    return None
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector):
+    if file_path.suffix != ".ipynb" or _nbval_flag(parent.config):
+        return None
+    strict = any(d in file_path.parents for d in STRICT_DIRS)
+    if not strict and not any(d in file_path.parents for d in LAX_DIRS):
+        return None
+    from nbval.plugin import IPyNbFile
+
+    notebook = IPyNbFile.from_parent(parent, path=file_path)
+    notebook.compare_outputs = strict  # nbval reads this per file when it collects the cells
+    return notebook
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if type(item).__name__ == "IPyNbCell":
+            item.add_marker(pytest.mark.notebook)

@@ -1,0 +1,104 @@
+"""Are solution regions correctly replaced, and is notebooks/ what solutions/ generates?"""
+
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from course import assign, checks
+from course.assign import AssignError, clear_solutions, learner_copy
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTIONS = assign.lesson_paths(ROOT / "solutions")
+
+
+def _nb(*cells, kernelspec=True):
+    meta = {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}}
+    return new_notebook(cells=list(cells), metadata=meta if kernelspec else {})
+
+
+def _no_lookup(name):
+    return None
+
+
+def test_the_committed_learner_copies_are_up_to_date(capsys):
+    assert assign.main(["--check", "--root", str(ROOT)]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("solution", SOLUTIONS, ids=[p.stem for p in SOLUTIONS])
+def test_every_registered_exercise_has_exactly_one_stub_in_its_lesson(solution):
+    lesson = int(solution.name[:2])
+    text = (ROOT / "notebooks" / solution.name).read_text()
+    for ex in checks.all_exercises(lesson):
+        assert text.count(f'NotImplementedError(\\"exercise {ex.id}\\")') == 1, ex.id
+    assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text
+
+
+def test_a_region_becomes_a_size_hint_and_a_stub_at_its_indentation():
+    src = "def f(x):\n    y = 1\n    ### BEGIN SOLUTION\n    # a comment\n\n    a = x\n    return a\n    ### END SOLUTION\n"
+    out = clear_solutions(src, lambda name: "3.2" if name == "f" else None, where="nb, cell 0")
+    assert out == ('def f(x):\n    y = 1\n    # YOUR CODE HERE (about 2 lines)\n'
+                   '    raise NotImplementedError("exercise 3.2")\n')
+
+
+def test_the_exercise_id_comes_from_the_marker_the_registry_or_the_next_check_call():
+    explicit = "### BEGIN SOLUTION 7.3\nx = 1\n### END SOLUTION"
+    assert 'exercise 7.3' in clear_solutions(explicit, _no_lookup, "nb")
+    nb = _nb(new_code_cell("### BEGIN SOLUTION\npredicted_a_grad = 8.0\n### END SOLUTION"),  # registered name
+             new_code_cell("### BEGIN SOLUTION\nunregistered = 1\n### END SOLUTION"),
+             new_code_cell('check("0.9")'))
+    out = learner_copy(nb, Path("00_demo.ipynb"))
+    assert 'NotImplementedError("exercise 0.2")' in out.cells[0].source
+    assert 'NotImplementedError("exercise 0.9")' in out.cells[1].source
+
+
+@pytest.mark.parametrize(
+    "source, cell_type, problem",
+    [
+        ("x = 1\n### BEGIN SOLUTION 1.1\ny = 2", "code", "line 2: ### BEGIN SOLUTION is never closed"),
+        ("### BEGIN SOLUTION 1.1\n### BEGIN SOLUTION 1.2\n### END SOLUTION", "code", "line 2: nested"),
+        ("x = 1\n### END SOLUTION", "code", "line 2: ### END SOLUTION without"),
+        ("text\n### BEGIN SOLUTION\n### END SOLUTION", "markdown", "line 2: solution markers belong in code cells"),
+        ("### BEGIN SOLUTION\nmystery = 1\n### END SOLUTION", "code", "line 1: cannot tell which exercise"),
+    ],
+    ids=["unclosed", "nested", "stray-end", "markdown", "no-id"],
+)
+def test_malformed_markers_fail_naming_notebook_cell_and_line(source, cell_type, problem):
+    cell = new_code_cell(source) if cell_type == "code" else new_markdown_cell(source)
+    nb = _nb(new_code_cell("import torch"), cell)
+    with pytest.raises(AssignError) as e:
+        learner_copy(nb, Path("solutions/07_demo.ipynb"))
+    assert str(e.value).startswith(f"solutions/07_demo.ipynb, cell 1 ({cell_type}), {problem}")
+
+
+def test_outputs_are_cleared_unless_kept_and_top_level_stubs_are_tagged():
+    shown = new_code_cell("print(1)", execution_count=1, outputs=[nbformat.v4.new_output("stream", text="1\n")])
+    kept = new_code_cell("print(2)", execution_count=2, outputs=[nbformat.v4.new_output("stream", text="2\n")],
+                         metadata={"tags": ["keep_output"]})
+    stub_top = new_code_cell("### BEGIN SOLUTION 9.1\nx = 1\n### END SOLUTION")
+    stub_def = new_code_cell("def f():\n    ### BEGIN SOLUTION 9.2\n    return 1\n    ### END SOLUTION")
+    out = learner_copy(_nb(shown, kept, stub_top, stub_def, kernelspec=False), Path("09_x.ipynb"))
+    assert out.cells[0].outputs == [] and out.cells[0].execution_count is None
+    assert out.cells[1].outputs[0].text == "2\n" and out.cells[1].execution_count == 2
+    assert out.cells[2].metadata["tags"] == ["raises-exception"]
+    assert "tags" not in out.cells[3].metadata  # defining f does not raise; calling it does
+    assert out.metadata["kernelspec"] == {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+
+
+def test_the_solution_notebook_is_left_untouched_in_memory():
+    nb = _nb(new_code_cell("### BEGIN SOLUTION 9.1\nx = 1\n### END SOLUTION"))
+    learner_copy(nb, Path("09_x.ipynb"))
+    assert "BEGIN SOLUTION" in nb.cells[0].source
+
+
+def test_check_mode_reports_a_stale_learner_copy(tmp_path, capsys):
+    (tmp_path / "solutions").mkdir()
+    shutil.copy(SOLUTIONS[0], tmp_path / "solutions" / SOLUTIONS[0].name)
+    assert assign.main(["--check", "--root", str(tmp_path)]) == 1
+    assert "out of date" in capsys.readouterr().err
+    assert assign.main(["--root", str(tmp_path)]) == 0
+    assert assign.main(["--check", "--root", str(tmp_path)]) == 0
+    generated = tmp_path / "notebooks" / SOLUTIONS[0].name
+    assert generated.read_text() == (ROOT / "notebooks" / SOLUTIONS[0].name).read_text()

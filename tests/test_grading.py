@@ -1,0 +1,176 @@
+"""Does `course grade` score what the learner's definitions do, and nothing else?
+
+- every solutions/*.ipynb scores 100%; every learner copy runs top to bottom (its stubs raise
+  only in raises-exception cells) and scores 0 with every exercise "not attempted";
+- a notebook that monkeypatches the checker and prints "passed" scores as if it had not;
+- deleted, duplicated, reordered and retyped cells, exceptions, an infinite loop, a huge
+  output and warnings on stderr do not stop a right answer from scoring;
+- infinite loops (in a cell, in an answer, everywhere) end at the timeouts and say so;
+- the learner's notebook is never written (bytes and mtime unchanged).
+"""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import nbformat
+import pytest
+
+from course import checks
+from course.grading import _grade_exercise, _lesson_of, exit_code, grade_notebook
+from course.grading_kernel import run_notebook
+from course.grading_worker import definitions
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data" / "grading"
+SOLUTIONS = sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
+
+pytestmark = [pytest.mark.notebook]
+
+
+def _stat(path: Path) -> tuple[bytes, int]:
+    return path.read_bytes(), path.stat().st_mtime_ns
+
+
+def _grade_cli(*args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    out = Path(args[args.index("--json") + 1])
+    proc = subprocess.run([sys.executable, "-m", "course", "grade", *args], capture_output=True, text=True, timeout=900)
+    return proc, json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def lessons(tmp_path_factory):
+    """Every lesson's solution and learner copy, graded as one folder with -j 2."""
+    folder = tmp_path_factory.mktemp("lessons")
+    for sol in SOLUTIONS:
+        shutil.copy2(sol, folder / sol.name.replace(".ipynb", "_solution.ipynb"))
+        shutil.copy2(ROOT / "notebooks" / sol.name, folder / sol.name.replace(".ipynb", "_learner.ipynb"))
+    before = {p.name: _stat(p) for p in folder.glob("*.ipynb")}
+    report = tmp_path_factory.mktemp("out")
+    proc, summary = _grade_cli(str(folder), "-j", "2", "--json", str(report / "grade.json"),
+                               "--junit", str(report / "junit.xml"))
+    by_name = {Path(nb["path"]).name: nb for nb in summary["notebooks"]}
+    return dict(folder=folder, before=before, proc=proc, summary=summary, by_name=by_name, junit=report / "junit.xml")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("solution", SOLUTIONS, ids=[p.stem for p in SOLUTIONS])
+def test_every_solution_scores_full_marks(lessons, solution):
+    nb = lessons["by_name"][solution.name.replace(".ipynb", "_solution.ipynb")]
+    assert nb["all_passed"] and nb["score"] == nb["max_score"] > 0, json.dumps(nb["exercises"], indent=1)
+    assert {e["id"] for e in nb["exercises"]} == {e.id for e in checks.all_exercises(nb["lesson"])}
+    assert nb["run"]["errors"] == [] and nb["run"]["timeouts"] == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("solution", SOLUTIONS, ids=[p.stem for p in SOLUTIONS])
+def test_every_learner_copy_runs_and_scores_zero_not_attempted(lessons, solution):
+    nb = lessons["by_name"][solution.name.replace(".ipynb", "_learner.ipynb")]
+    assert nb["score"] == 0 and nb["max_score"] > 0
+    assert {e["status"] for e in nb["exercises"]} == {"not attempted"}
+    learner = nbformat.read(ROOT / "notebooks" / solution.name, as_version=4)
+    for error in nb["run"]["errors"]:  # only stub cells raise, and they are tagged for it
+        assert "NotImplementedError: exercise" in error["error"]
+        assert "raises-exception" in learner.cells[error["cell"]].metadata.get("tags", [])
+    assert nb["run"]["timeouts"] == []
+
+
+@pytest.mark.slow
+def test_grading_a_folder_prints_a_table_writes_json_and_junit_and_never_writes_notebooks(lessons):
+    proc, summary = lessons["proc"], lessons["summary"]
+    assert proc.returncode == 1  # the learner copies do not pass
+    assert proc.stdout.splitlines()[0].split()[:3] == ["notebook", "score", "passed"]
+    assert proc.stdout.splitlines()[-1].startswith("total")
+    assert summary["format"] == "course-grade/1" and summary["score"] * 2 == summary["max_score"]
+    suites = ET.parse(lessons["junit"]).getroot().findall("testsuite")
+    assert len(suites) == 2 * len(SOLUTIONS)
+    assert sum(int(s.get("failures")) for s in suites) == sum(
+        len(nb["exercises"]) for nb in summary["notebooks"] if nb["score"] == 0)
+    after = {p.name: _stat(p) for p in lessons["folder"].glob("*.ipynb")}
+    assert after == lessons["before"]
+    assert sorted(p.name for p in lessons["folder"].iterdir()) == sorted(lessons["before"])  # nothing added
+
+
+def test_a_notebook_that_monkeypatches_the_checker_scores_as_if_it_had_not(tmp_path):
+    path = DATA / "00_cheat.ipynb"
+    before = _stat(path)
+    proc, summary = _grade_cli(str(path), "--json", str(tmp_path / "g.json"), "--cell-timeout", "30")
+    assert _stat(path) == before
+    assert proc.returncode == 1
+    (nb,) = summary["notebooks"]
+    assert nb["score"] == 0
+    by_id = {e["id"]: e for e in nb["exercises"]}
+    ex1, ex2 = checks.get("0.1"), checks.get("0.2")
+    # Judged exactly like the same wrong answers without any patching:
+    assert by_id["0.1"]["status"] == "failed" and by_id["0.1"]["hint"] == ex1.wrong[0].hint
+    assert by_id["0.2"]["status"] == "failed" and by_id["0.2"]["hint"] == ex2.wrong[0].hint
+    assert by_id["0.1"]["message"] == checks.grade_answer(ex1, ex1.wrong[0].answer).message
+
+
+def test_right_answers_score_despite_a_messy_notebook(tmp_path):
+    path = DATA / "00_messy.ipynb"
+    before = _stat(path)
+    report = grade_notebook(path, timeout=300, cell_timeout=15)  # generous: CI machines are slow
+    assert _stat(path) == before
+    assert report.all_passed and report.score == report.max_score == 3
+    run = report.run
+    assert [t["cell"] for t in run["timeouts"]] == [4]  # the top-level `while True`
+    assert "timed out after 15 s" in run["timeouts"][0]["error"]
+    assert {e["cell"] for e in run["errors"]} == {5, 8}  # the ValueError, the retyped markdown
+    assert len(json.dumps(report.to_json())) < 20_000  # the huge output was not kept
+
+
+def test_an_answer_that_never_returns_is_reported_as_timed_out(tmp_path):
+    cells = [[0, "import torch\ndef cube_sum_grad(x):\n    while True:\n        pass"]]
+    result = _grade_exercise(checks.get("0.1"), cells, tmp_path, cell_timeout=2, limit=120, tmp=tmp_path)
+    assert result["status"] == "error" and result["timed_out"]
+    assert "did not finish within 2 s" in result["message"]
+
+
+def test_a_definition_that_never_finishes_is_skipped_and_noted(tmp_path):
+    cells = [[0, "import time\nforever = [time.sleep(1) for _ in iter(int, 1)]"], [1, "predicted_a_grad = 8.0"]]
+    result = _grade_exercise(checks.get("0.2"), cells, tmp_path, cell_timeout=2, limit=120, tmp=tmp_path)
+    assert result["status"] == "passed"
+
+
+def test_the_total_timeout_stops_a_notebook_of_endless_cells(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("while True:\n    pass") for _ in range(3)])
+    run = run_notebook(nb, tmp_path, cell_timeout=2, total_timeout=3)
+    assert run.total_timed_out
+    assert [c.status for c in run.cells][0] == "timeout" and run.cells[-1].status == "skipped"
+
+
+def test_the_worker_runs_only_definitions():
+    kept = [m.body[0] for m in definitions(
+        "import torch\nfrom course import checks\nchecks.check = print\nsetattr(checks, 'x', 1)\n"
+        "print('passed')\nx: int = 3\na, [b, c] = 1, [2, 3]\nd[0] = 1\nfor i in range(3): pass\n"
+        "@staticmethod\ndef f(): pass\nclass K: pass\n!ls\n%time y = 2"
+    )]
+    assert [type(s).__name__ for s in kept] == ["Import", "ImportFrom", "AnnAssign", "Assign", "FunctionDef", "ClassDef"]
+
+
+def test_the_lesson_comes_from_the_file_name_or_the_stubs():
+    assert _lesson_of(Path("03_saved_tensors.ipynb"), []) == 3
+    assert _lesson_of(Path("mine.ipynb"), ['raise NotImplementedError("exercise 4.2")', 'check("4.1")']) == 4
+    assert _lesson_of(Path("mine.ipynb"), ['check("4.1")', 'check("5.1")']) is None
+
+
+def test_an_unreadable_notebook_is_an_error_not_a_crash(tmp_path, capsys):
+    from course.grading import main
+
+    bad = tmp_path / "00_broken.ipynb"
+    bad.write_text("{ not json")
+    assert main([str(bad), "--json", str(tmp_path / "g.json"), "-q"]) == 1
+    (nb,) = json.loads((tmp_path / "g.json").read_text())["notebooks"]
+    assert nb["error"].startswith("cannot read the notebook")
+    assert main([str(tmp_path / "missing.ipynb")]) == 2
+
+
+def test_min_score_relaxes_the_exit_status():
+    summary = {"all_passed": False, "fraction": 0.5}
+    assert exit_code(summary) == 1
+    assert exit_code(summary, 0.5) == 0 and exit_code(summary, 0.6) == 1
+    assert exit_code({"all_passed": True, "fraction": 1.0}) == 0
