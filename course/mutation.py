@@ -179,11 +179,12 @@ class _swap_with_cloned(saved_tensors_hooks):
             )
             if not _allow_mutation_on_saved_tensors_enabled:
                 raise AssertionError(error_msg)
-            if handle in ctx.cloned:
-                return ctx.cloned[handle]
-            if handle not in ctx.original:
-                raise AssertionError(error_msg)
-            return ctx.original[handle]
+            res = ctx.cloned.get(handle)  # one lookup where torch does `in` then `[]`
+            if res is None:
+                res = ctx.original.get(handle)
+                if res is None:
+                    raise AssertionError(error_msg)
+            return res
 
         super().__init__(pack_hook, unpack_hook)
 
