@@ -5,7 +5,7 @@ one warm-up each; we print median seconds and the ratio course/torch, then where
 time goes, stage by stage (JointWithDescriptors.timings). No assertion: this prints.
 
     python benchmarks/joint.py            # 15 repeats
-    python benchmarks/joint.py --quick    # 1 repeat, for a smoke test
+    python benchmarks/joint.py --quick    # 1 repeat, no warm-up: a smoke test, not a figure
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def main() -> None:
     models = _models()
     times: dict[str, dict[str, list[float]]] = {n: {"torch": [], "course": []} for n in models}
     stage_times: dict[str, dict[str, list[float]]] = {n: {} for n in models}
-    for mod, args in models.values():  # warm-up: first-call caches (dispatch, fake tensor)
+    for mod, args in [] if opts.quick else models.values():  # warm-up: first-call caches
         _torch_export(mod, args)
         export_joint(mod, args)
     for r in range(repeats):

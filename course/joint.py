@@ -65,7 +65,6 @@ Differences from torch
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
@@ -78,62 +77,11 @@ from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 from course import descriptors as D
 from course import require_supported_torch
 from course import joint_trace as J
+from course.joint_stage import Stage, make_stage
 
 require_supported_torch("course.joint")
 
 __all__ = ["JointWithDescriptors", "Stage", "export_joint"]
-
-_EXPLAIN = {
-    "traced_forward": "make_fx records the aten ops of the functional call; parameters, "
-    "buffers and inputs are placeholders; in-place updates (add_, copy_) are still there.",
-    "functionalized_forward": "Replayed under FunctionalTensorMode: no mutation is left; "
-    "each mutated input's new value is returned first, before the user outputs.",
-    "joint_function": "The joint's signature (primals, tangents): one tangent per output "
-    "that requires grad and does not alias an input or another output.",
-    "traced_joint": "make_fx of joint(primals, tangents): the forward replayed, then "
-    "torch.autograd.grad(outputs, primals that require grad, tangents), recorded.",
-    "descriptors": "node.meta['desc'] on every placeholder, and a list on the output node: "
-    "what each input and output means.",
-    "partitioned_forward": "The partitioner's forward: primals in; mutations, outputs and the "
-    "activations saved for backward (SavedForBackwardsAOTOutput) out.",
-    "partitioned_backward": "The partitioner's backward: saved activations and tangents in, "
-    "grads out.",
-}
-
-
-@dataclass(frozen=True)
-class Stage:
-    """One snapshot: ``name``, ``explanation``, ``graph_module`` and its stable ``text``."""
-
-    name: str
-    explanation: str
-    graph_module: fx.GraphModule
-    text: str
-
-    @property
-    def graph(self) -> fx.Graph:
-        return self.graph_module.graph
-
-    def __str__(self) -> str:
-        return self.text
-
-    def __repr__(self) -> str:
-        return f"Stage(name={self.name!r}, nodes={len(self.graph.nodes)})"
-
-
-def _format(name: str, gm: fx.GraphModule, with_descs: bool) -> str:
-    """Deterministic text: the graph's code, then the descriptor table (no addresses)."""
-    code = "\n".join(line for line in gm.code.strip().splitlines() if line.strip())
-    lines = [f"== {name} ==", _EXPLAIN[name], code]
-    if with_descs:
-        out = gm.graph.output_node()
-        lines.append("# inputs")
-        lines += [f"#   {n.name}: {n.meta.get('desc')}" for n in gm.graph.find_nodes(op="placeholder")]
-        lines.append("# outputs")
-        for k, (v, d) in enumerate(zip(out.args[0], out.meta.get("desc", []))):
-            lines.append(f"#   {k} {getattr(v, 'name', v)}: {d}")
-    return "\n".join(lines)
-
 
 class JointWithDescriptors:
     """What :func:`export_joint` returns (torch's ``JointWithDescriptors``, plus stages).
@@ -316,7 +264,7 @@ def _build_stages(fn, real, primal_descs, requires_grad, partition_fn, timings):
     def snap(name: str, gm: fx.GraphModule, with_descs: bool = False) -> None:
         now = time.perf_counter()  # the time to build this stage (its text not included)
         timings[name], clock[0] = now - clock[0], now
-        stages.append(Stage(name, _EXPLAIN[name], gm, _format(name, gm, with_descs)))
+        stages.append(make_stage(name, gm, with_descs))
         clock[0] = time.perf_counter()
 
     # Stage 1 runs the in-place ops for real (on fakes), so it gets fakes of its own.

@@ -39,6 +39,9 @@ from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from course import descriptors as D
+from course import require_supported_torch
+
+require_supported_torch("course.joint")
 
 __all__ = [
     "ForwardMeta",

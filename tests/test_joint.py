@@ -25,6 +25,7 @@ from torch._functorch.partitioners import min_cut_rematerialization_partition
 from course import descriptors as D
 from course import fx_utils
 from course.joint import export_joint
+from course.joint_stage import STAGE_NAMES
 
 import corpus  # H3's shared corpus (tests/corpus.py)
 
@@ -309,7 +310,7 @@ STAGES = ["traced_forward", "functionalized_forward", "joint_function", "traced_
 def test_stages_are_named_in_order_with_graphs():
     """Are the seven stages there, in order, each with an explanation and a drawable graph?"""
     jd = ours("linear_bn")
-    assert [s.name for s in jd.stages] == STAGES
+    assert [s.name for s in jd.stages] == STAGES == list(STAGE_NAMES)
     for s in jd.stages:
         assert s.explanation and s.text.startswith(f"== {s.name} ==")
         assert isinstance(s.graph, torch.fx.Graph) and s.graph is s.graph_module.graph
