@@ -91,11 +91,12 @@ class BenchmarkResult:
             none                              2.000    1.00        -     1.000     0.000     0.000
         """
         base = self.rows[0].step_s or 1.0
-        head = f"{'strategy (' + self.label + f', {self.steps} steps)':<30}"
+        w = max(30, *(len(r.strategy) + 1 for r in self.rows))  # the name column
+        head = f"{'strategy (' + self.label + f', {self.steps} steps)':<{w}}"
         head += f" {'step ms':>8} {'x ' + self.rows[0].strategy:>7}" if times else ""
         lines = [head + f" {'peak MB':>8} {'saved MB':>9} {'offl. MB':>9} {'moved MB':>9}"]
         for r in self.rows:
-            line = f"{r.strategy:<30}"
+            line = f"{r.strategy:<{w}}"
             line += f" {r.step_s * 1e3:8.3f} {r.step_s / base:7.2f}" if times else ""
             peak = "-" if r.peak_bytes is None else f"{r.peak_bytes / 2**20:.1f}"
             mb = [v / 2**20 for v in (r.saved_bytes, r.offloaded_bytes, r.moved_bytes)]

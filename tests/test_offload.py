@@ -423,13 +423,22 @@ def test_harness_counts_weights_in_save_on_cpu_bytes():
     # The issue's MLP: 8 layers of width 1024, batch 64, input requiring no grad.
     torch.manual_seed(0)
     model = torch.nn.Sequential(*[m for _ in range(8) for m in (torch.nn.Linear(1024, 1024), torch.nn.ReLU())])
-    r = benchmark(model, [torch.randn(64, 1024)], strategies=["save_on_cpu"], steps=1, progress=False)
+    strategies = {
+        "save_on_cpu(pin_memory=True)": lambda: torch.autograd.graph.save_on_cpu(pin_memory=True),
+        "course": lambda: copying(),
+    }
+    r = benchmark(model, [torch.randn(64, 1024)], strategies=strategies, steps=1, progress=False)
     # addmm saves weight.t() (a view of the weight's storage) for the input's gradient, so
     # layers 2..8 save theirs; layer 1's input needs no grad.
     weights = 7 * 1024 * 1024 * 4
-    activations = 9 * 64 * 1024 * 4  # the input and 8 relu outputs, each counted once
-    assert r.row("save_on_cpu").saved_bytes == weights + activations
-    assert round(100 * weights / (weights + activations)) == 93
+    act = 64 * 1024 * 4  # one activation: the input, or one relu output
+    assert r.row("course").saved_bytes == r.row("save_on_cpu(pin_memory=True)").saved_bytes == weights + 9 * act
+    assert round(100 * weights / (weights + 9 * act)) == 93
+    # torch copies every save: the weights, the input, and relu outputs 1..7 twice (relu and
+    # the next addmm save the same storage); on the CPU its unpack copies nothing back.
+    assert r.row("save_on_cpu(pin_memory=True)").moved_bytes == weights + (1 + 2 * 7 + 1) * act
+    # course copies each activation storage once and never a weight
+    assert r.row("course").offloaded_bytes == 9 * act
 
 
 def test_harness_accepts_custom_strategies_and_plots():
