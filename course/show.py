@@ -37,6 +37,7 @@ from course.show_fx import (
     joint_graph_text,
     joint_nx_graph,
     joint_pairs,
+    summarise_joint,
 )
 from course.show_graph import (
     NO_GRAD_FN,

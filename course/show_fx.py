@@ -29,12 +29,14 @@ Example:
 
 from __future__ import annotations
 
+from collections import Counter
+
 import networkx as nx
 
 from course.show_graph import _layered_layout, collapse_chains
 
 __all__ = ["fx_utils", "KIND_COLORS", "descriptor_kind", "joint_pairs", "joint_graph_text",
-           "joint_nx_graph", "draw_joint_graph"]
+           "joint_nx_graph", "summarise_joint", "draw_joint_graph"]
 
 
 def fx_utils():
@@ -134,7 +136,7 @@ def joint_nx_graph(g) -> nx.DiGraph:
                     d.add_edge(o.name, f"output[{i}]")
             continue
         d.add_node(n.name, label=n.name, op=n.op, kind=descriptor_kind(n.meta.get("desc")),
-                   highlight=False)
+                   highlight=False, target=getattr(n.target, "__name__", str(n.target)).removesuffix(".default"))
         for a in n.all_input_nodes:
             d.add_edge(a.name, n.name)
     outputs = {}
@@ -148,12 +150,52 @@ def joint_nx_graph(g) -> nx.DiGraph:
     return d
 
 
+def summarise_joint(d: nx.DiGraph) -> nx.DiGraph:
+    """Merge the call_function nodes of a joint graph into two boxes, ``forward`` and
+    ``backward`` (everything downstream of a tangent), labelled with op counts; inputs,
+    outputs and the pairs stay as they are.
+
+    Example:
+        >>> g = nx.DiGraph([("x", "sin"), ("sin", "output[0]"), ("tangents_1", "mul"),
+        ...                 ("sin", "mul"), ("mul", "output[1]")])
+        >>> for n, op in [("x", "placeholder"), ("tangents_1", "placeholder"),
+        ...               ("output[0]", "output"), ("output[1]", "output")]:
+        ...     g.nodes[n].update(op=op, label=n)
+        >>> for n in ("sin", "mul"):
+        ...     g.nodes[n].update(op="call_function", target=n)
+        >>> s = summarise_joint(g)
+        >>> s.nodes["forward"]["label"], sorted(s.successors("forward"))
+        ('forward\\n1 ops: sin x1', ['backward', 'output[0]'])
+    """
+    tangents = [n for n in d if d.nodes[n]["op"] == "placeholder" and n.startswith("tangents")]
+    backward = set().union(*(nx.descendants(d, t) for t in tangents)) if tangents else set()
+    group = {n: ("backward" if n in backward else "forward")
+             for n in d if d.nodes[n]["op"] == "call_function"}
+    s = nx.DiGraph(pairs=d.graph.get("pairs", []))
+    for n in d:
+        if n not in group:
+            s.add_node(n, **d.nodes[n])
+    for name in ("forward", "backward"):
+        members = [n for n, g in group.items() if g == name]
+        if members:
+            ops = Counter(d.nodes[n].get("target", n) for n in members)
+            top = ", ".join(f"{op} x{c}" for op, c in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))[:4])
+            s.add_node(name, label=f"{name}\n{len(members)} ops: {top}", op="call_function",
+                       kind="none", highlight=False, collapsed=len(members))
+    for a, b in d.edges:
+        a, b = group.get(a, a), group.get(b, b)
+        if a != b:
+            s.add_edge(a, b)
+    return s
+
+
 def draw_joint_graph(g, ax=None, max_nodes: int = 300, collapse_above: int = 50):
     """Draw a joint graph: data flows top to bottom, placeholders and outputs coloured by
     descriptor kind (:data:`KIND_COLORS`), dashed red arcs for parameter -> gradient and
-    output -> tangent pairs. Above ``collapse_above`` nodes, linear chains fold and only
-    inputs, outputs and folded chains keep labels; above ``max_nodes`` the picture is a
-    summary.
+    output -> tangent pairs. Above ``collapse_above`` nodes, linear chains fold; if that is
+    not enough, the ops merge into a ``forward`` and a ``backward`` box
+    (:func:`summarise_joint`). Above
+    ``max_nodes`` inputs and outputs, the picture is a one-line summary.
 
     Returns:
         The matplotlib Figure.
@@ -163,6 +205,8 @@ def draw_joint_graph(g, ax=None, max_nodes: int = 300, collapse_above: int = 50)
 
     full = joint_nx_graph(g)
     d = collapse_chains(full) if len(full) > collapse_above else full
+    if len(d) > collapse_above:  # still big: forward and backward as one box each
+        d = summarise_joint(d)
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(10, 7))
     ax.set_axis_off()
     if len(d) > max_nodes:
@@ -174,14 +218,12 @@ def draw_joint_graph(g, ax=None, max_nodes: int = 300, collapse_above: int = 50)
     colors = [KIND_COLORS.get(d.nodes[n]["kind"], "#dddddd") for n in d]
     nx.draw_networkx_edges(d, pos, ax=ax, arrows=True, node_size=500, alpha=0.6)
     nx.draw_networkx_nodes(d, pos, ax=ax, node_color=colors, node_size=500)
-    # Big graphs: label only inputs, outputs and folded chains; the rest are unlabelled dots.
-    big = len(d) > collapse_above
-    labels = {n: d.nodes[n]["label"] for n in d
-              if not big or d.nodes[n]["op"] != "call_function" or d.nodes[n].get("collapsed")}
-    nx.draw_networkx_labels(d, pos, labels=labels, ax=ax, font_size=6)
+    labels = {n: d.nodes[n]["label"] for n in d}
+    nx.draw_networkx_labels(d, pos, labels=labels, ax=ax, font_size=6 if len(d) > 12 else 8)
     pairs = [(a, b) for a, b, _ in full.graph["pairs"] if a in d and b in d]
     nx.draw_networkx_edges(nx.DiGraph(pairs), pos, ax=ax, edge_color="red", style="dashed",
                            connectionstyle="arc3,rad=0.3", node_size=500, arrows=True)
+    ax.margins(0.2)  # room for long labels at the edges
     used = sorted({d.nodes[n]["kind"] for n in d} & set(KIND_COLORS))
     ax.legend(handles=[Patch(color=KIND_COLORS[k], label=k) for k in used], loc="lower left",
               fontsize=7)

@@ -212,7 +212,13 @@ def test_is_a_deep_joint_graph_folded_or_summarised():
     fig = show.draw_joint_graph(gm)
     drawn = [t.get_text() for t in fig.axes[0].texts]
     io_nodes = [n for n in d if d.nodes[n]["op"] in ("placeholder", "output")]
-    assert set(io_nodes) <= set(drawn) and len(drawn) < len(d)  # intermediates unlabelled
+    assert set(io_nodes) <= set(drawn) and len(drawn) == len(io_nodes) + 2
+    boxes = {t.split("\n")[0]: t for t in drawn if "\n" in t}
+    calls = [n for n in gm.graph.nodes if n.op == "call_function"]
+    tanh = sum(n.target is torch.ops.aten.tanh.default for n in calls)
+    assert tanh == 40 and "tanh x40" in boxes["forward"]
+    n_fwd, n_bwd = (int(boxes[k].split("\n")[1].split()[0]) for k in ("forward", "backward"))
+    assert n_fwd + n_bwd == len(calls)
     plt.close(fig)
     fig = show.draw_joint_graph(gm, max_nodes=5)
     assert fig.axes[0].texts[0].get_text().startswith("too large to draw")
