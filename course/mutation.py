@@ -270,9 +270,10 @@ class _AllowMutationOnSavedContext:
         def fmt(t: torch.Tensor) -> str:
             return f"{dtype_abbrs[t.dtype]}[{', '.join(map(str, t.shape))}]"
 
-        rows = [f"  {h}: original {fmt(t)}" for h, t in list(self.original.items())]
-        rows += [f"  {h}: cloned {fmt(t)}" for h, t in list(self.cloned.items())]
-        rows.sort(key=lambda row: int(row.split(":")[0].strip()[1:]))
+        saved = [(h.idx, "original", t) for h, t in list(self.original.items())]
+        saved += [(h.idx, "cloned", t) for h, t in list(self.cloned.items())]
+        saved.sort(key=lambda entry: entry[0])  # save order
+        rows = [f"  h{idx}: {state} {fmt(t)}" for idx, state, t in saved]
         return "\n".join([f"{type(self).__name__}(saved={len(rows)})", *rows])
 
 

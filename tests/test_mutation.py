@@ -402,3 +402,11 @@ def test_does_the_benchmark_still_run():
     )
     assert done.returncode == 0, done.stderr
     assert "allow_mutation_on_saved_tensors" in done.stdout
+
+
+def test_does_the_facade_export_it():
+    from course import autograd_graph
+
+    assert autograd_graph.allow_mutation_on_saved_tensors is (
+        course_graph.allow_mutation_on_saved_tensors
+    )
