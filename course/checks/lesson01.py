@@ -1,0 +1,405 @@
+"""Checks for lesson 1, the autograd graph: Nodes, AccumulateGrad, gradient edges, versions.
+
+Each exercise is registered once, here: its reference solution (what
+solutions/01_autograd_graph.ipynb writes), the oracle (torch), visible and hidden cases, and
+the known wrong answers with the hint each deserves. See docs/authoring.md.
+
+The graphs of exercise 1.1 and the programs of exercises 1.3 and 1.4 live here too, so the
+notebook can run exactly what the check judges (``GRAPHS``, ``INPLACE_PROGRAMS``).
+"""
+
+from __future__ import annotations
+
+import collections
+import warnings
+
+import torch
+
+from course.checks import case, exercise, predict, wrong
+from course.graph import get_gradient_edge, increment_version
+
+# --- Exercise 1.1: walk the graph breadth first ----------------------------------------------
+
+
+def _mlp_loss():
+    """A two-layer MLP's loss: x and y need no grad, so some edges are None."""
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(4, 3, generator=g), torch.randn(4, 1, generator=g)
+    W1 = torch.randn(3, 5, generator=g).requires_grad_()
+    b1 = torch.zeros(5, requires_grad=True)
+    W2 = torch.randn(5, 1, generator=g).requires_grad_()
+    h = torch.relu(x @ W1 + b1)
+    return ((h @ W2 - y) ** 2).mean()
+
+
+def _shared_loss():
+    """h feeds two nodes, so its node is reached twice."""
+    w = torch.ones(3, requires_grad=True)
+    h = w * 2
+    return (h.sin() + h.cos()).sum()
+
+
+def _unbind_loss():
+    """One node with two outputs: both edges of MulBackward0 lead to the same UnbindBackward0."""
+    w = torch.tensor([2.0, 3.0], requires_grad=True)
+    a, b = w.unbind()
+    return a * b + w.sum()
+
+
+def _deep_loss():
+    """A residual chain: every block's input reaches the output two ways."""
+    w = torch.tensor([0.5, -1.0], requires_grad=True)
+    h = w
+    for _ in range(3):
+        h = h + h.tanh()
+    return h.sum()
+
+
+#: The graphs exercise 1.1 walks, by name: each builds a fresh loss.
+GRAPHS = {"mlp": _mlp_loss, "shared": _shared_loss, "unbind": _unbind_loss, "deep": _deep_loss}
+
+
+def bfs_names(root):
+    """Reference solution: node names in breadth-first order from ``root``, each node once."""
+    seen, queue, names = {root}, collections.deque([root]), []
+    while queue:
+        node = queue.popleft()
+        names.append(node.name())
+        for nxt, _ in node.next_functions:
+            if nxt is not None and nxt not in seen:  # None: an input that needs no grad
+                seen.add(nxt)
+                queue.append(nxt)
+    return names
+
+
+def _walk_graph(answer, graph):
+    return answer(GRAPHS[graph]().grad_fn)
+
+
+def _depth_first(root):
+    seen, names = set(), []
+
+    def visit(node):
+        seen.add(node)
+        names.append(node.name())
+        for nxt, _ in node.next_functions:
+            if nxt is not None and nxt not in seen:
+                visit(nxt)
+
+    visit(root)
+    return names
+
+
+def _forgets_none(root):
+    seen, queue, names = {root}, collections.deque([root]), []
+    while queue:
+        node = queue.popleft()
+        names.append(node.name())
+        for nxt, _ in node.next_functions:
+            if nxt not in seen:
+                seen.add(nxt)
+                queue.append(nxt)  # None goes in too, and None.name() fails
+    return names
+
+
+def _no_seen_set(root):
+    queue, names = collections.deque([root]), []
+    while queue:
+        node = queue.popleft()
+        names.append(node.name())
+        queue.extend(nxt for nxt, _ in node.next_functions if nxt is not None)
+    return names
+
+
+def _seen_by_name(root):
+    seen, queue, names = {root.name()}, collections.deque([root]), []
+    while queue:
+        node = queue.popleft()
+        names.append(node.name())
+        for nxt, _ in node.next_functions:
+            if nxt is not None and nxt.name() not in seen:
+                seen.add(nxt.name())
+                queue.append(nxt)
+    return names
+
+
+def _type_names(root):
+    # The right order, but the class names: 'AccumulateGrad' instead of its name().
+    return [name.rsplit("::", 1)[-1] for name in bfs_names(root)]
+
+
+exercise(
+    "1.1",
+    name="bfs_names",
+    title="Walk the autograd graph breadth first",
+    solution=bfs_names,
+    run=_walk_graph,
+    points=2,
+    cases=[case("mlp", label="the MLP loss of this lesson (GRAPHS['mlp'])")],
+    hidden=[
+        case("shared", label="h = w * 2; (h.sin() + h.cos()).sum(): one node feeds two"),
+        case("unbind", label="a, b = w.unbind(); a * b + w.sum(): two edges to one node"),
+        case("deep", label="three residual blocks h = h + h.tanh()"),
+    ],
+    wrong=[
+        wrong(
+            _depth_first,
+            "that is depth-first order: you went down the first edge to the bottom before "
+            "visiting the siblings. Breadth first uses a queue (collections.deque, popleft), "
+            "so every node one edge from the root comes before any node two edges away.",
+        ),
+        wrong(
+            _forgets_none,
+            "next_functions holds (None, 0) where an input needs no gradient (x and y in the "
+            "MLP); skip those edges instead of queueing None.",
+        ),
+        wrong(
+            _no_seen_set,
+            "a node reached along two paths (a shared input, both outputs of unbind) is one "
+            "node: keep a set of the nodes you have queued and list each once.",
+        ),
+        wrong(
+            _seen_by_name,
+            "two different nodes can have the same name (two MmBackward0, three "
+            "AccumulateGrad in the MLP): remember nodes by identity (a set of Node objects), "
+            "not by name().",
+        ),
+        wrong(
+            _type_names,
+            "the order is right, but list node.name(): for a leaf's node it is "
+            "'torch::autograd::AccumulateGrad', not the class name 'AccumulateGrad'.",
+        ),
+    ],
+    hint="start a collections.deque with root; pop from the left, append node.name(), then "
+    "queue each node of node.next_functions that is not None and not yet seen.",
+)
+
+# --- Exercise 1.2: the gradient at an edge, after an in-place op ----------------------------
+
+
+def pre_relu_grad(x, W1, W2):
+    """Reference solution: d loss / d (x @ W1), taken through the edge saved before relu_."""
+    z = x @ W1
+    edge = get_gradient_edge(z)  # names MmBackward0's output, whatever z becomes later
+    z.relu_()
+    loss = (z @ W2).pow(2).sum()
+    (grad,) = torch.autograd.grad(loss, edge)
+    return grad
+
+
+def _pre_relu_oracle(x, W1, W2):
+    a = x @ W1  # no in-place op: keep the pre-activation as its own tensor
+    loss = (a.relu() @ W2).pow(2).sum()
+    (grad,) = torch.autograd.grad(loss, a)
+    return grad
+
+
+def _grad_of_z_after_relu(x, W1, W2):
+    z = x @ W1
+    z.relu_()
+    loss = (z @ W2).pow(2).sum()
+    (grad,) = torch.autograd.grad(loss, z)
+    return grad
+
+
+def _dot_grad_of_non_leaf(x, W1, W2):
+    z = x @ W1
+    z.relu_()
+    (z @ W2).pow(2).sum().backward()
+    with warnings.catch_warnings():  # torch warns that .grad of a non-leaf is not populated
+        warnings.simplefilter("ignore")
+        return z.grad
+
+
+def _edge_of_the_leaf(x, W1, W2):
+    z = x @ W1
+    edge = get_gradient_edge(W1)
+    z.relu_()
+    (grad,) = torch.autograd.grad((z @ W2).pow(2).sum(), edge)
+    return grad
+
+
+def _weights(seed, n, d, h, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, d, generator=g, dtype=dtype)
+    W1 = torch.randn(d, h, generator=g, dtype=dtype).requires_grad_()
+    W2 = torch.randn(h, 1, generator=g, dtype=dtype).requires_grad_()
+    return x, W1, W2
+
+
+exercise(
+    "1.2",
+    name="pre_relu_grad",
+    title="The gradient at an edge, after the tensor changed in place",
+    solution=pre_relu_grad,
+    oracle=_pre_relu_oracle,
+    points=2,
+    cases=[case(*_weights(0, 4, 3, 5))],
+    hidden=[
+        case(*_weights(1, 8, 2, 6), label="8 samples, 2 features, 6 hidden units"),
+        case(*_weights(2, 1, 4, 3, torch.float64), label="one float64 sample"),
+    ],
+    wrong=[
+        wrong(
+            _grad_of_z_after_relu,
+            "after z.relu_() the name z stands for relu's output (its grad_fn is now "
+            "ReluBackward0), so grad(loss, z) is the gradient after the relu. Take "
+            "get_gradient_edge(z) before relu_: the edge still names MmBackward0's output.",
+        ),
+        wrong(
+            _dot_grad_of_non_leaf,
+            "z is not a leaf: backward() fills .grad only on leaves (unless you call "
+            "z.retain_grad()), so z.grad is None. Ask for the gradient explicitly: "
+            "torch.autograd.grad(loss, edge).",
+        ),
+        wrong(
+            _edge_of_the_leaf,
+            "get_gradient_edge(W1) is the edge into W1's AccumulateGrad: that gives "
+            "d loss / d W1, shape (D, H). We want the edge of the non-leaf z = x @ W1.",
+        ),
+    ],
+    hint="edge = get_gradient_edge(z) right after z = x @ W1; then z.relu_(), the loss, and "
+    "torch.autograd.grad(loss, edge)[0].",
+)
+
+# --- Exercise 1.3: predict which in-place op breaks backward --------------------------------
+
+
+# Each program starts from x = torch.ones(3, requires_grad=True), changes a tensor in place
+# and returns y; breaks_backward then calls y.sum().backward().
+
+
+def _exp_add_(x):
+    return x.exp().add_(1)  # ExpBackward0 saved its result, which add_ changes
+
+
+def _double_add_(x):
+    return (x * 2).add_(1)  # multiplying by a constant saves no tensor that needs x's grad
+
+
+def _sigmoid_mul_(x):
+    return x.sigmoid().mul_(2)  # SigmoidBackward0 saved its result, which mul_ changes
+
+
+def _sin_add_(x):
+    return x.sin().add_(1)  # SinBackward0 saved its input x, not its result
+
+
+def _sin_input_add_(x):
+    a = x * 1
+    y = a.sin()  # SinBackward0 saves its input, a ...
+    a.add_(1)  # ... which is then changed
+    return y
+
+
+#: The five programs of exercise 1.3, by the key a prediction uses.
+INPLACE_PROGRAMS = {
+    "exp_add": _exp_add_,
+    "double_add": _double_add_,
+    "sigmoid_mul": _sigmoid_mul_,
+    "sin_add": _sin_add_,
+    "sin_input_add": _sin_input_add_,
+}
+
+
+def breaks_backward(program) -> bool:
+    """Run ``y = program(x)`` and ``y.sum().backward()``; True if backward fails because a
+    saved tensor was modified in place (any other error propagates)."""
+    x = torch.ones(3, requires_grad=True)
+    try:
+        program(x).sum().backward()
+    except RuntimeError as e:
+        if "modified by an inplace operation" in str(e):
+            return True
+        raise
+    return False
+
+
+def _which_break():
+    return {key: breaks_backward(program) for key, program in INPLACE_PROGRAMS.items()}
+
+
+_RIGHT_BREAKS = {"exp_add": True, "double_add": False, "sigmoid_mul": True, "sin_add": False,
+                 "sin_input_add": True}
+
+predict(
+    "1.3",
+    name="predicted_breaks",
+    title="Predict which in-place op breaks backward",
+    truth=_which_break,
+    solution=dict(_RIGHT_BREAKS),
+    wrong=[
+        wrong(
+            dict.fromkeys(_RIGHT_BREAKS, True),
+            "an in-place op is harmless to backward unless it changes a tensor some node "
+            "saved: x * 2 saves nothing of y, and sin saves its input, not its output.",
+        ),
+        wrong(
+            dict.fromkeys(_RIGHT_BREAKS, False),
+            "backward checks the version of every tensor a node saved: exp and sigmoid save "
+            "their output y, so y.add_ / y.mul_ changes a saved tensor and backward refuses.",
+        ),
+        wrong(
+            {**_RIGHT_BREAKS, "sin_add": True},
+            "sin's derivative is cos(x), so SinBackward0 saves its input x, not its output: "
+            "changing y in place is fine (look at y.grad_fn._saved_self).",
+        ),
+        wrong(
+            {**_RIGHT_BREAKS, "sin_input_add": False},
+            "the saved tensor need not be the output: SinBackward0 saved its input a, and "
+            "a.add_(1) bumps a's version, so backward refuses.",
+        ),
+    ],
+    hint="for each op ask: which tensor did its backward node save (its input, its output, "
+    "nothing)? Backward fails only if that tensor was changed in place afterwards.",
+)
+
+# --- Exercise 1.4: predict the version counters ---------------------------------------------
+
+
+def _versions():
+    t = torch.zeros(3)
+    t.add_(1)
+    u = t[:2]  # a view
+    u.mul_(2)
+    v = t * 1
+    with torch.no_grad():
+        t.zero_()
+    increment_version(v)
+    return (t._version, u._version, v._version)
+
+
+predict(
+    "1.4",
+    name="predicted_versions",
+    title="Predict the version counters of a tensor, its view and a copy",
+    truth=_versions,
+    solution=(3, 3, 1),
+    wrong=[
+        wrong(
+            (2, 1, 1),
+            "a view shares its base's version counter: u.mul_(2) bumps t too, and "
+            "t.zero_() bumps u (they are the same memory).",
+        ),
+        wrong(
+            (2, 2, 1),
+            "torch.no_grad() stops recording the graph, not version counting: t.zero_() "
+            "still bumps the counter.",
+        ),
+        wrong(
+            (3, 3, 3),
+            "t * 1 is a new tensor with its own counter, starting at 0; only "
+            "increment_version(v) bumps it.",
+        ),
+        wrong(
+            (3, 3, 0),
+            "increment_version(v) bumps v's counter by one, just like an in-place op would.",
+        ),
+        wrong(
+            (4, 4, 1),
+            "making a view (t[:2]) does not change the memory, so it does not bump the counter.",
+        ),
+    ],
+    hint="count the in-place ops (add_, mul_, zero_) and increment_version calls that touch "
+    "each tensor's memory; a view shares its base's counter, a new tensor starts at 0.",
+)

@@ -1,0 +1,82 @@
+"""Lesson 1's claims, checked against torch and networkx beyond the generic exercise tests.
+
+- Is the reference BFS of exercise 1.1 the breadth-first order networkx finds on the same graph?
+- Does an in-place op break backward exactly when it changes a tensor the node saved (the
+  rule exercise 1.3 teaches), for many ops and both targets (the op's input or its output)?
+- Do torch's and course's increment_version give the same counters in exercise 1.4's program?
+"""
+
+import networkx as nx
+import pytest
+import torch
+import torch.autograd.graph as tg
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import course.autograd_graph as cg
+from course.checks import get
+from course.checks.lesson01 import GRAPHS, bfs_names, breaks_backward
+from course.show import autograd_graph
+
+pytestmark = pytest.mark.lesson01
+
+
+@pytest.mark.parametrize("graph", sorted(GRAPHS))
+def test_reference_bfs_is_networkx_bfs_over_the_same_graph(graph):
+    loss = GRAPHS[graph]()
+    g = autograd_graph(loss)  # a DiGraph whose successors keep next_functions' order
+    live = g.graph["nodes"]
+    theirs = [live[n].name() for n in nx.bfs_tree(g, "n0")]
+    assert bfs_names(loss.grad_fn) == theirs
+    assert len(theirs) == g.number_of_nodes()  # every node once
+
+
+UNARY = {
+    "exp": torch.exp, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "relu": torch.relu,
+    "sin": torch.sin, "cos": torch.cos, "square": lambda t: t * t, "double": lambda t: t * 2,
+    "pow3": lambda t: t.pow(3), "neg": torch.neg, "log": torch.log, "sqrt": torch.sqrt,
+}
+
+
+def _saved_tensors(node):
+    out = []
+    for attr in dir(node):
+        if attr.startswith("_saved_"):
+            value = getattr(node, attr)
+            if isinstance(value, torch.Tensor):
+                out.append(value)
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(op=st.sampled_from(sorted(UNARY)), target=st.sampled_from(["input", "output"]),
+       inplace=st.sampled_from(["add_", "mul_", "zero_"]))
+def test_inplace_breaks_backward_iff_it_changes_a_saved_tensor(op, target, inplace):
+    fn = UNARY[op]
+
+    def forward(x):
+        a = x * 1  # a non-leaf input we may change in place
+        y = fn(a)
+        return y, (a if target == "input" else y)
+
+    def program(x):  # what breaks_backward runs: it calls y.sum().backward()
+        y, changed = forward(x)
+        getattr(changed, inplace)(*([] if inplace == "zero_" else [2.0]))
+        return y
+
+    y, changed = forward(torch.ones(3, requires_grad=True))
+    saved_ptrs = {t.data_ptr() for t in _saved_tensors(y.grad_fn)}
+    assert breaks_backward(program) == (changed.data_ptr() in saved_ptrs)
+
+
+@pytest.mark.parametrize("module", [tg, cg], ids=["torch", "course"])
+def test_version_program_of_exercise_1_4_counts_the_same_with_either_increment_version(module):
+    t = torch.zeros(3)
+    t.add_(1)
+    u = t[:2]
+    u.mul_(2)
+    v = t * 1
+    with torch.no_grad():
+        t.zero_()
+    module.increment_version(v)
+    assert (t._version, u._version, v._version) == get("1.4").oracle() == (3, 3, 1)
