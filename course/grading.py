@@ -87,6 +87,11 @@ def _lesson_of(path: Path, sources: list[str]) -> int | None:
     return found.pop() if len(found) == 1 else None
 
 
+def _source(cell: dict) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
 def _expected(ex) -> list:
     from course import checks
 
@@ -164,19 +169,17 @@ def grade_notebook(
     Returns:
         A :class:`NotebookReport`.
     """
-    import nbformat
-
     from course import checks
-    from course.grading_kernel import run_notebook
 
     say = progress or (lambda text: None)
     start = time.monotonic()
     path = Path(path)
-    try:
-        nb = nbformat.read(path, as_version=4)
+    try:  # plain JSON first: the checking processes can start before nbformat/nbclient load
+        text = path.read_text(encoding="utf-8")
+        raw_cells = json.loads(text)["cells"]
+        cells = [[i, _source(c)] for i, c in enumerate(raw_cells) if c.get("cell_type") == "code"]
     except Exception as e:
         return NotebookReport(str(path), lesson, error=f"cannot read the notebook: {type(e).__name__}: {e}")
-    cells = [[i, c.source] for i, c in enumerate(nb.cells) if c.cell_type == "code"]
     lesson = lesson if lesson is not None else _lesson_of(path, [src for _, src in cells])
     report = NotebookReport(str(path), lesson)
     if lesson is None:
@@ -192,6 +195,11 @@ def grade_notebook(
             ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 2) as pool:
         futures = [pool.submit(_grade_exercise, ex, cells, cwd, cell_timeout, timeout, Path(tmp)) for ex in exercises]
         try:
+            import nbformat
+
+            from course.grading_kernel import run_notebook
+
+            nb = nbformat.reads(text, as_version=4)
             run = run_notebook(nb, cwd, cell_timeout=cell_timeout, total_timeout=timeout)
             report.run = {
                 "code_cells": len(run.cells), "seconds": round(run.seconds, 2),

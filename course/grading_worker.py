@@ -61,9 +61,12 @@ def definitions(source: str) -> list[ast.Module]:
         >>> [ast.unparse(m) for m in definitions("%matplotlib inline\\nimport torch\\nprint(1)\\nx = 2\\nx.y = 3")]
         ['import torch', 'x = 2']
     """
-    from IPython.core.inputtransformer2 import TransformerManager
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # perhaps IPython syntax (%magic, !shell): let IPython translate it
+        from IPython.core.inputtransformer2 import TransformerManager
 
-    tree = ast.parse(TransformerManager().transform_cell(source))
+        tree = ast.parse(TransformerManager().transform_cell(source))
     return [ast.Module(body=[s], type_ignores=[]) for s in tree.body if _is_definition(s)]
 
 
