@@ -20,6 +20,8 @@ Example:
     >>> s = Stepper([Frame("a", "first"), Frame("b", "second")], title="demo")
     >>> s.next_button.click(); s.index, s.description.value
     (1, '<b>b</b>')
+    >>> s
+    Stepper(2 frames, showing 1: 'b')
     >>> s.output.outputs[0]["text"]
     'second\\n'
 """
@@ -94,6 +96,11 @@ class Stepper(widgets.VBox):
         self.add_class("course-stepper")  # CSS hooks for the browser test and for styling
         self.description.add_class("course-stepper-description")
         self._show(0)
+
+    def __repr__(self) -> str:
+        # The text/plain twin of the widget in saved notebooks: stable, so nbval can compare.
+        n = len(self.frames)
+        return f"Stepper({n} frame{'s' * (n != 1)}, showing {self.index}: {self.frames[self.index].title!r})"
 
     @property
     def index(self) -> int:

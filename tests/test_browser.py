@@ -136,3 +136,13 @@ def test_stepper_renders_and_next_changes_description(tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def test_is_a_missing_browser_a_skip_only_when_not_required(monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "CHROMIUM", "/nonexistent/chromium")
+    monkeypatch.delenv("COURSE_REQUIRE_BROWSER", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="not installed"):
+        _need_browser()
+    monkeypatch.setenv("COURSE_REQUIRE_BROWSER", "1")
+    with pytest.raises(AssertionError, match="COURSE_REQUIRE_BROWSER=1"):
+        _need_browser()

@@ -60,6 +60,8 @@ def test_do_slider_and_buttons_move_through_frames():
     assert s.index == 0 and _shown(s) == "text 0\n"
     s.play.value = 1  # Play drives the slider (a kernel-side link)
     assert s.slider.value == 1 and _shown(s) == "text 1\n"
+    # The text/plain twin a saved notebook stores: no model ids, no addresses.
+    assert s._repr_mimebundle_()["text/plain"] == "Stepper(4 frames, showing 1: 'frame 1')"
 
 
 def test_does_draw_replace_the_text_with_a_picture():
