@@ -312,5 +312,7 @@ def draw_autograd_graph(t, names=None, highlight: Iterable = (), ax=None,
                          ("arc3,rad=0.4", [e for e in edge_labels if e in skip])):
         nx.draw_networkx_edge_labels(g, pos, edge_labels={e: edge_labels[e] for e in edges},
                                      ax=ax, font_size=6, connectionstyle=style)
-    ax.margins(0.15)
+    ax.margins(x=0.25, y=0.1)  # room for labels wider than their boxes
+    if g is not full:
+        ax.set_title(f"{len(full)} nodes; chains of 3+ single-in, single-out nodes folded", fontsize=8)
     return fig
