@@ -1,0 +1,419 @@
+"""Checks for lesson 2, hooks: tensor hooks, node hooks, multi-grad hooks, whole-graph logging.
+
+Each exercise is registered once, here: its reference solution (what solutions/02_hooks.ipynb
+writes), the oracle (torch), visible and hidden cases, and the known wrong answers with the
+hint each deserves. See docs/authoring.md.
+
+The programs the checks run live here too, so the notebook can run exactly what the check
+judges: ``clip_forward`` (exercise 2.1), ``MULTI_PROGRAMS`` (exercise 2.2) and
+``ANY_ACTIONS`` (exercise 2.3).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.autograd.graph as tg
+
+from course.checks import case, exercise, predict, wrong
+
+# --- Exercise 2.1: clip a gradient by its norm, with a tensor hook --------------------------
+
+
+def clip_leaves():
+    """The inputs of exercise 2.1's program: x needs no grad; W and b are leaves."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 3, generator=g)
+    W = torch.randn(3, 2, generator=g).requires_grad_()
+    b = torch.zeros(2, requires_grad=True)
+    return x, W, b
+
+
+def clip_forward(x, W, b, scale):
+    """h = x @ W + b feeds two branches, so the gradient reaching h is a sum of two."""
+    h = x @ W + b  # (4, 2)
+    loss = scale * (h.tanh().sum() + (h**2).sum())
+    return h, loss
+
+
+def clip_grad_hook(t, max_norm):
+    """Reference solution: rescale the gradient flowing into ``t`` to norm <= max_norm."""
+
+    def hook(grad):
+        norm = grad.norm()
+        if norm > max_norm:
+            return grad * (max_norm / norm)  # same direction, norm max_norm
+        return None  # None: keep the gradient as it is
+
+    return t.register_hook(hook)
+
+
+def _clip_run(answer, target, max_norm, scale):
+    """Register the answer's hook on h or W, run backward, remove it, run backward again.
+
+    W starts with a gradient from an earlier backward (ones), so clipping the accumulated
+    .grad differs from clipping this backward's gradient.
+    """
+    x, W, b = clip_leaves()
+    W.grad = torch.ones_like(W)
+    h, loss = clip_forward(x, W, b, scale)
+    handle = answer({"h": h, "W": W}[target], max_norm)
+    loss.backward()
+    clipped = (W.grad.clone(), b.grad.clone())
+    handle.remove()  # from now on, no clipping
+    W.grad, b.grad = None, None
+    clip_forward(x, W, b, scale)[1].backward()
+    return clipped + (W.grad, b.grad)
+
+
+def _clip_oracle(t, max_norm):
+    """The same clipping, computed by torch.nn.utils.clip_grad_norm_ on a holder."""
+
+    def hook(grad):
+        holder = torch.zeros_like(grad, requires_grad=True)
+        holder.grad = grad.clone()
+        torch.nn.utils.clip_grad_norm_([holder], max_norm)
+        return holder.grad
+
+    return t.register_hook(hook)
+
+
+def _clip_by_value(t, max_norm):
+    return t.register_hook(lambda grad: grad.clamp(-max_norm, max_norm))
+
+
+def _always_rescale(t, max_norm):
+    return t.register_hook(lambda grad: grad * (max_norm / grad.norm()))
+
+
+def _forgot_return(t, max_norm):
+    def hook(grad):
+        norm = grad.norm()
+        if norm > max_norm:
+            grad = grad * (max_norm / norm)  # a new tensor, but nobody returns it
+
+    return t.register_hook(hook)
+
+
+def _clip(grad, max_norm):
+    norm = grad.norm()
+    return grad * (max_norm / norm) if norm > max_norm else grad
+
+
+def _after_accumulation(t, max_norm):
+    def hook(p):
+        p.grad.copy_(_clip(p.grad, max_norm))  # clips the sum with earlier gradients
+
+    return t.register_post_accumulate_grad_hook(hook)
+
+
+def _node_post_hook(t, max_norm):
+    def hook(grad_inputs, grad_outputs):
+        return tuple(None if g is None else _clip(g, max_norm) for g in grad_inputs)
+
+    return t.grad_fn.register_hook(hook)
+
+
+def _no_handle(t, max_norm):
+    clip_grad_hook(t, max_norm)
+
+
+exercise(
+    "2.1",
+    name="clip_grad_hook",
+    title="Clip the gradient flowing into a tensor to a maximum norm",
+    solution=clip_grad_hook,
+    oracle=_clip_oracle,
+    run=_clip_run,
+    points=2,
+    cases=[case("h", 1.0, 1.0, label="h = x @ W + b, max_norm=1.0 (h's gradient has norm about 5.1)")],
+    hidden=[
+        case("h", 20.0, 0.25, label="h, max_norm=20.0, small gradients (norm under max_norm)"),
+        case("h", 4.0, 1.0, label="h, max_norm=4.0: every entry is under 4, the norm is not"),
+        case("W", 2.0, 1.0, label="the leaf W, max_norm=2.0, W.grad already holds ones"),
+    ],
+    wrong=[
+        wrong(
+            _clip_by_value,
+            "grad.clamp(-max_norm, max_norm) clips each entry (clip by value): it changes the "
+            "gradient's direction and leaves a big gradient made of small entries unclipped. "
+            "Clip by norm: multiply the whole gradient by max_norm / grad.norm().",
+        ),
+        wrong(
+            _always_rescale,
+            "only rescale when the norm is over max_norm: a small gradient stays as it is "
+            "(your hook scales it *up* to max_norm).",
+        ),
+        wrong(
+            _forgot_return,
+            "a tensor hook changes the gradient only through what it returns: return the "
+            "clipped tensor (returning None keeps the gradient unchanged).",
+        ),
+        wrong(
+            _after_accumulation,
+            "a post-accumulate-grad hook runs after the gradient was added into .grad, so it "
+            "clips the sum with earlier backwards' gradients (and it exists only for leaves). "
+            "Use t.register_hook: it sees this backward's gradient before it goes anywhere.",
+        ),
+        wrong(
+            _node_post_hook,
+            "a post-hook on t.grad_fn sees what t's node sends on to *its* inputs, one "
+            "gradient per input, after the node ran: that is the wrong tensor (and a leaf "
+            "has no grad_fn). t.register_hook sees the gradient with respect to t itself.",
+        ),
+        wrong(
+            _no_handle,
+            "return the handle that t.register_hook gives you, so the caller can remove the hook.",
+        ),
+    ],
+    hint="return t.register_hook(hook), where hook(grad) returns grad * (max_norm / grad.norm()) "
+    "when grad.norm() > max_norm and None otherwise.",
+)
+
+# --- Exercise 2.2: predict what a mode="all" multi-grad hook receives -----------------------
+
+
+def _multi_graph():
+    a = torch.tensor([1.0, 2.0], requires_grad=True)
+    b = torch.tensor([3.0, 4.0], requires_grad=True)
+    c = a * b
+    d = a + b
+    e = c * d
+    return a, b, c, d, e
+
+
+def _twice(a, b, c, d, e):
+    e.sum().backward(retain_graph=True)
+    e.sum().backward()
+
+
+#: The programs of exercise 2.2: each gets a fresh graph (a, b, c, d, e) and calls backward.
+MULTI_PROGRAMS = {
+    "e.sum().backward()": lambda a, b, c, d, e: e.sum().backward(),
+    "c.sum().backward()": lambda a, b, c, d, e: c.sum().backward(),
+    "e.sum().backward(inputs=[a])": lambda a, b, c, d, e: e.sum().backward(inputs=[a]),
+    "autograd.grad(e.sum(), c)": lambda a, b, c, d, e: torch.autograd.grad(e.sum(), c),
+    "autograd.grad(d.sum(), a)": lambda a, b, c, d, e: torch.autograd.grad(d.sum(), a),
+    "(a * 2).sum().backward()": lambda a, b, c, d, e: (a * 2).sum().backward(),
+    "e.sum().backward() twice": _twice,
+}
+
+
+def multi_grad_firings(program, register=tg.register_multi_grad_hook):
+    """Run ``program`` on a fresh graph with ``register((c, d), fn)`` in mode "all"; return
+    one tuple per call of fn: which of (c, d) got a gradient (True) or None (False)."""
+    a, b, c, d, e = _multi_graph()
+    firings = []
+    register((c, d), lambda grads: firings.append(tuple(g is not None for g in grads)))
+    program(a, b, c, d, e)
+    return firings
+
+
+def _which_fire():
+    return {key: multi_grad_firings(program) for key, program in MULTI_PROGRAMS.items()}
+
+
+_TT, _TF, _FT = (True, True), (True, False), (False, True)
+_RIGHT_FIRINGS = {
+    "e.sum().backward()": [_TT],
+    "c.sum().backward()": [_TF],
+    "e.sum().backward(inputs=[a])": [_TT],
+    "autograd.grad(e.sum(), c)": [_TF],
+    "autograd.grad(d.sum(), a)": [_FT],
+    "(a * 2).sum().backward()": [],
+    "e.sum().backward() twice": [_TT, _TT],
+}
+
+predict(
+    "2.2",
+    name="predicted_firings",
+    title="Predict when a mode='all' multi-grad hook fires, and with which Nones",
+    truth=_which_fire,
+    solution={k: list(v) for k, v in _RIGHT_FIRINGS.items()},
+    points=2,
+    wrong=[
+        wrong(
+            {k: [_TT] * len(v) if v else [] for k, v in _RIGHT_FIRINGS.items()},
+            "fn gets None for a tensor whose gradient this backward does not compute: c.sum() "
+            "does not reach d, and autograd.grad computes only what its inputs need.",
+        ),
+        wrong(
+            {**_RIGHT_FIRINGS, "c.sum().backward()": []},
+            "mode 'all' does not wait for a gradient that will never come: on the first "
+            "gradient it asks the engine which of the group's nodes this backward will run "
+            "(torch._C._will_engine_execute_node) and fires when those have arrived, with "
+            "None for the others.",
+        ),
+        wrong(
+            {**_RIGHT_FIRINGS, "autograd.grad(e.sum(), c)": [_TT]},
+            "autograd.grad(e.sum(), c) runs only the nodes on the way from e to c: d's "
+            "gradient is never computed (d is in the graph, but not needed), so fn gets None.",
+        ),
+        wrong(
+            {**_RIGHT_FIRINGS, "e.sum().backward(inputs=[a])": [(False, False)]},
+            "inputs=[a] does not skip c and d: a's gradient flows through them (e = c * d), "
+            "so both gradients are computed on the way.",
+        ),
+        wrong(
+            {**_RIGHT_FIRINGS, "(a * 2).sum().backward()": [(False, False)]},
+            "the hook is made of tensor hooks on c and d: if neither gets a gradient, nothing "
+            "fires at all (fn is never called with all Nones).",
+        ),
+        wrong(
+            {**_RIGHT_FIRINGS, "e.sum().backward() twice": [_TT]},
+            "'once' means once per graph task, and every backward() call is a new graph "
+            "task: retain_graph=True lets the second call run, and fn fires again.",
+        ),
+    ],
+    hint="for each call ask: which of c and d does this backward compute a gradient for? "
+    "fn fires once per backward call that computes at least one, with None for the others.",
+)
+
+# --- Exercise 2.3: mode "any" from plain tensor hooks ----------------------------------------
+
+
+def _any_graph():
+    a = torch.tensor([1.0, 2.0], requires_grad=True)
+    b = torch.tensor([3.0, 4.0], requires_grad=True)
+    f = torch.tensor([5.0, 6.0])  # needs no grad
+    return {"a": a, "b": b, "c": a * b, "d": a + b, "f": f}
+
+
+#: The backward calls of exercise 2.3, by name; each keeps the graph for the next one.
+ANY_ACTIONS = {
+    "loss.backward": lambda g: (2 * g["c"] + 3 * g["d"]).sum().backward(retain_graph=True),
+    "c.backward": lambda g: g["c"].sum().backward(retain_graph=True),
+    "grad(d, b)": lambda g: torch.autograd.grad(g["d"].sum(), g["b"], retain_graph=True),
+    "b.backward": lambda g: (g["b"] * 5).sum().backward(),
+}
+
+
+def any_grad_hook(tensors, fn):
+    """Reference solution: call ``fn(grad)`` once per backward, with the first gradient of
+    ``tensors`` to arrive; return the handles."""
+    fired = set()  # graph task ids that already called fn
+
+    def hook(grad):
+        id = torch._C._current_graph_task_id()  # one id per backward() / grad() call
+        if id not in fired:
+            fired.add(id)
+            fn(grad)
+
+    return [t.register_hook(hook) for t in tensors if t.requires_grad]
+
+
+def _remove(handles):
+    if isinstance(handles, (list, tuple)):
+        for h in handles:
+            h.remove()
+    elif hasattr(handles, "remove"):  # one handle for all, like register_multi_grad_hook's
+        handles.remove()
+    else:
+        raise TypeError(f"any_grad_hook returned {type(handles).__name__}: return the handles")
+
+
+def _any_run(answer, group, actions):
+    """Hook the group, run the actions, remove the handles, run once more; list fn's calls."""
+    g = _any_graph()
+    calls, now = [], ["before"]
+    handles = answer([g[k] for k in group], lambda grad: calls.append((now[0], grad.tolist())))
+    for act in actions:
+        now[0] = act
+        ANY_ACTIONS[act](g)
+    _remove(handles)
+    now[0] = "after remove"
+    (g["a"] * g["b"]).sum().backward()
+    return calls
+
+
+def _any_oracle(tensors, fn):
+    return tg.register_multi_grad_hook(tensors, fn, mode="any")
+
+
+def _once_per_tensor(tensors, fn):
+    return [t.register_hook(fn) for t in tensors if t.requires_grad]
+
+
+def _once_ever(tensors, fn):
+    fired = [False]
+
+    def hook(grad):
+        if not fired[0]:
+            fired[0] = True
+            fn(grad)
+
+    return [t.register_hook(hook) for t in tensors if t.requires_grad]
+
+
+def _every_nth(tensors, fn):
+    tensors = [t for t in tensors if t.requires_grad]
+    count = [0]
+
+    def hook(grad):
+        if count[0] % len(tensors) == 0:  # assumes every backward reaches every tensor
+            fn(grad)
+        count[0] += 1
+
+    return [t.register_hook(hook) for t in tensors]
+
+
+def _hooks_on_every_tensor(tensors, fn):
+    fired = set()
+
+    def hook(grad):
+        id = torch._C._current_graph_task_id()
+        if id not in fired:
+            fired.add(id)
+            fn(grad)
+
+    return [t.register_hook(hook) for t in tensors]
+
+
+def _no_handles(tensors, fn):
+    any_grad_hook(tensors, fn)
+
+
+_ALL_ACTIONS = ["loss.backward", "loss.backward", "c.backward", "grad(d, b)", "b.backward"]
+
+exercise(
+    "2.3",
+    name="any_grad_hook",
+    title="Build mode='any' out of plain tensor hooks",
+    solution=any_grad_hook,
+    oracle=_any_oracle,
+    run=_any_run,
+    points=2,
+    cases=[case(("a", "c", "d"), ["loss.backward", "loss.backward"],
+                label="group (a, c, d), two backwards of loss = (2c + 3d).sum()")],
+    hidden=[
+        case(("a", "c", "d"), _ALL_ACTIONS, label="group (a, c, d), five different backward calls"),
+        case(("c", "d", "f"), _ALL_ACTIONS, label="group (c, d, f), f does not require grad"),
+        case(("a",), _ALL_ACTIONS, label="a group of one leaf"),
+    ],
+    wrong=[
+        wrong(
+            _once_per_tensor,
+            "fn must run once per backward, not once per tensor: remember which graph tasks "
+            "already called it (torch._C._current_graph_task_id() names the current one).",
+        ),
+        wrong(
+            _once_ever,
+            "a single flag makes fn run once, ever: every backward() or autograd.grad() call "
+            "is a new graph task and must call fn again. Key the flag by "
+            "torch._C._current_graph_task_id().",
+        ),
+        wrong(
+            _every_nth,
+            "counting gradients assumes every backward reaches every tensor of the group; "
+            "c.sum().backward() reaches c and a but not d. Key by the graph task id instead.",
+        ),
+        wrong(
+            _hooks_on_every_tensor,
+            "register_hook raises on a tensor that does not require grad: skip such tensors "
+            "(they never get a gradient), as register_multi_grad_hook(mode='any') does.",
+        ),
+        wrong(_no_handles, "return the handles (the list of what register_hook returned), so "
+              "the caller can remove the hook."),
+    ],
+    hint="keep a set of graph task ids; in one hook shared by every tensor that requires grad, "
+    "call fn(grad) only if torch._C._current_graph_task_id() is not in the set yet.",
+)
