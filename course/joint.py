@@ -176,6 +176,7 @@ def export_joint(
     args: tuple,
     kwargs: dict | None = None,
     *,
+    decompositions: dict | None = None,
     partition_fn: Callable = default_partition,
 ) -> JointWithDescriptors:
     """Build the joint graph of ``module_or_fn(*args, **kwargs)`` in named stages.
@@ -185,6 +186,9 @@ def export_joint(
             plain function of tensors.
         args, kwargs: example inputs; only their shapes, dtypes and ``requires_grad`` are used
             (tracing runs under a ``FakeTensorMode``).
+        decompositions: an aten decomposition table (torch's argument). Like torch, we apply
+            it in the joint trace only, below autograd: ``addmm`` still differentiates as
+            ``addmm``, and then both it and its backward ops are decomposed.
         partition_fn: torch's ``default_partition`` or ``min_cut_rematerialization_partition``.
 
     Returns:
@@ -225,7 +229,7 @@ def export_joint(
     fn = _functional_call(module_or_fn, [*params, *buffers], len(flat_args), in_spec)
 
     timings: dict[str, float] = {}
-    stages, meta = _build_stages(fn, real, primal_descs, requires_grad, partition_fn, timings)
+    stages, meta = _build_stages(fn, real, primal_descs, requires_grad, partition_fn, timings, decompositions)
     fw_stage, bw_stage = stages[-2], stages[-1]
     return JointWithDescriptors(
         graph_module=stages[4].graph_module,
@@ -257,7 +261,7 @@ def _alias(t: torch.Tensor) -> torch.Tensor:
     return t.detach().requires_grad_(t.requires_grad)
 
 
-def _build_stages(fn, real, primal_descs, requires_grad, partition_fn, timings):
+def _build_stages(fn, real, primal_descs, requires_grad, partition_fn, timings, decomps):
     stages: list[Stage] = []
     clock = [time.perf_counter()]
 
@@ -274,10 +278,12 @@ def _build_stages(fn, real, primal_descs, requires_grad, partition_fn, timings):
     if any(J._is_mutating(n) for n in fw.graph.nodes):
         mode, primals = _fakes(real)
     with mode:
-        return _build_rest(fw, fw_meta, primals, primal_descs, requires_grad, partition_fn, snap, stages)
+        return _build_rest(fw, fw_meta, primals, primal_descs, requires_grad, partition_fn, snap,
+                           stages, decomps)
 
 
-def _build_rest(fw, fw_meta, primals, primal_descs, requires_grad, partition_fn, snap, stages):
+def _build_rest(fw, fw_meta, primals, primal_descs, requires_grad, partition_fn, snap, stages,
+                decomps):
     if torch._functorch.config.functionalize_rng_ops and any(
         torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ()) for n in fw.graph.nodes
     ):
@@ -298,7 +304,7 @@ def _build_rest(fw, fw_meta, primals, primal_descs, requires_grad, partition_fn,
     vals = [n.meta["val"] for n in ffw.graph.output_node().args[0]]
     tangents = [torch.empty_like(v, memory_format=torch.contiguous_format)
                 for v, m in zip(vals, meta.tangent_mask) if m]
-    joint = J.trace_joint(ffw, meta, primals, tangents)
+    joint = J.trace_joint(ffw, meta, primals, tangents, decomps)
     snap("traced_joint", joint)
     J.attach_descriptors(joint, primal_descs, meta, requires_grad)
     snap("descriptors", joint, with_descs=True)

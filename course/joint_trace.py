@@ -201,7 +201,8 @@ def _is_mutating(node: fx.Node) -> bool:
 
 
 def trace_joint(
-    fw: fx.GraphModule, meta: ForwardMeta, primals: list, tangents: list
+    fw: fx.GraphModule, meta: ForwardMeta, primals: list, tangents: list,
+    decompositions: dict | None = None,
 ) -> fx.GraphModule:
     """Stage 4: ``make_fx`` of ``joint(primals, tangents) -> (outs, grads)`` (torch's ``create_joint``).
 
@@ -214,15 +215,15 @@ def trace_joint(
         backward holds an in-place op (the engine may accumulate a gradient with ``add_``),
         we trace again under functionalization, as torch does.
     """
-    gm = _trace_joint(fw, meta, primals, tangents, functionalize=False)
+    gm = _trace_joint(fw, meta, primals, tangents, decompositions, functionalize=False)
     if any(_is_mutating(n) for n in gm.graph.nodes):
-        gm = _trace_joint(fw, meta, primals, tangents, functionalize=True)
+        gm = _trace_joint(fw, meta, primals, tangents, decompositions, functionalize=True)
     gm.graph.eliminate_dead_code()
     gm.recompile()
     return gm
 
 
-def _trace_joint(fw, meta, primals, tangents, *, functionalize: bool) -> fx.GraphModule:
+def _trace_joint(fw, meta, primals, tangents, decomps, *, functionalize: bool) -> fx.GraphModule:
     wrap, unwrap = (to_fun, from_fun) if functionalize else (lambda t: t, lambda t: t)
 
     def joint(primals: list, tangents: list) -> tuple[tuple, tuple]:
@@ -245,7 +246,7 @@ def _trace_joint(fw, meta, primals, tangents, *, functionalize: bool) -> fx.Grap
 
     mode = FunctionalTensorMode(_allow_token_discovery=True) if functionalize else nullcontext()
     with enable_python_dispatcher(), mode:
-        return make_fx(joint)(primals, tangents)
+        return make_fx(joint, decomps)(primals, tangents)
 
 
 def attach_descriptors(
