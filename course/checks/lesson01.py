@@ -234,7 +234,7 @@ exercise(
     solution=pre_relu_grad,
     oracle=_pre_relu_oracle,
     points=2,
-    cases=[case(*_weights(0, 4, 3, 5))],
+    cases=[case(*_weights(0, 4, 3, 5), label="x (4, 3), W1 (3, 5), W2 (5, 1), from torch.randn with seed 0")],
     hidden=[
         case(*_weights(1, 8, 2, 6), label="8 samples, 2 features, 6 hidden units"),
         case(*_weights(2, 1, 4, 3, torch.float64), label="one float64 sample"),
