@@ -46,7 +46,10 @@ from course.show_graph import draw_autograd_graph
 from course.show_timeline import draw_timeline
 
 __all__ = ["Frame", "Stepper", "backward_order_stepper", "saved_tensors_stepper",
-           "mutation_stepper", "joint_stages_stepper", "offload_stepper"]
+           "mutation_stepper", "joint_stages_stepper", "offload_stepper",
+           # the pure frame functions behind them, re-exported for notebooks
+           "backward_order_frames", "saved_tensor_frames", "mutation_frames",
+           "stage_frames", "offload_frames"]
 
 
 def _html_escape(s: str) -> str:
