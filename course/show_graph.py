@@ -303,7 +303,8 @@ def draw_autograd_graph(t, names=None, highlight: Iterable = (), ax=None,
     labels = {}
     for n in g:
         d = g.nodes[n]
-        extra = [str(d["shape"])] if d.get("shape") is not None else sorted(d["saved"], key=lambda s: "=" in s)[:2]  # saved tensors before sizes
+        saved = sorted(d["saved"], key=lambda s: "=" in s)  # saved tensors before sizes
+        extra = [str(d["shape"])] if d.get("shape") is not None else saved[:2]
         labels[n] = "\n".join([d["label"], *extra])
     nx.draw_networkx_labels(g, pos, labels=labels, ax=ax, font_size=7)
     edge_labels = {e: f"output_nr={d['output_nr']}" for e, d in g.edges.items()
