@@ -9,7 +9,8 @@ outputs and the gradients, with a descriptor on every input and output saying wh
     2 functionalized_forward  no mutation left: updated buffers come back as leading outputs
     3 joint_function          the joint's inputs, (primals, tangents): one tangent per output
                               that requires grad
-    4 traced_joint            make_fx of joint(primals, tangents) -> (outs, grads)
+    4 traced_joint            make_fx of joint(primals, tangents) -> (outs, grads): the
+                              program again, then torch.autograd.grad, recorded
     5 descriptors             ParamAOTInput(target='0.weight'), TangentAOTInput(...), ...
     6 partitioned_forward     torch's partitioner: forward + SavedForBackwardsAOTOutput(idx=k)
     7 partitioned_backward    saved activations + tangents -> grads
@@ -41,16 +42,16 @@ The invariants (the same as torch's, checked by tests/test_joint.py against torc
 Differences from torch
 ----------------------
 
-* torch runs a metadata pass and then traces the joint once; we trace three times (forward,
-  functionalized forward, joint), each replaying the previous stage's graph. A forward with
-  no in-place op is functional already, so stage 2 is stage 1's graph; and since the
-  forward we replay is functional, the joint is traced without ``FunctionalTensorMode``
-  unless the recorded backward holds an in-place op (NOTE [Functionalizing the joint only
-  when needed] in :mod:`course.joint_trace`).
-* Where the forward saves a buffer it also updates (BatchNorm's running stats), torch's
-  backward reads the updated value and ours the value passed in; BatchNorm in training does
-  not use them in its backward, so the numbers agree. torch clones a mutated input before
-  the forward (``clone``, ``clone_1``); our replayed forward mutates nothing, so needs none.
+* torch runs a metadata pass and then traces the joint once; we trace three times: the
+  forward (stage 1), the functionalized forward (stage 2, replaying stage 1's graph; a
+  forward with no in-place op is functional already, so stage 2 *is* stage 1's graph), and
+  the joint (stage 4), which traces your program again, not stage 2's graph: a custom
+  ``autograd.Function``, a ``no_grad`` block or a hook changes gradients without leaving an
+  aten op behind. The joint is traced without ``FunctionalTensorMode`` when stage 1 found no
+  in-place op (NOTE [Functionalizing the joint only when needed] in
+  :mod:`course.joint_trace`).
+* torch clones a mutated input before the forward (``clone``, ``clone_1``); our joint
+  returns the mutated wrapper's new value directly and has no such clones.
 * We build only plain-tensor graphs. Tensor subclasses, mutated inputs that alias each other
   (synthetic bases), several outputs viewing one intermediate (intermediate bases), metadata
   mutations, in-place updates of inputs that require grad, and RNG functionalization
@@ -278,11 +279,11 @@ def _build_stages(fn, real, primal_descs, requires_grad, partition_fn, timings, 
     if any(J._is_mutating(n) for n in fw.graph.nodes):
         mode, primals = _fakes(real)
     with mode:
-        return _build_rest(fw, fw_meta, primals, primal_descs, requires_grad, partition_fn, snap,
+        return _build_rest(fn, fw, fw_meta, primals, primal_descs, requires_grad, partition_fn, snap,
                            stages, decomps)
 
 
-def _build_rest(fw, fw_meta, primals, primal_descs, requires_grad, partition_fn, snap, stages,
+def _build_rest(fn, fw, fw_meta, primals, primal_descs, requires_grad, partition_fn, snap, stages,
                 decomps):
     if torch._functorch.config.functionalize_rng_ops and any(
         torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ()) for n in fw.graph.nodes
@@ -304,7 +305,8 @@ def _build_rest(fw, fw_meta, primals, primal_descs, requires_grad, partition_fn,
     vals = [n.meta["val"] for n in ffw.graph.output_node().args[0]]
     tangents = [torch.empty_like(v, memory_format=torch.contiguous_format)
                 for v, m in zip(vals, meta.tangent_mask) if m]
-    joint = J.trace_joint(ffw, meta, primals, tangents, decomps)
+    mutates = ffw is not fw  # stage 2 replayed stage 1 because it had in-place ops
+    joint = J.trace_joint(fn, meta, primals, tangents, mutates=mutates, decompositions=decomps)
     snap("traced_joint", joint)
     J.attach_descriptors(joint, primal_descs, meta, requires_grad)
     snap("descriptors", joint, with_descs=True)

@@ -29,8 +29,9 @@ _EXPLAIN = {
     "each mutated input's new value is returned first, before the user outputs.",
     "joint_function": "The joint's signature (primals, tangents): one tangent per output "
     "that requires grad and does not alias an input or another output.",
-    "traced_joint": "make_fx of joint(primals, tangents): the forward replayed, then "
-    "torch.autograd.grad(outputs, primals that require grad, tangents), recorded.",
+    "traced_joint": "make_fx of joint(primals, tangents): the program traced again (functionalized "
+    "if stage 1 had in-place ops), then torch.autograd.grad(outputs, primals that require grad, "
+    "tangents), recorded.",
     "descriptors": "node.meta['desc'] on every placeholder, and a list on the output node: "
     "what each input and output means.",
     "partitioned_forward": "The partitioner's forward: primals in; mutations, outputs and the "

@@ -201,29 +201,32 @@ def _is_mutating(node: fx.Node) -> bool:
 
 
 def trace_joint(
-    fw: fx.GraphModule, meta: ForwardMeta, primals: list, tangents: list,
-    decompositions: dict | None = None,
+    fn: Callable[..., list], meta: ForwardMeta, primals: list, tangents: list,
+    *, mutates: bool, decompositions: dict | None = None,
 ) -> fx.GraphModule:
     """Stage 4: ``make_fx`` of ``joint(primals, tangents) -> (outs, grads)`` (torch's ``create_joint``).
 
-    The forward is the functional graph of stage 2, replayed; the backward is whatever
-    ``torch.autograd.grad`` does, recorded. Nodes get torch's ``partitioner_tag``.
+    The forward is your program traced again, and the backward is whatever
+    ``torch.autograd.grad`` does, recorded. We trace the program, not stage 2's graph: a
+    custom ``autograd.Function``, a ``no_grad`` block or a tensor hook changes the gradient
+    but leaves no trace among the aten ops. Nodes get torch's ``partitioner_tag``.
 
     NOTE [Functionalizing the joint only when needed]
-        torch traces the joint under ``FunctionalTensorMode``. Our forward is functional
-        already, so we first trace without it (half the dispatch work); if the recorded
-        backward holds an in-place op (the engine may accumulate a gradient with ``add_``),
-        we trace again under functionalization, as torch does.
+        torch traces the joint under ``FunctionalTensorMode``. When stage 1 found no in-place
+        op (``mutates=False``), we first trace without it (half the dispatch work); if the
+        recorded backward holds an in-place op (a custom backward may), we trace again under
+        functionalization, as torch does.
     """
-    gm = _trace_joint(fw, meta, primals, tangents, decompositions, functionalize=False)
-    if any(_is_mutating(n) for n in gm.graph.nodes):
-        gm = _trace_joint(fw, meta, primals, tangents, decompositions, functionalize=True)
+    args = (fn, meta, primals, tangents, decompositions)
+    gm = _trace_joint(*args, functionalize=mutates)
+    if not mutates and any(_is_mutating(n) for n in gm.graph.nodes):
+        gm = _trace_joint(*args, functionalize=True)
     gm.graph.eliminate_dead_code()
     gm.recompile()
     return gm
 
 
-def _trace_joint(fw, meta, primals, tangents, decomps, *, functionalize: bool) -> fx.GraphModule:
+def _trace_joint(fn, meta, primals, tangents, decomps, *, functionalize: bool) -> fx.GraphModule:
     wrap, unwrap = (to_fun, from_fun) if functionalize else (lambda t: t, lambda t: t)
 
     def joint(primals: list, tangents: list) -> tuple[tuple, tuple]:
@@ -232,16 +235,18 @@ def _trace_joint(fw, meta, primals, tangents, decomps, *, functionalize: bool) -
         ):
             f_primals = [wrap(p) for p in primals]
             f_tangents = [wrap(t) for t in tangents]
-            outs = list(fw(f_primals))
+            outs = list(fn(*f_primals))
+            # torch's order: the new values of mutated inputs first, then the user outputs.
+            outs = [f_primals[i] for i in meta.mutated_inp_indices] + outs
             for node in get_proxy_mode().tracer.graph.nodes:  # as torch's create_joint does
                 node.meta["partitioner_tag"] = "is_backward" if _is_tangent(node) else "is_forward"
             needed = [o for o, m in zip(outs, meta.tangent_mask) if m]
-            grad_primals = [p for p in f_primals if p.requires_grad]
+            grad_primals = [p for p, t in zip(f_primals, primals) if t.requires_grad]
             with fx_traceback.preserve_node_meta(), set_partitioner_tag_is_backward():
                 grads = iter(
                     torch.autograd.grad(needed, grad_primals, f_tangents, allow_unused=True)
                 )
-            all_grads = [next(grads) if p.requires_grad else None for p in f_primals]
+            all_grads = [next(grads) if p.requires_grad else None for p in primals]
         return tuple(unwrap(o) for o in outs), tuple(unwrap(g) for g in all_grads)
 
     mode = FunctionalTensorMode(_allow_token_discovery=True) if functionalize else nullcontext()

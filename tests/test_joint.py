@@ -56,6 +56,42 @@ def _mutate_plain(s, x, buf):
     return s.mods[0](x) * 2
 
 
+class _DoubleInPlaceBackward(torch.autograd.Function):
+    """y = 2x, with a backward that works in place (so the joint needs functionalizing)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.clone().mul_(2)
+
+
+class _StraightThroughRound(torch.autograd.Function):
+    """round() forward, identity backward: a gradient no aten op of the forward implies."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.round()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def _no_grad_scale(s, x):
+    y = s.mods[0](x)
+    with torch.no_grad():
+        scale = y.abs().mean()  # a constant to autograd, though computed from y
+    return y / scale
+
+
+def _reuse(s, x):
+    h = s.mods[0](x).relu()
+    return h * h + h.sin() + h  # h's gradient is accumulated from three uses
+
+
 def _local_cases() -> dict[str, tuple]:
     """Cases beyond H3's corpus, each covering one more rule of the joint."""
     x = torch.randn(5, 3)
@@ -70,6 +106,12 @@ def _local_cases() -> dict[str, tuple]:
         "mutated_plain_input": (_Fn(_mutate_plain, _lin()), (x, torch.zeros(3)), {}),
         "kwargs_and_grad_input": (_Fn(lambda s, x, y=None: s.mods[0](x) * y.sin(), _lin()),
                                   (x,), {"y": torch.randn(5, 3, requires_grad=True)}),
+        "reused_intermediate": (_Fn(_reuse, _lin()), (x,), {}),
+        "in_place_backward": (_Fn(lambda s, x: _DoubleInPlaceBackward.apply(s.mods[0](x)), _lin()),
+                              (x,), {}),
+        "straight_through": (_Fn(lambda s, x: _StraightThroughRound.apply(s.mods[0](x)) * x, _lin()),
+                             (x,), {}),
+        "no_grad_block": (_Fn(_no_grad_scale, _lin()), (x,), {}),
         "parameterless_grad_input": (_Fn(lambda s, x: x.sin() * x), (x.clone().requires_grad_(),), {}),
         "dict_output": (_Fn(lambda s, x: {"a": s.mods[0](x), "b": s.mods[0](x).relu()}, _lin()),
                         (x,), {}),
@@ -347,6 +389,12 @@ def test_stages_are_named_in_order_with_graphs():
         assert s.explanation and s.text.startswith(f"== {s.name} ==")
         assert isinstance(s.graph, torch.fx.Graph) and s.graph is s.graph_module.graph
         assert repr(s) == f"Stage(name={s.name!r}, nodes={len(s.graph.nodes)})"
+
+
+def test_in_place_backward_is_functionalized():
+    """Does a backward that works in place end up functional in the joint, as in torch?"""
+    text = ours("in_place_backward").stage("traced_joint").text
+    assert "aten.mul_" not in text and "aten.mul.Tensor" in text
 
 
 def test_traced_forward_keeps_mutation_and_functionalized_removes_it():
