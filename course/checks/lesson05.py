@@ -1,0 +1,423 @@
+"""Checks for lesson 5, mutating saved tensors: allow_mutation_on_saved_tensors.
+
+Each exercise is registered once, here: its reference solution (what
+solutions/05_mutation.ipynb writes), the oracle, visible and hidden cases, and the known
+wrong answers with the hint each deserves. See docs/authoring.md.
+
+- 5.1 (predict): which saved tensors of a program get cloned. Truth: course's context,
+  read after the program ran (``ctx.original`` / ``ctx.cloned``).
+- 5.2: a clone-before-mutate TorchDispatchMode for one op, ``mul_``. Oracle: the reference.
+- 5.3: ``same_saved_tensor(saved, mutated)``, the aliasing test torch gets wrong. Oracle:
+  write into ``mutated`` and look whether ``saved`` changed.
+- 5.4 (predict): why writing a view clones its base, multiple choice. Truth: one experiment
+  per claim, run with course's context; the one claim that holds.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from course.checks import case, exercise, predict, wrong
+from course.graph import increment_version
+from course.mutation import allow_mutation_on_saved_tensors
+
+# --- Exercise 5.1: predict which saved tensors get cloned ---------------------------------
+
+#: The program of exercise 5.1: forward lines (what gets saved), then the writes.
+CLONE_PROGRAM_FORWARD = [
+    "w = torch.randn(2, 3, requires_grad=True)",
+    "b, c, e = w.clone(), w.clone(), w.clone()",
+    "p = b * c            # MulBackward0 saves b and c",
+    "q = e[0].exp()       # ExpBackward0 saves its result q",
+    "e1 = e[1]",
+    "s = e1 ** 2          # PowBackward0 saves e1, the view e[1]",
+]
+CLONE_PROGRAM_WRITES = [
+    "b.add_(1)",
+    "c[1].mul_(2)",
+    "e[0].zero_()",
+]
+CLONE_PROGRAM_NAMES = ("b", "c", "q", "e1")
+
+
+def clone_state(forward=CLONE_PROGRAM_FORWARD, writes=CLONE_PROGRAM_WRITES,
+                names=CLONE_PROGRAM_NAMES, context=allow_mutation_on_saved_tensors) -> dict:
+    """Run ``forward`` then ``writes`` (lines of Python) inside ``context``; return
+    ``{name: "cloned" | "original"}`` for each saved tensor named in ``names``.
+
+    A handle is matched to its name after the forward lines (``ctx.original[h] is ns[name]``),
+    so this works for torch's context too, whose handles carry no index.
+    """
+    torch.manual_seed(0)
+    ns = {"torch": torch}
+    with context() as ctx:
+        for line in forward:
+            exec(line, ns)
+        name_of = {h: n for h, t in list(ctx.original.items()) for n in names if t is ns[n]}
+        for line in writes:
+            exec(line, ns)
+        state = {name_of[h]: "cloned" for h in list(ctx.cloned.keys())}
+        state.update({name_of[h]: "original" for h in list(ctx.original.keys())})
+    return {n: state[n] for n in names}
+
+
+_RIGHT_CLONES = {"b": "cloned", "c": "cloned", "q": "original", "e1": "original"}
+
+predict(
+    "5.1",
+    name="predicted_clones",
+    title="Predict which saved tensors the context clones",
+    truth=clone_state,
+    solution=dict(_RIGHT_CLONES),
+    points=2,
+    wrong=[
+        wrong(
+            {**_RIGHT_CLONES, "c": "original"},
+            "c[1] is a view of c: it is c's memory, so c[1].mul_(2) overwrites values the "
+            "saved c holds, and c must be copied first. (torch's own context misses this "
+            "one; we come back to it below.)",
+        ),
+        wrong(
+            {**_RIGHT_CLONES, "e1": "cloned"},
+            "e[0] and e1 = e[1] share a storage but no element: zeroing row 0 leaves row 1 "
+            "as it was, so the saved e1 needs no copy.",
+        ),
+        wrong(
+            {**_RIGHT_CLONES, "q": "cloned"},
+            "ExpBackward0 saved its result q, which is new memory; e[0], exp's input, was "
+            "not saved, so writing it clones nothing.",
+        ),
+        wrong(
+            dict.fromkeys(_RIGHT_CLONES, "cloned"),
+            "the context clones only what a write is about to overwrite, and only when "
+            "that happens: q and e1 are never written.",
+        ),
+        wrong(
+            dict.fromkeys(_RIGHT_CLONES, "original"),
+            "a saved tensor is cloned just before an op writes into its memory: b.add_(1) "
+            "writes b, c[1].mul_(2) writes part of c.",
+        ),
+    ],
+    hint="for each saved tensor ask: does one of the three writes change one of its "
+    "elements? Then the context cloned it just before.",
+)
+
+# --- Exercise 5.2: clone before mul_ -----------------------------------------------------
+
+
+class CloneBeforeMul(TorchDispatchMode):
+    """Before ``aten.mul_`` writes into a watched tensor, keep a clone of it (once)."""
+
+    def __init__(self, watched):
+        super().__init__()
+        self.watched = watched  # {name: tensor}
+        self.cloned = {}  # {name: its value before the first mul_}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func.overloadpacket is torch.ops.aten.mul_:  # mul_.Tensor, mul_.Scalar
+            for name, t in self.watched.items():
+                if args[0] is t and name not in self.cloned:  # the first write only
+                    self.cloned[name] = t.clone()  # the mode is off in here: no recursion
+        return func(*args, **kwargs)
+
+
+def _mul_once(x, y):
+    x.mul_(2)
+
+
+def _mul_twice(x, y):
+    x.mul_(2)
+    x.mul_(3)
+
+
+def _add_then_mul(x, y):
+    x.add_(1)
+    x.mul_(y)
+
+
+def _mul_unwatched(x, y):
+    y.mul_(2)
+
+
+def _mul_out_of_place(x, y):
+    return x * 2
+
+
+def _read_then_written(x, y):
+    y.mul_(x)
+    x.add_(1)
+    x.mul_(2)
+
+
+#: The programs of exercise 5.2; each gets x (watched) and y (not watched).
+MUL_PROGRAMS = {
+    "x.mul_(2)": _mul_once,
+    "x.mul_(2); x.mul_(3)": _mul_twice,
+    "x.add_(1); x.mul_(y)": _add_then_mul,
+    "y.mul_(2)": _mul_unwatched,
+    "x * 2": _mul_out_of_place,
+    "y.mul_(x); x.add_(1); x.mul_(2)": _read_then_written,
+}
+
+
+def _run_mode(answer, program):
+    x, y = torch.arange(1.0, 4.0), torch.full((3,), 5.0)
+    mode = answer({"x": x})
+    with mode:
+        MUL_PROGRAMS[program](x, y)
+    return {"cloned": dict(sorted(mode.cloned.items())), "x after": x, "y after": y}
+
+
+class _CloneAfter(CloneBeforeMul):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func.overloadpacket is torch.ops.aten.mul_:
+            for name, t in self.watched.items():
+                if args[0] is t and name not in self.cloned:
+                    self.cloned[name] = t.clone()
+        return out
+
+
+class _CloneEveryTime(CloneBeforeMul):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket is torch.ops.aten.mul_:
+            for name, t in self.watched.items():
+                if args[0] is t:
+                    self.cloned[name] = t.clone()
+        return func(*args, **(kwargs or {}))
+
+
+class _NeverRuns(CloneBeforeMul):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket is torch.ops.aten.mul_:
+            for name, t in self.watched.items():
+                if args[0] is t and name not in self.cloned:
+                    self.cloned[name] = t.clone()
+        return args[0] if func.overloadpacket is torch.ops.aten.mul_ else func(*args, **(kwargs or {}))
+
+
+class _AnyMul(CloneBeforeMul):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if "mul" in str(func):  # aten.mul.Tensor too, which writes nothing
+            for name, t in self.watched.items():
+                if args[0] is t and name not in self.cloned:
+                    self.cloned[name] = t.clone()
+        return func(*args, **(kwargs or {}))
+
+
+class _AnyArgument(CloneBeforeMul):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket is torch.ops.aten.mul_:
+            for name, t in self.watched.items():
+                if any(a is t for a in args) and name not in self.cloned:  # read, not written
+                    self.cloned[name] = t.clone()
+        return func(*args, **(kwargs or {}))
+
+
+exercise(
+    "5.2",
+    name="CloneBeforeMul",
+    title="A clone-before-mutate TorchDispatchMode for mul_",
+    solution=CloneBeforeMul,
+    run=_run_mode,
+    points=2,
+    cases=[case("x.mul_(2)"), case("x.mul_(2); x.mul_(3)"), case("y.mul_(2)")],
+    hidden=[
+        case("x.add_(1); x.mul_(y)", label="x.add_(1); x.mul_(y): the value just before mul_"),
+        case("x * 2", label="x * 2: an out-of-place mul writes nothing"),
+        case("y.mul_(x); x.add_(1); x.mul_(2)", label="x read by a mul_ that writes y, later written"),
+    ],
+    wrong=[
+        wrong(_CloneAfter, "you cloned after func ran, so the clone holds the new values: "
+              "clone first, then call func(*args, **kwargs)."),
+        wrong(_CloneEveryTime, "keep the value from before the *first* mul_: a second "
+              "mul_ must not overwrite the clone (backward needs the value that was saved)."),
+        wrong(_NeverRuns, "the mode must still run the op: end with "
+              "return func(*args, **kwargs), or nothing gets multiplied."),
+        wrong(_AnyMul, "aten.mul (out of place) writes nothing; test "
+              "func.overloadpacket is torch.ops.aten.mul_, not the op's name."),
+        wrong(_AnyArgument, "mul_ writes only its first argument (self, Tensor(a!) in the "
+              "schema); y.mul_(x) reads x and leaves it as it was."),
+    ],
+    hint="in __torch_dispatch__: if func.overloadpacket is torch.ops.aten.mul_ and args[0] "
+    "is a watched tensor not yet in self.cloned, store args[0].clone(); then return "
+    "func(*args, **kwargs).",
+)
+
+# --- Exercise 5.3: does a write to `mutated` change `saved`? -----------------------------
+
+
+def same_saved_tensor(saved, mutated):
+    """True when writing into ``mutated`` changes an element of ``saved``."""
+    if saved.untyped_storage().data_ptr() != mutated.untyped_storage().data_ptr():
+        return False  # different memory
+    n = saved.untyped_storage().nbytes() // saved.element_size()
+
+    def elements(t):  # the storage index of every element of t
+        return set(torch.arange(n).as_strided(t.shape, t.stride(), t.storage_offset()).flatten().tolist())
+
+    return bool(elements(saved) & elements(mutated))
+
+
+def _written_through(saved, mutated):
+    """The oracle: write into ``mutated`` and see whether ``saved`` changed."""
+    before = saved.clone()
+    with torch.no_grad():
+        mutated.fill_(-1.0)  # every base value is >= 0
+    return not torch.equal(before, saved)
+
+
+#: The pairs of exercise 5.3: (saved, mutated) as expressions over b = arange(12).reshape(3, 4)
+#: and c, a second tensor with the same values.
+VIEW_PAIRS = [
+    ("b", "b"),
+    ("b", "b[1]"),
+    ("b[1]", "b"),
+    ("b[0]", "b[1]"),
+    ("b", "c"),
+    ("b[:, 0]", "b[:, 1]"),
+    ("b[1]", "b[1:]"),
+    ("b.t()", "b"),
+    ("b[:, 2:]", "b[1]"),
+    ("b[::2]", "b[1]"),
+    ("b[0, :2]", "b[0, 2:]"),
+    ("b.view(12)[5:7]", "b[1]"),
+    ("b.t()[1]", "b[:, 1]"),
+    ("b[:, 1]", "b[2]"),
+    ("b[1:, 1:]", "b[0]"),
+]
+
+
+def _run_pair(answer, saved, mutated):
+    b = torch.arange(12.0).reshape(3, 4)
+    ns = {"b": b, "c": b.clone()}
+    return bool(answer(eval(saved, ns), eval(mutated, ns)))
+
+
+def _first_element(saved, mutated):  # torch's rule
+    return saved.data_ptr() == mutated.data_ptr()
+
+
+def _same_storage(saved, mutated):
+    return saved.untyped_storage().data_ptr() == mutated.untyped_storage().data_ptr()
+
+
+def _byte_ranges(saved, mutated):
+    if not _same_storage(saved, mutated):
+        return False
+
+    def span(t):
+        last = sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+        return t.storage_offset(), t.storage_offset() + last + 1
+
+    (s0, s1), (m0, m1) = span(saved), span(mutated)
+    return s0 < m1 and m0 < s1
+
+
+def _equal_values(saved, mutated):
+    return saved.shape == mutated.shape and torch.equal(saved, mutated)
+
+
+def _same_object(saved, mutated):
+    return saved is mutated
+
+
+def _pair_case(saved, mutated, hidden=False):
+    return case(saved, mutated, label=f"saved {saved}, mutated {mutated}" if hidden else None)
+
+
+exercise(
+    "5.3",
+    name="same_saved_tensor",
+    title="Does writing `mutated` change the saved tensor?",
+    solution=same_saved_tensor,
+    oracle=_written_through,
+    run=_run_pair,
+    points=3,
+    cases=[_pair_case(s, m) for s, m in VIEW_PAIRS[:5]],
+    hidden=[_pair_case(s, m, hidden=True) for s, m in VIEW_PAIRS[5:]],
+    wrong=[
+        wrong(_first_element, "that is torch's test: data_ptr() is the address of a tensor's "
+              "*first element*. b[1] starts 4 elements after b, so the two look unrelated "
+              "although b[1] is part of b. Compare storages, then elements."),
+        wrong(_same_storage, "same storage is necessary but not enough: b[0] and b[1] share "
+              "a storage and no element, so a write to one leaves the other as it was "
+              "(cloning there is safe but wastes memory)."),
+        wrong(_byte_ranges, "first-to-last ranges overlap for b[:, 0] and b[:, 1], but "
+              "the columns interleave and share no element: compare the elements' storage "
+              "offsets (hint: torch.arange(n).as_strided(t.shape, t.stride(), "
+              "t.storage_offset()))."),
+        wrong(_equal_values, "aliasing is about memory, not values: c = b.clone() holds "
+              "the same numbers in other memory."),
+        wrong(_same_object, "a view is a new Python object over the same memory: b[1] is "
+              "not b, but writing b[1] changes b."),
+    ],
+    hint="two tensors alias when they share a storage "
+    "(t.untyped_storage().data_ptr()) and at least one storage element.",
+)
+
+# --- Exercise 5.4: why writing a view clones its base -----------------------------------
+
+#: The choices of exercise 5.4.
+WHY_VIEW_CHOICES = {
+    "A": "the context clones every tensor that requires grad before any in-place op",
+    "B": "the context clones a saved tensor whenever its version counter moves",
+    "C": "the view b[1] is b's memory, so writing it changes values the saved b holds",
+    "D": "autograd links the view to its base (b[1].grad_fn), and the context follows that link",
+}
+
+
+def _experiments() -> dict:
+    """One experiment per claim, with course's context; True when the claim holds up."""
+    held = {}
+    with allow_mutation_on_saved_tensors() as ctx:  # A: an unsaved non-leaf is written
+        w = torch.ones(2, 3, requires_grad=True)
+        b = w.clone()
+        _ = (b * 2).sum()  # saves nothing of b
+        b.add_(1)
+        held["A"] = len(ctx.cloned) > 0
+    with allow_mutation_on_saved_tensors() as ctx:  # B: the counter moves, nothing written
+        b = w.clone()
+        _ = (b**2).sum()
+        increment_version(b)
+        held["B"] = len(ctx.cloned) > 0
+    with allow_mutation_on_saved_tensors() as ctx:  # C: a view's write changes the base
+        b = w.clone()
+        _ = (b**2).sum()
+        before = b.detach().clone()
+        b[1].mul_(3)
+        held["C"] = len(ctx.cloned) == 1 and not torch.equal(before, b.detach())
+    with allow_mutation_on_saved_tensors() as ctx:  # D: no autograd link, still memory
+        b = w.clone()
+        _ = (b**2).sum()
+        b.detach()[1].mul_(3)  # a view with no grad_fn, of the same memory
+        held["D"] = len(ctx.cloned) == 0
+    return held
+
+
+def _why_view_clones():
+    held = [k for k, ok in _experiments().items() if ok]
+    assert len(held) == 1, held
+    return held[0]
+
+
+predict(
+    "5.4",
+    name="why_view_clones_base",
+    title="Why writing b[1] clones the saved b",
+    truth=_why_view_clones,
+    solution="C",
+    wrong=[
+        wrong("A", "the context clones only tensors it saved (a pack hook recorded them): "
+              "writing a non-leaf that no node saved clones nothing."),
+        wrong("B", "the version counter is not what the context watches: increment_version(b) "
+              "on a saved b clones nothing (nothing was written); the dispatch mode reacts "
+              "to ops that write, Tensor(a!) in their schema."),
+        wrong("D", "the context never looks at grad_fn: b.detach()[1].mul_(3) has no "
+              "autograd link to b and still clones it, because it writes b's memory."),
+    ],
+    hint="what does the context compare when an op is about to write: Python objects, "
+    "autograd links, version counters, or memory?",
+)
