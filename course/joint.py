@@ -42,10 +42,10 @@ The invariants (the same as torch's, checked by tests/test_joint.py against torc
 Differences from torch
 ----------------------
 
-* torch runs a metadata pass and then traces the joint once; we trace three times: the
-  forward (stage 1), the functionalized forward (stage 2, replaying stage 1's graph; a
-  forward with no in-place op is functional already, so stage 2 *is* stage 1's graph), and
-  the joint (stage 4), which traces your program again, not stage 2's graph: a custom
+* torch runs a metadata pass and then traces the joint once; we trace your program three
+  times: the forward (stage 1), the functionalized forward (stage 2; a forward with no
+  in-place op is functional already, so stage 2 *is* stage 1's graph), and the joint
+  (stage 4). Each traces the program, never the previous stage's graph: a custom
   ``autograd.Function``, a ``no_grad`` block or a hook changes gradients without leaving an
   aten op behind. The joint is traced without ``FunctionalTensorMode`` when stage 1 found no
   in-place op (NOTE [Functionalizing the joint only when needed] in
@@ -293,7 +293,7 @@ def _build_rest(fn, fw, fw_meta, primals, primal_descs, requires_grad, partition
             "inputs (PhiloxForwardSeedAOTInput)" + J._NOT_BUILT
         )
     snap("traced_forward", fw)
-    ffw, meta = J.trace_functionalized_forward(fw, primals, fw_meta)
+    ffw, meta = J.trace_functionalized_forward(fn, fw, primals, fw_meta)
     snap("functionalized_forward", ffw)
     if not any(meta.tangent_mask):
         raise ValueError(
@@ -305,7 +305,7 @@ def _build_rest(fn, fw, fw_meta, primals, primal_descs, requires_grad, partition
     vals = [n.meta["val"] for n in ffw.graph.output_node().args[0]]
     tangents = [torch.empty_like(v, memory_format=torch.contiguous_format)
                 for v, m in zip(vals, meta.tangent_mask) if m]
-    mutates = ffw is not fw  # stage 2 replayed stage 1 because it had in-place ops
+    mutates = ffw is not fw  # stage 2 retraced the program because stage 1 had in-place ops
     joint = J.trace_joint(fn, meta, primals, tangents, mutates=mutates, decompositions=decomps)
     snap("traced_joint", joint)
     J.attach_descriptors(joint, primal_descs, meta, requires_grad)

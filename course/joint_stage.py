@@ -25,8 +25,9 @@ __all__ = ["STAGE_NAMES", "Stage", "make_stage"]
 _EXPLAIN = {
     "traced_forward": "make_fx records the aten ops of the functional call; parameters, "
     "buffers and inputs are placeholders; in-place updates (add_, copy_) are still there.",
-    "functionalized_forward": "Replayed under FunctionalTensorMode: no mutation is left; "
-    "each mutated input's new value is returned first, before the user outputs.",
+    "functionalized_forward": "The program traced again under FunctionalTensorMode (stage 1's "
+    "graph if it had no in-place op): no mutation is left; each mutated input's new value is "
+    "returned first, before the user outputs.",
     "joint_function": "The joint's signature (primals, tangents): one tangent per output "
     "that requires grad and does not alias an input or another output.",
     "traced_joint": "make_fx of joint(primals, tangents): the program traced again (functionalized "

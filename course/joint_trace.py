@@ -140,14 +140,16 @@ def _check_input_mutations(f_args: list, primals: list, meta: ForwardMeta) -> No
 
 
 def trace_functionalized_forward(
-    fw: fx.GraphModule, primals: list[torch.Tensor], fw_meta: ForwardMeta
+    fn: Callable[..., list], fw: fx.GraphModule, primals: list, fw_meta: ForwardMeta
 ) -> tuple[fx.GraphModule, ForwardMeta]:
-    """Stage 2: replay stage 1 under functionalization; mutated inputs become leading outputs.
+    """Stage 2: trace the program under functionalization; mutated inputs become leading outputs.
 
     Like torch's ``create_functionalized_fn`` + ``fn_input_mutations_to_outputs``: wrap every
     input with ``to_fun``, run, ask each wrapper ``has_data_mutation``, and return the
-    updated values *before* the user outputs (torch's order). A stage 1 graph with no
-    in-place op is functional already: we return it (and ``fw_meta``) as it is.
+    updated values *before* the user outputs (torch's order). A stage 1 graph ``fw`` with no
+    in-place op is functional already: we return it (and ``fw_meta``) as it is. We trace
+    ``fn`` rather than replay ``fw`` because ``requires_grad`` is a fact about the program
+    (a ``no_grad`` block, a custom ``autograd.Function``), not about its aten ops.
     """
     if not any(_is_mutating(n) for n in fw.graph.nodes):
         return fw, fw_meta
@@ -159,7 +161,7 @@ def trace_functionalized_forward(
             torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize)
         ):
             f_args = [to_fun(p) for p in primals]
-            f_outs = list(fw(f_args))
+            f_outs = list(fn(*f_args))
         _check_input_mutations(f_args, primals, meta)
         meta.output_requires_grad = [o.requires_grad for o in f_outs]
         user_mask = _tangent_mask(f_args, f_outs)

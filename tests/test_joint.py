@@ -87,6 +87,13 @@ def _no_grad_scale(s, x):
     return y / scale
 
 
+def _bn_and_no_grad_output(s, x):
+    y = s.mods[1](s.mods[0](x))  # BatchNorm: buffer mutations, so stage 2 is a new trace
+    with torch.no_grad():
+        stats = y.mean(0)  # an output that needs no tangent
+    return y, stats
+
+
 def _reuse(s, x):
     h = s.mods[0](x).relu()
     return h * h + h.sin() + h  # h's gradient is accumulated from three uses
@@ -112,6 +119,8 @@ def _local_cases() -> dict[str, tuple]:
         "straight_through": (_Fn(lambda s, x: _StraightThroughRound.apply(s.mods[0](x)) * x, _lin()),
                              (x,), {}),
         "no_grad_block": (_Fn(_no_grad_scale, _lin()), (x,), {}),
+        "bn_and_no_grad_output": (_Fn(_bn_and_no_grad_output, _lin(3, 4), torch.nn.BatchNorm1d(4)),
+                                  (x,), {}),
         "parameterless_grad_input": (_Fn(lambda s, x: x.sin() * x), (x.clone().requires_grad_(),), {}),
         "dict_output": (_Fn(lambda s, x: {"a": s.mods[0](x), "b": s.mods[0](x).relu()}, _lin()),
                         (x,), {}),
