@@ -100,26 +100,18 @@ def _expected(ex) -> list:
     return _expected_cache[ex.id]
 
 
-def _run_worker(ex, cells: list, cwd: Path, cell_timeout: float, limit: float, tmp: Path) -> dict:
-    """Run the worker for one exercise; its report, or ``{"failure": why}``."""
+def _read_report(path: Path) -> dict:
+    """A worker's report for one exercise, loaded as data only; ``{"failure": why}`` if unusable."""
     import torch
 
-    spec, out, err = tmp / f"{ex.id}.json", tmp / f"{ex.id}.pt", tmp / f"{ex.id}.err"
-    spec.write_text(json.dumps({"exercise": ex.id, "cells": cells, "cwd": str(cwd), "cell_timeout": cell_timeout,
-                                       "case_timeout": min(ex.timeout, cell_timeout)}))
-    cmd = [sys.executable, "-m", "course.grading_worker", str(spec), str(out)]
-    with open(err, "wb") as stderr:
-        try:
-            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
-                                  cwd=cwd, timeout=limit)
-        except subprocess.TimeoutExpired:
-            return {"failure": f"timeout: checking ran past {limit:g} s"}
-    if proc.returncode != 0 or not out.exists():
-        tail = err.read_bytes()[-400:].decode("utf-8", "replace").strip().splitlines()
-        return {"failure": f"the checking process failed (exit {proc.returncode}): {tail[-1] if tail else ''}"}
+    if not path.exists():
+        return {"failure": "the checking process ended without a report"}
     try:
-        report = torch.load(out, weights_only=True)
-        assert isinstance(report, dict) and isinstance(report.get("yours"), list)
+        report = torch.load(path, weights_only=True)
+        assert isinstance(report, dict)
+        if isinstance(report.get("failure"), str):
+            return {"failure": report["failure"]}
+        assert isinstance(report.get("yours"), list)
         assert all(isinstance(o, dict) and o.get("kind") in {"value", "raised", "not attempted", "timeout"}
                    for o in report["yours"])
         return report
@@ -127,13 +119,36 @@ def _run_worker(ex, cells: list, cwd: Path, cell_timeout: float, limit: float, t
         return {"failure": f"the checking process reported something unreadable ({type(e).__name__})"}
 
 
-def _grade_exercise(ex, cells, cwd, cell_timeout, limit, tmp) -> dict:
+def _run_worker(exercises: list, cells: list, cwd: Path, cell_timeout: float, limit: float, tmp: Path) -> dict:
+    """Run one worker process for ``exercises``; their reports by id."""
+    name = "-".join(ex.id for ex in exercises)
+    spec, out, err = tmp / f"{name}.json", tmp / f"out-{name}", tmp / f"{name}.err"
+    out.mkdir()
+    spec.write_text(json.dumps({"exercises": [ex.id for ex in exercises], "cells": cells, "cwd": str(cwd),
+                                "cell_timeout": cell_timeout, "limit": limit}))
+    cmd = [sys.executable, "-m", "course.grading_worker", str(spec), str(out)]
+    with open(err, "wb") as stderr:
+        try:  # the worker enforces `limit` per exercise; this is the backstop
+            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                                  cwd=cwd, timeout=limit + 120)
+        except subprocess.TimeoutExpired:
+            return {ex.id: {"failure": f"timeout: checking ran past {limit:g} s"} for ex in exercises}
+    reports = {ex.id: _read_report(out / f"{ex.id}.pt") for ex in exercises}
+    if proc.returncode != 0:
+        tail = err.read_bytes()[-400:].decode("utf-8", "replace").strip().splitlines()
+        why = f"the checking process failed (exit {proc.returncode}): {tail[-1] if tail else ''}"
+        reports = {i: r if "failure" not in r else {"failure": why} for i, r in reports.items()}
+    return reports
+
+
+def _judge(ex, report: dict, seconds: float) -> dict:
+    """The verdict on one exercise, from its worker report (this process runs no learner code)."""
     from course import checks
 
-    start = time.monotonic()
-    report = _run_worker(ex, cells, cwd, cell_timeout, limit, tmp)
     with _judge_lock:
         expected = _expected(ex)
+        if "failure" not in report and len(report["yours"]) != len(expected):
+            report = {"failure": "the checking process reported the wrong number of cases"}
         if "failure" in report:
             result = checks.Result(id=ex.id, name=ex.name, title=ex.title, status="error", points=ex.points,
                                    score=0, cases_passed=0, cases_total=len(expected),
@@ -143,9 +158,29 @@ def _grade_exercise(ex, cells, cwd, cell_timeout, limit, tmp) -> dict:
             if result.status != "passed" and report.get("notes"):
                 result.message += "\n  notes:    " + "\n            ".join(report["notes"][:5])
     d = result.to_json()
-    d["seconds"] = round(time.monotonic() - start, 2)
+    d["seconds"] = round(seconds, 2)
     d["timed_out"] = "timeout" in d["message"] or "did not finish within" in d["message"]
     return d
+
+
+def _check_exercises(exercises: list, cells: list, cwd: Path, cell_timeout: float, limit: float,
+                     tmp: Path, jobs: int) -> list[dict]:
+    """Check every exercise in fresh processes: one worker forking a child per exercise where
+    ``fork`` exists, else one worker per exercise (``jobs`` at a time)."""
+    start = time.monotonic()
+    if hasattr(os, "fork"):
+        reports = _run_worker(exercises, cells, cwd, cell_timeout, limit, tmp)
+    else:  # pragma: no cover (Windows)
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            parts = pool.map(lambda ex: _run_worker([ex], cells, cwd, cell_timeout, limit, tmp), exercises)
+            reports = {k: v for part in parts for k, v in part.items()}
+    seconds = time.monotonic() - start
+    return [_judge(ex, reports[ex.id], seconds) for ex in exercises]
+
+
+def _grade_exercise(ex, cells, cwd, cell_timeout, limit, tmp) -> dict:
+    """Check and judge one exercise alone (what the tests use)."""
+    return _check_exercises([ex], cells, cwd, cell_timeout, limit, tmp, jobs=1)[0]
 
 
 def grade_notebook(
@@ -191,9 +226,9 @@ def grade_notebook(
         return report
     say(f"{path.name}: running {len(cells)} code cells, checking {len(exercises)} exercises")
     cwd = path.resolve().parent
-    with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp, \
-            ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 2) as pool:
-        futures = [pool.submit(_grade_exercise, ex, cells, cwd, cell_timeout, timeout, Path(tmp)) for ex in exercises]
+    with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp, ThreadPoolExecutor(max_workers=1) as pool:
+        checking = pool.submit(_check_exercises, exercises, cells, cwd, cell_timeout, timeout, Path(tmp),
+                               jobs or os.cpu_count() or 2)
         try:
             import nbformat
 
@@ -211,7 +246,7 @@ def grade_notebook(
         except Exception as e:  # the kernel would not start, for example
             report.run = {"failure": f"{type(e).__name__}: {e}"}
         say(f"{path.name}: notebook run done, waiting for the checks")
-        report.exercises = [f.result() for f in futures]
+        report.exercises = checking.result()
     report.seconds = round(time.monotonic() - start, 2)
     say(f"{path.name}: {report.score:g}/{report.max_score:g} in {report.seconds:.1f} s")
     return report

@@ -1,6 +1,6 @@
 """The grader's worker: run ONE exercise's answer, in a fresh process, and report outcomes.
 
-``python -m course.grading_worker SPEC.json OUT.pt`` (started by ``course grade``; not meant
+``python -m course.grading_worker SPEC.json OUT_DIR`` (started by ``course grade``; not meant
 to be run by hand). The order of events is the point of this module:
 
 1. Before any learner code runs, import torch and the checks, and take private copies of
@@ -14,6 +14,11 @@ to be run by hand). The order of events is the point of this module:
 3. Look the answer up by the exercise's ``name``; run it on every case (visible and hidden)
    with the per-case time limit; measure its cost if the exercise is cost-graded.
 4. Write the outcomes (plain data: tensors, numbers, strings) with ``torch.save``.
+
+Steps 2-4 run once per exercise, each in a fresh process: a child forked after step 1 (so
+torch is imported once per notebook), or, where there is no ``fork``, a worker per exercise.
+One answer's side effects (global hooks left installed, grad mode switched off) cannot
+reach another exercise's check.
 
 The worker never decides pass or fail: the grading process, which runs no learner code,
 loads the outcomes with ``torch.load(weights_only=True)`` and compares them with the
@@ -29,7 +34,9 @@ import copy
 import io
 import json
 import os
+import signal
 import sys
+import time
 from contextlib import redirect_stderr, redirect_stdout
 
 __all__ = ["definitions", "main"]
@@ -77,23 +84,10 @@ class _NoIPython:
         return lambda *args, **kwargs: None
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    spec_path, out_path = argv
-    with open(spec_path, encoding="utf-8") as f:
-        spec = json.load(f)
-
-    # 1. Capture everything we rely on before learner code runs.
-    import torch
-
-    from course import checks
-
-    ex = copy.deepcopy(checks.get(spec["exercise"]))
-    outcomes_of, measure_cost, missing = checks.outcomes_of, checks.measure_cost, checks.MISSING
-    time_limit, save, timeout_error = checks._time_limit, torch.save, checks.CaseTimeout
-    case_timeout = float(spec.get("case_timeout") or ex.timeout)
-
-    # 2. The learner's definitions, statement by statement.
+def _check_one(ex, spec: dict, tools: dict, out_path: str) -> None:
+    """Steps 2-4 for one exercise, in a process of its own (learner code runs here)."""
+    time_limit, timeout_error, missing = tools["time_limit"], tools["timeout_error"], tools["missing"]
+    case_timeout = min(float(spec["cell_timeout"]), float(ex.timeout))
     os.chdir(spec["cwd"])
     sys.path.insert(0, spec["cwd"])
     namespace = {"__name__": "__main__", "__builtins__": builtins, "get_ipython": _NoIPython}
@@ -115,15 +109,69 @@ def main(argv: list[str] | None = None) -> int:
                 notes.append(f"cell {index}: {type(e).__name__}: {str(e)[:200]}")
             sink.seek(0)
             sink.truncate()
-
-    # 3. Run the answer on every case.
     answer = namespace.get(ex.name, missing)
     with redirect_stdout(sink), redirect_stderr(sink):
-        yours = outcomes_of(ex, answer, timeout=case_timeout)
-        cost = measure_cost(ex, answer, timeout=case_timeout) if ex.cost else {}
+        yours = tools["outcomes_of"](ex, answer, timeout=case_timeout)
+        cost = tools["measure_cost"](ex, answer, timeout=case_timeout) if ex.cost else {}
+    tools["save"]({"yours": yours, "cost": cost, "defined": answer is not missing, "notes": notes}, out_path)
 
-    # 4. Report plain data only.
-    save({"yours": yours, "cost": cost, "defined": answer is not missing, "notes": notes}, out_path)
+
+def _fork_each(exercises: list, spec: dict, tools: dict, out_dir: str) -> None:
+    """One forked child per exercise, all at once; a child past ``spec["limit"]`` is killed.
+    This process runs no learner code: it only forks, waits and reports overruns."""
+    deadline = time.monotonic() + float(spec["limit"])
+    children = {}
+    for ex in exercises:
+        pid = os.fork()
+        if pid == 0:  # the child: fresh copy of this process, learner code allowed from here on
+            code = 0
+            try:
+                _check_one(ex, spec, tools, os.path.join(out_dir, f"{ex.id}.pt"))
+            except BaseException:
+                code = 1
+            os._exit(code)
+        children[pid] = ex
+    while children:
+        for pid in list(children):
+            done, _status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                del children[pid]
+        if children and time.monotonic() > deadline:
+            for pid, ex in children.items():
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                tools["save"]({"failure": f"timeout: checking ran past {spec['limit']:g} s"},
+                              os.path.join(out_dir, f"{ex.id}.pt"))
+            children.clear()
+        time.sleep(0.02)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m course.grading_worker SPEC.json OUT_DIR``: writes ``OUT_DIR/<id>.pt`` per exercise.
+
+    SPEC holds ``exercises`` (ids), ``cells`` ([index, source] of the code cells), ``cwd``,
+    ``cell_timeout`` and ``limit`` (seconds for each exercise's whole check). Where ``fork``
+    exists, each exercise is checked in a forked child (one torch import for the notebook,
+    still a fresh process per exercise); elsewhere the spec must name one exercise, checked here.
+    """
+    argv = sys.argv[1:] if argv is None else argv
+    spec_path, out_dir = argv
+    with open(spec_path, encoding="utf-8") as f:
+        spec = json.load(f)
+
+    # 1. Capture everything we rely on before any learner code runs.
+    import torch
+
+    from course import checks
+
+    exercises = [copy.deepcopy(checks.get(i)) for i in spec["exercises"]]
+    tools = dict(outcomes_of=checks.outcomes_of, measure_cost=checks.measure_cost, missing=checks.MISSING,
+                 time_limit=checks._time_limit, timeout_error=checks.CaseTimeout, save=torch.save)
+    if hasattr(os, "fork"):
+        _fork_each(exercises, spec, tools, out_dir)
+    else:
+        (ex,) = exercises
+        _check_one(ex, spec, tools, os.path.join(out_dir, f"{ex.id}.pt"))
     return 0
 
 

@@ -47,7 +47,9 @@ def lessons(tmp_path_factory):
     folder = tmp_path_factory.mktemp("lessons")
     for sol in SOLUTIONS:
         shutil.copy2(sol, folder / sol.name.replace(".ipynb", "_solution.ipynb"))
-        shutil.copy2(ROOT / "notebooks" / sol.name, folder / sol.name.replace(".ipynb", "_learner.ipynb"))
+        learner = ROOT / "notebooks" / sol.name
+        if learner.exists():  # a missing copy fails its own test below (and test_assign's)
+            shutil.copy2(learner, folder / sol.name.replace(".ipynb", "_learner.ipynb"))
     before = {p.name: _stat(p) for p in folder.glob("*.ipynb")}
     report = tmp_path_factory.mktemp("out")
     proc, summary = _grade_cli(str(folder), "-j", "2", "--json", str(report / "grade.json"),
@@ -68,6 +70,7 @@ def test_every_solution_scores_full_marks(lessons, solution):
 @pytest.mark.slow
 @pytest.mark.parametrize("solution", SOLUTIONS, ids=[p.stem for p in SOLUTIONS])
 def test_every_learner_copy_runs_and_scores_zero_not_attempted(lessons, solution):
+    assert (ROOT / "notebooks" / solution.name).exists(), "no learner copy: run `course assign`"
     nb = lessons["by_name"][solution.name.replace(".ipynb", "_learner.ipynb")]
     assert nb["score"] == 0 and nb["max_score"] > 0
     assert {e["status"] for e in nb["exercises"]} == {"not attempted"}
@@ -84,9 +87,9 @@ def test_grading_a_folder_prints_a_table_writes_json_and_junit_and_never_writes_
     assert proc.returncode == 1  # the learner copies do not pass
     assert proc.stdout.splitlines()[0].split()[:3] == ["notebook", "score", "passed"]
     assert proc.stdout.splitlines()[-1].startswith("total")
-    assert summary["format"] == "course-grade/1" and summary["score"] * 2 == summary["max_score"]
+    assert summary["format"] == "course-grade/1"
     suites = ET.parse(lessons["junit"]).getroot().findall("testsuite")
-    assert len(suites) == 2 * len(SOLUTIONS)
+    assert len(suites) == len(summary["notebooks"]) == len(lessons["before"])
     assert sum(int(s.get("failures")) for s in suites) == sum(
         len(nb["exercises"]) for nb in summary["notebooks"] if nb["score"] == 0)
     after = {p.name: _stat(p) for p in lessons["folder"].glob("*.ipynb")}
