@@ -272,10 +272,8 @@ predict(
 
 
 def _any_graph():
-    a = torch.tensor([1.0, 2.0], requires_grad=True)
-    b = torch.tensor([3.0, 4.0], requires_grad=True)
-    f = torch.tensor([5.0, 6.0])  # needs no grad
-    return {"a": a, "b": b, "c": a * b, "d": a + b, "f": f}
+    a, b, c, d, _ = _multi_graph()  # the same a, b, c = a * b, d = a + b as exercise 2.2
+    return {"a": a, "b": b, "c": c, "d": d, "f": torch.tensor([5.0, 6.0])}  # f needs no grad
 
 
 #: The backward calls of exercise 2.3, by name; each keeps the graph for the next one.
