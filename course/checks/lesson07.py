@@ -1,0 +1,477 @@
+"""Checks for lesson 7, descriptors and fx_utils: reading and rewriting a joint graph.
+
+Each exercise is registered once, here: its reference solution (what
+solutions/07_descriptors.ipynb writes), the oracle, visible and hidden cases, and the known
+wrong answers with the hint each deserves. See docs/authoring.md.
+
+The pass exercises (7.3, 7.4) are graded on joint graphs torch exports inside the check:
+``MODULES`` names the small modules (most of them never appear in the notebook), and a case
+is a module's name. Each module is exported once per process with torch's
+``aot_export_joint_with_descriptors``; every call of an answer gets a fresh copy of the graph.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import warnings
+
+import torch
+import torch.fx as fx
+from torch import nn
+from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
+
+from course import descriptors as cd
+from course import fx_utils as cf
+from course.checks import case, exercise, predict, wrong
+
+# --- The modules the checks export --------------------------------------------------------
+
+
+class PredictMe(nn.Module):
+    """The module of exercise 7.1 (the notebook shows its code, not its joint graph)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.register_buffer("scale", torch.full((3,), 2.0))
+
+    def forward(self, x, y):
+        out = self.lin(x) * self.scale + y
+        return out, out.argmax()
+
+
+class _FrozenUnused(nn.Module):
+    """A frozen weight and a parameter forward never uses (registered on the parent, so it
+    comes first in named_parameters())."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1 = nn.Linear(3, 4)
+        self.l2 = nn.Linear(4, 2)
+        self.l1.weight.requires_grad_(False)
+        self.temperature = nn.Parameter(torch.ones(()))
+
+    def forward(self, x):
+        return self.l2(self.l1(x).relu())
+
+
+class _Tied(nn.Module):
+    """An encoder and a decoder sharing one weight: torch exports it under both names."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc, self.dec = nn.Linear(3, 3), nn.Linear(3, 3)
+        self.dec.weight = self.enc.weight  # one Parameter, two FQNs
+
+    def forward(self, x):
+        return self.dec(self.enc(x).tanh())
+
+
+class _BiasOnly(nn.Module):
+    """x + b with x requiring grad: both grads are the tangent itself, one node twice."""
+
+    def __init__(self):
+        super().__init__()
+        self.b = nn.Parameter(torch.zeros(3))
+
+    def forward(self, x):
+        return x + self.b
+
+
+class _TwoHeads(nn.Module):
+    """Two outputs, a frozen head bias: grads no longer start at output 1."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(3, 4)
+        self.head = nn.Linear(4, 2)
+        self.head.bias.requires_grad_(False)
+
+    def forward(self, x):
+        h = self.body(x).tanh()
+        return self.head(h), h.sum()
+
+
+def _mlp():
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+
+
+def _mlp_frozen_bias():
+    mod = _mlp()
+    mod[0].bias.requires_grad_(False)
+    return mod
+
+
+def _bn_frozen_weight():
+    mod = nn.BatchNorm1d(3).train()
+    mod.weight.requires_grad_(False)
+    return mod
+
+
+def _x(*shape, grad=False):
+    return lambda: (torch.randn(*shape, requires_grad=grad),)
+
+
+#: name -> (module factory, args factory, what it exercises). Seeded when built.
+MODULES = {
+    "mlp": (_mlp, _x(5, 4), "Linear-ReLU-Linear; x needs no grad (the notebook's MLP)"),
+    "mlp_frozen_bias": (_mlp_frozen_bias, _x(5, 4), "the notebook's MLP with 0.bias frozen"),
+    "mlp_x_grad": (_mlp, _x(5, 4, grad=True), "the MLP with an input that requires grad"),
+    "frozen_unused": (_FrozenUnused, _x(2, 3), "a frozen weight and an unused parameter"),
+    "tied": (_Tied, _x(2, 3), "one Parameter under two names"),
+    "batchnorm": (lambda: nn.BatchNorm1d(3).train(), _x(4, 3), "BatchNorm1d, training mode"),
+    "batchnorm_frozen_weight": (_bn_frozen_weight, _x(4, 3), "BatchNorm1d with its weight frozen"),
+    "bias_only": (_BiasOnly, _x(3, grad=True), "x + b: one grad node at two output positions"),
+    "two_heads": (_TwoHeads, _x(2, 3), "two outputs and a frozen bias"),
+    "predict_me": (PredictMe, lambda: (torch.randn(2, 3), torch.randn(2, 3, requires_grad=True)),
+                   "exercise 7.1's module"),
+}
+
+
+def _export(mod: nn.Module, args: tuple) -> fx.GraphModule:
+    with contextlib.ExitStack() as stack:
+        return aot_export_joint_with_descriptors(stack, mod, args).graph_module
+
+
+@functools.lru_cache(maxsize=None)
+def _exported(name: str) -> tuple[nn.Module, tuple, fx.GraphModule]:
+    make_module, make_args, _ = MODULES[name]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        mod = make_module()
+        args = make_args()
+    return mod, args, _export(mod, args)
+
+
+def joint_case(name: str) -> tuple[nn.Module, tuple, fx.GraphModule]:
+    """``(module, args, joint graph)`` of ``MODULES[name]``; the graph is a fresh copy that
+    a pass may rewrite freely (the module and args are shared: read them only)."""
+    mod, args, gm = _exported(name)
+    with warnings.catch_warnings():  # deep-copying the pytree specs warns about LeafSpec
+        warnings.simplefilter("ignore", FutureWarning)
+        graph = copy.deepcopy(gm.graph)
+    for n in graph.nodes:  # our own meta, so a pass that edits it cannot reach the cache
+        n.meta = {k: list(v) if isinstance(v, list) else v for k, v in n.meta.items()}
+    return mod, args, fx.GraphModule(gm, graph)
+
+
+def tangents_for(gm: fx.GraphModule, seed: int = 1) -> list[torch.Tensor]:
+    """One seeded random tangent per ``TangentAOTInput`` placeholder, in placeholder order."""
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(n.meta["val"].shape, generator=g) for n in gm.graph.find_nodes(op="placeholder")
+            if isinstance(cd.from_torch(n.meta["desc"]), cd.TangentAOTInput)]
+
+
+def call_joint(gm, mod: nn.Module, args: tuple, tangents: list) -> list:
+    """Run a joint graph: each primal is looked up by its descriptor (the graph has no
+    fixed calling convention), tangents are given. Returns ``[(repr(desc), value)]`` per
+    output position (value None where the graph returns None)."""
+    primals = []
+    for n in gm.graph.find_nodes(op="placeholder"):
+        d = cd.from_torch(n.meta["desc"])
+        if isinstance(d, cd.ParamAOTInput):
+            primals.append(mod.get_parameter(d.target))
+        elif isinstance(d, cd.BufferAOTInput):
+            primals.append(mod.get_buffer(d.target))
+        elif isinstance(d, cd.PlainAOTInput):
+            primals.append(args[d.idx])
+    with torch.no_grad():
+        outs, grads = gm(primals, list(tangents))
+    descs = gm.graph.output_node().meta["desc"]
+    return [(repr(d), v) for d, v in zip(descs, [*outs, *grads])]
+
+
+def _is_param_grad(desc) -> bool:
+    d = None if desc is None else cd.from_torch(desc)
+    return isinstance(d, cd.GradAOTOutput) and isinstance(d.grad_of, cd.ParamAOTInput)
+
+
+# --- Exercise 7.1: predict the placeholders -------------------------------------------------
+
+
+def _predict_me_placeholders():
+    """Exercise 7.1's program, run by torch: the placeholder descriptors' reprs."""
+    _, _, gm = joint_case("predict_me")
+    return [repr(n.meta["desc"]) for n in gm.graph.find_nodes(op="placeholder")]
+
+
+_W, _B = "ParamAOTInput(target='lin.weight')", "ParamAOTInput(target='lin.bias')"
+_S, _X, _Y = "BufferAOTInput(target='scale')", "PlainAOTInput(idx=0)", "PlainAOTInput(idx=1)"
+_T0, _T1 = "TangentAOTInput(output=PlainAOTOutput(idx=0))", "TangentAOTInput(output=PlainAOTOutput(idx=1))"
+
+predict(
+    "7.1",
+    name="predicted_placeholders",
+    title="Predict the placeholder descriptors of a small module",
+    truth=_predict_me_placeholders,
+    solution=[_W, _B, _S, _X, _Y, _T0],
+    wrong=[
+        wrong([_W, _B, _S, _X, _Y, _T0, _T1],
+              "out.argmax() is an integer tensor: it can have no gradient, so no tangent is fed "
+              "back for it. Only outputs that can carry a gradient get a TangentAOTInput."),
+        wrong([_W, _B, _S, _Y, _T0],
+              "x needs no grad, but it is still an input of the forward pass: every tensor the "
+              "module reads is a placeholder (PlainAOTInput(idx=0)); only its grad output is None."),
+        wrong([_W, _B, _X, _Y, _T0],
+              "a buffer is read by forward, so it is an input too: BufferAOTInput(target='scale'), "
+              "after the parameters."),
+        wrong([_S, _W, _B, _X, _Y, _T0],
+              "the order is parameters, then buffers, then the user's inputs, then tangents."),
+        wrong([_W, _B, _S, _X, _Y],
+              "the joint graph runs the backward too, so it takes one tangent (d loss / d output) "
+              "per differentiable output, after all the primals."),
+    ],
+    hint="placeholders are: parameters, buffers, the user's inputs (all of them), then one tangent "
+    "per output that can carry a gradient.",
+)
+
+# --- Exercise 7.2: predict which nestings validate accepts ---------------------------------
+
+#: The five descriptors of exercise 7.2, as code (each is built, then validated).
+NESTINGS = [
+    "GradAOTOutput(ParamAOTInput('w'))",
+    "TangentAOTInput(InputMutationAOTOutput(BufferAOTInput('running_mean')))",
+    "TangentAOTInput(GradAOTOutput(PlainAOTInput(0)))",
+    "SubclassGetAttrAOTInput(TangentAOTInput(PlainAOTOutput(0)), 'a')",
+    "ViewBaseAOTInput(TangentAOTInput(PlainAOTOutput(0)))",
+]
+
+
+def _accepted(code: str) -> bool:
+    try:
+        cd.validate(eval(code, vars(cd)))
+    except (ValueError, TypeError, AssertionError):
+        return False
+    return True
+
+
+def _nestings_accepted():
+    """Exercise 7.2's program: does validate accept each of NESTINGS?"""
+    return [_accepted(code) for code in NESTINGS]
+
+
+predict(
+    "7.2",
+    name="predicted_legal",
+    title="Predict which descriptor nestings are legal",
+    truth=_nestings_accepted,
+    solution=[True, True, False, True, False],
+    wrong=[
+        wrong([True] * 5, "descriptors do not nest freely: a descriptor may only wrap one made at its "
+              "own stage of the pipeline or an earlier one (plain -> views and mutations -> "
+              "autograd -> subclasses -> tokens)."),
+        wrong([True, True, True, True, False],
+              "a tangent of a grad would be a second-order tangent: AOTAutograd does no double "
+              "backward, so the autograd stage never wraps itself."),
+        wrong([True, True, False, False, False],
+              "subclasses are desugared after autograd (stage 4 after stage 3), so the inner "
+              "tensor 'a' of a tangent is a legal SubclassGetAttrAOTInput."),
+        wrong([True, False, False, True, False],
+              "a buffer mutation is a stage-2 output that can carry a gradient, so the autograd "
+              "stage (3) may give it a tangent (BatchNorm's running stats don't, but a mutated "
+              "input that requires grad does)."),
+        wrong([True, True, False, True, True],
+              "view bases are chosen at stage 2, before autograd makes tangents: a view base "
+              "cannot wrap a tangent."),
+    ],
+    hint="number the stages: plain 1, views and mutations 2, autograd 3, subclasses 4, tokens 5; "
+    "a descriptor wraps only its own stage or an earlier one, and autograd never wraps autograd.",
+)
+
+# --- Exercise 7.3: parameters that get no gradient ------------------------------------------
+
+
+def params_without_grad(gm):
+    """Reference solution: FQNs of the parameters whose grad output is None, in placeholder order."""
+    pairs = cf.get_param_and_grad_nodes(gm.graph)  # {ParamAOTInput: (param node, grad node)}
+    return [desc.target for desc, (_, grad) in pairs.items() if grad is None]
+
+
+def _run_on(answer, name):
+    return answer(joint_case(name)[2])
+
+
+def _buffers_too(gm):
+    pairs = cf.get_all_input_and_grad_nodes(gm.graph)
+    return [d.target for d, (_, g) in pairs.items()
+            if isinstance(d, (cd.ParamAOTInput, cd.BufferAOTInput)) and g is None]
+
+
+def _missing_grad_desc(gm):
+    descs = [cd.from_torch(d) for d in gm.graph.output_node().meta["desc"] if d is not None]
+    have = {d.grad_of for d in descs if isinstance(d, cd.GradAOTOutput)}
+    return [t for t, n in cf.get_named_param_nodes(gm.graph).items() if cd.ParamAOTInput(t) not in have]
+
+
+def _positional(gm):
+    names = list(cf.get_named_param_nodes(gm.graph))
+    outs = gm.graph.output_node().args[0]
+    return [t for t, g in zip(names, outs[1:]) if g is None]  # "output 0 is the loss, then grads"
+
+
+def _node_names(gm):
+    pairs = cf.get_param_and_grad_nodes(gm.graph)
+    return [p.name for _, (p, g) in pairs.items() if g is None]
+
+
+exercise(
+    "7.3",
+    name="params_without_grad",
+    title="Find the parameters that get no gradient",
+    solution=params_without_grad,
+    run=_run_on,
+    points=2,
+    cases=[case("mlp_frozen_bias", label="the notebook's MLP with 0.bias frozen")],
+    hidden=[
+        case("frozen_unused", label="a frozen weight and a parameter forward never uses"),
+        case("batchnorm", label="BatchNorm1d in training mode"),
+        case("batchnorm_frozen_weight", label="BatchNorm1d with its weight frozen"),
+        case("tied", label="one Parameter shared by two layers"),
+        case("two_heads", label="two outputs and a frozen head bias"),
+    ],
+    wrong=[
+        wrong(_buffers_too, "buffers are not parameters: a buffer's grad output is always None, but "
+              "it was never meant to get one. Keep only ParamAOTInput "
+              "(get_param_and_grad_nodes filters for you)."),
+        wrong(_missing_grad_desc, "a parameter can have a GradAOTOutput descriptor and still get no "
+              "gradient: a parameter forward never uses has its slot, holding None. Look at the "
+              "grad *node* (None or not), not only at the descriptor."),
+        wrong(_positional, "outputs are not 'forward output, then one grad per parameter': buffer "
+              "mutations come first and a module may return several outputs. Pair each "
+              "parameter with its grad through the descriptors (get_param_and_grad_nodes)."),
+        wrong(_node_names, "return the parameters' fully qualified names (desc.target, e.g. "
+              "'0.bias'), not the placeholders' node names ('primals_2')."),
+    ],
+    hint="get_param_and_grad_nodes(gm.graph) maps each ParamAOTInput to (param node, grad node "
+    "or None); keep the targets whose grad node is None, in that order.",
+)
+
+# --- Exercise 7.4: scale every parameter gradient -------------------------------------------
+
+
+def _mul_outputs(gm, factor, pick, recompile=True):
+    """Multiply the output positions ``pick(i, node, desc)`` chooses by ``factor``, in place."""
+    out = gm.graph.output_node()
+    new_outs = list(out.args[0])
+    with gm.graph.inserting_before(out):
+        for i, (node, desc) in enumerate(zip(new_outs, out.meta["desc"])):
+            if pick(i, node, desc):
+                new_outs[i] = gm.graph.call_function(torch.ops.aten.mul.Tensor, (node, factor))
+    out.args = (new_outs,)
+    if recompile:
+        gm.recompile()
+    return gm
+
+
+def scale_param_grads(gm, factor):
+    """Reference solution: multiply every parameter's grad output by ``factor``, in place.
+
+    The notebook writes this loop out; here the wrong answers share it (``_mul_outputs``).
+    A *position* is chosen by its descriptor: one node may sit at several positions.
+    """
+    return _mul_outputs(gm, factor, lambda i, node, desc: node is not None and _is_param_grad(desc))
+
+
+class _ScaledAfterRunning:
+    """The oracle's 'pass': run torch's graph untouched, then scale the param-grad values."""
+
+    def __init__(self, gm, factor):
+        self.gm, self.graph, self.factor = gm, gm.graph, factor
+
+    def __call__(self, primals, tangents):
+        outs, grads = self.gm(primals, tangents)
+        descs = self.graph.output_node().meta["desc"][len(outs):]
+        return outs, tuple(g * self.factor if g is not None and _is_param_grad(d) else g
+                           for g, d in zip(grads, descs))
+
+
+def _run_scaled(answer, name, factor):
+    mod, args, gm = joint_case(name)
+    tangents = tangents_for(gm)
+    return call_joint(answer(gm, factor), mod, args, tangents)
+
+
+def _scale_tangents(gm, factor):
+    for t in gm.graph.find_nodes(op="placeholder"):
+        if t.meta["desc"].is_tangent():
+            with gm.graph.inserting_after(t):
+                m = gm.graph.call_function(torch.ops.aten.mul.Tensor, (t, factor))
+            t.replace_all_uses_with(m, delete_user_cb=lambda user: user is not m)
+    gm.recompile()
+    return gm
+
+
+def _stale(gm, factor):
+    # the graph changes, but without gm.recompile() the module runs the old code
+    return _mul_outputs(gm, factor, lambda i, node, desc: node is not None and _is_param_grad(desc), recompile=False)
+
+
+def _positional_scale(gm, factor):
+    n_params = len(cf.get_param_nodes(gm.graph))  # "output 0 is the result, then the param grads"
+    return _mul_outputs(gm, factor, lambda i, node, desc: 1 <= i <= n_params and node is not None)
+
+
+def _keeps_none(gm, factor):
+    # a parameter forward never uses has a GradAOTOutput slot holding None
+    return _mul_outputs(gm, factor, lambda i, node, desc: _is_param_grad(desc))
+
+
+def _each_param_grad(gm, factor, rewire):
+    """For each parameter's grad node, make a mul and let ``rewire(out, grad, mul)`` use it."""
+    out = gm.graph.output_node()
+    with gm.graph.inserting_before(out):
+        for _, (_, grad) in cf.get_param_and_grad_nodes(gm.graph).items():
+            if grad is not None:
+                rewire(out, grad, gm.graph.call_function(torch.ops.aten.mul.Tensor, (grad, factor)))
+    gm.recompile()
+    return gm
+
+
+def _by_node(gm, factor):
+    return _each_param_grad(gm, factor, lambda out, grad, mul: out.replace_input_with(grad, mul))
+
+
+def _replace_all_uses(gm, factor):
+    return _each_param_grad(gm, factor, lambda out, grad, mul: grad.replace_all_uses_with(mul))
+
+
+exercise(
+    "7.4",
+    name="scale_param_grads",
+    title="A joint-graph pass: scale every parameter gradient",
+    solution=scale_param_grads,
+    oracle=_ScaledAfterRunning,
+    run=_run_scaled,
+    points=3,
+    cases=[case("mlp", 0.5, label="the notebook's MLP, factor 0.5")],
+    hidden=[
+        case("mlp_x_grad", 2.0, label="the MLP with an input that requires grad, factor 2"),
+        case("batchnorm", 3.0, label="BatchNorm1d in training mode (buffer mutations), factor 3"),
+        case("bias_only", -1.0, label="x + b with x requiring grad (one node, two grads), factor -1"),
+        case("frozen_unused", 2.0, label="a frozen weight and an unused parameter, factor 2"),
+        case("two_heads", 0.25, label="two outputs and a frozen head bias, factor 0.25"),
+    ],
+    wrong=[
+        wrong(_scale_tangents, "scaling the tangents scales every gradient, including those of plain "
+              "inputs that require grad (and so would scaling every GradAOTOutput). Change only "
+              "the outputs whose descriptor is GradAOTOutput(grad_of=ParamAOTInput(...))."),
+        wrong(_stale, "a GraphModule runs the Python code generated from its graph: after editing "
+              "gm.graph, call gm.recompile(), or gm still runs the old code."),
+        wrong(_positional_scale, "the grads do not start at output 1: buffer mutations come first and "
+              "a module may have several outputs. Find each parameter's grad by its descriptor "
+              "(out.meta['desc'][i]), not by position."),
+        wrong(_by_node, "one node can sit at several output positions (in x + b, the tangent is the "
+              "grad of b *and* of x). Replace the output *position* whose descriptor is a param "
+              "grad, not every use of the node."),
+        wrong(_replace_all_uses, "grad.replace_all_uses_with(mul) also rewires mul's own input to "
+              "itself (mul is a user of grad too), so the graph computes mul from mul. Edit the "
+              "output node's list instead (or pass delete_user_cb)."),
+        wrong(_keeps_none, "a parameter forward never uses has a GradAOTOutput slot holding None: "
+              "skip None outputs, there is nothing to scale."),
+    ],
+    hint="walk the output node's list with its descriptors (out.meta['desc']); where a descriptor "
+    "is a GradAOTOutput of a ParamAOTInput and the node is not None, insert "
+    "aten.mul.Tensor(node, factor) before the output and put it at that position; recompile.",
+)
