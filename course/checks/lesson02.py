@@ -5,8 +5,8 @@ writes), the oracle (torch), visible and hidden cases, and the known wrong answe
 hint each deserves. See docs/authoring.md.
 
 The programs the checks run live here too, so the notebook can run exactly what the check
-judges: ``clip_forward`` (exercise 2.1), ``MULTI_PROGRAMS`` (exercise 2.2) and
-``ANY_ACTIONS`` (exercise 2.3).
+judges: ``hook_order`` (exercise 2.1), ``clip_forward`` (exercise 2.2), ``MULTI_PROGRAMS``
+(exercise 2.3) and ``ANY_ACTIONS`` (exercise 2.4).
 """
 
 from __future__ import annotations
@@ -16,11 +16,71 @@ import torch.autograd.graph as tg
 
 from course.checks import case, exercise, predict, wrong
 
-# --- Exercise 2.1: clip a gradient by its norm, with a tensor hook --------------------------
+# --- Exercise 2.1: predict the order in which hooks fire -----------------------------------
+
+
+def hook_order():
+    """The program of exercise 2.1, run by torch: seven hooks, registered in a scrambled
+    order; returns their labels in the order they fired."""
+    fired = []
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    y = x.exp()  # ExpBackward0
+    z = y * 2  # MulBackward0
+    z.grad_fn.register_hook(lambda grad_inputs, grad_outputs: fired.append("mul post"))
+    y.register_hook(lambda grad: fired.append("y 1"))
+    z.grad_fn.register_prehook(lambda grad_outputs: fired.append("mul pre"))
+    x.register_hook(lambda grad: fired.append("x"))
+    z.register_hook(lambda grad: fired.append("z"))
+    y.grad_fn.register_prehook(lambda grad_outputs: fired.append("exp pre"))
+    y.register_hook(lambda grad: fired.append("y 2"))
+    z.sum().backward()
+    return fired
+
+
+_RIGHT_ORDER = ["z", "mul pre", "mul post", "y 1", "y 2", "exp pre", "x"]
+
+predict(
+    "2.1",
+    name="predicted_order",
+    title="Predict the order in which seven hooks fire",
+    truth=hook_order,
+    solution=list(_RIGHT_ORDER),
+    wrong=[
+        wrong(
+            ["mul post", "y 1", "mul pre", "x", "z", "exp pre", "y 2"],
+            "that is the order of registration. Backward fires hooks node by node, from the "
+            "output (z's MulBackward0) to the inputs; registration order only matters among "
+            "hooks of the same kind on the same tensor or node.",
+        ),
+        wrong(
+            ["mul pre", "z", "mul post", "exp pre", "y 1", "y 2", "x"],
+            "tensor hooks on the tensor a node made come first: they are that node's first "
+            "pre-hooks, so 'z' runs before 'mul pre' (and 'y 1', 'y 2' before 'exp pre').",
+        ),
+        wrong(
+            ["z", "mul pre", "y 1", "y 2", "exp pre", "x", "mul post"],
+            "a node's post-hook runs right after that node, before the engine moves on to "
+            "the next node: 'mul post' comes before y's hooks, not at the end of backward.",
+        ),
+        wrong(
+            ["z", "mul pre", "mul post", "y 2", "y 1", "exp pre", "x"],
+            "hooks on the same tensor run in the order they were registered: 'y 1' first.",
+        ),
+        wrong(
+            ["x", "exp pre", "y 1", "y 2", "mul pre", "mul post", "z"],
+            "that is the forward order. Backward starts at the output, z, and ends at the "
+            "leaf x.",
+        ),
+    ],
+    hint="walk backward from z: for each node, the tensor hooks on the tensor it made, then "
+    "its pre-hooks, then (after the node runs) its post-hooks; the leaf x comes last.",
+)
+
+# --- Exercise 2.2: clip a gradient by its norm, with a tensor hook --------------------------
 
 
 def clip_leaves():
-    """The inputs of exercise 2.1's program: x needs no grad; W and b are leaves."""
+    """The inputs of exercise 2.2's program: x needs no grad; W and b are leaves."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(4, 3, generator=g)
     W = torch.randn(3, 2, generator=g).requires_grad_()
@@ -118,7 +178,7 @@ def _no_handle(t, max_norm):
 
 
 exercise(
-    "2.1",
+    "2.2",
     name="clip_grad_hook",
     title="Clip the gradient flowing into a tensor to a maximum norm",
     solution=clip_grad_hook,
@@ -169,7 +229,7 @@ exercise(
     "when grad.norm() > max_norm and None otherwise.",
 )
 
-# --- Exercise 2.2: predict what a mode="all" multi-grad hook receives -----------------------
+# --- Exercise 2.3: predict what a mode="all" multi-grad hook receives -----------------------
 
 
 def _multi_graph():
@@ -186,7 +246,7 @@ def _twice(a, b, c, d, e):
     e.sum().backward()
 
 
-#: The programs of exercise 2.2: each gets a fresh graph (a, b, c, d, e) and calls backward.
+#: The programs of exercise 2.3: each gets a fresh graph (a, b, c, d, e) and calls backward.
 MULTI_PROGRAMS = {
     "e.sum().backward()": lambda a, b, c, d, e: e.sum().backward(),
     "c.sum().backward()": lambda a, b, c, d, e: c.sum().backward(),
@@ -224,7 +284,7 @@ _RIGHT_FIRINGS = {
 }
 
 predict(
-    "2.2",
+    "2.3",
     name="predicted_firings",
     title="Predict when a mode='all' multi-grad hook fires, and with which Nones",
     truth=_which_fire,
@@ -268,15 +328,15 @@ predict(
     "fn fires once per backward call that computes at least one, with None for the others.",
 )
 
-# --- Exercise 2.3: mode "any" from plain tensor hooks ----------------------------------------
+# --- Exercise 2.4: mode "any" from plain tensor hooks ----------------------------------------
 
 
 def _any_graph():
-    a, b, c, d, _ = _multi_graph()  # the same a, b, c = a * b, d = a + b as exercise 2.2
+    a, b, c, d, _ = _multi_graph()  # the same a, b, c = a * b, d = a + b as exercise 2.3
     return {"a": a, "b": b, "c": c, "d": d, "f": torch.tensor([5.0, 6.0])}  # f needs no grad
 
 
-#: The backward calls of exercise 2.3, by name; each keeps the graph for the next one.
+#: The backward calls of exercise 2.4, by name; each keeps the graph for the next one.
 ANY_ACTIONS = {
     "loss.backward": lambda g: (2 * g["c"] + 3 * g["d"]).sum().backward(retain_graph=True),
     "c.backward": lambda g: g["c"].sum().backward(retain_graph=True),
@@ -373,7 +433,7 @@ def _no_handles(tensors, fn):
 _ALL_ACTIONS = ["loss.backward", "loss.backward", "c.backward", "grad(d, b)", "b.backward"]
 
 exercise(
-    "2.3",
+    "2.4",
     name="any_grad_hook",
     title="Build mode='any' out of plain tensor hooks",
     solution=any_grad_hook,
