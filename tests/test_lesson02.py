@@ -1,0 +1,147 @@
+"""Lesson 2's claims, checked against torch beyond the generic exercise tests.
+
+- Is the order hooks fire in fixed by kind (tensor hooks, node pre-hooks, post-hooks, node by
+  node), whatever order we register them in, as exercise 2.1 teaches?
+- Is exercise 2.2's oracle (torch's clip_grad_norm_ inside a hook) the same as clipping by
+  hand (take the gradient at t, clip it, backpropagate the clipped gradient)?
+- Do course's and torch's register_multi_grad_hook(mode="all") fire alike on exercise 2.3's
+  programs and on any group of its tensors?
+- Does the reference any_grad_hook of exercise 2.4 call fn exactly when torch's and course's
+  mode="any" do, over any group and any sequence of backward calls?
+"""
+
+import pytest
+import torch
+import torch.autograd.graph as tg
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import course.autograd_graph as cg
+from course.checks import get
+from course.checks.lesson02 import (
+    ANY_ACTIONS,
+    MULTI_PROGRAMS,
+    _any_run,
+    _multi_graph,
+    any_grad_hook,
+    clip_forward,
+    clip_grad_hook,
+    clip_leaves,
+    hook_order,
+    multi_grad_firings,
+)
+
+pytestmark = pytest.mark.lesson02
+
+# --- 2.1: the order is decided by kind, not by registration --------------------------------
+
+REGISTRATIONS = {  # label -> how exercise 2.1's program registers it on (x, y, z)
+    "mul post": lambda x, y, z, log: z.grad_fn.register_hook(lambda gi, go: log.append("mul post")),
+    "y 1": lambda x, y, z, log: y.register_hook(lambda g: log.append("y 1")),
+    "mul pre": lambda x, y, z, log: z.grad_fn.register_prehook(lambda go: log.append("mul pre")),
+    "x": lambda x, y, z, log: x.register_hook(lambda g: log.append("x")),
+    "z": lambda x, y, z, log: z.register_hook(lambda g: log.append("z")),
+    "exp pre": lambda x, y, z, log: y.grad_fn.register_prehook(lambda go: log.append("exp pre")),
+    "y 2": lambda x, y, z, log: y.register_hook(lambda g: log.append("y 2")),
+}
+
+
+@settings(max_examples=30, deadline=None)
+@given(order=st.permutations(sorted(REGISTRATIONS)))
+def test_hooks_fire_by_kind_whatever_the_registration_order(order):
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    y = x.exp()
+    z = y * 2
+    log = []
+    for label in order:
+        REGISTRATIONS[label](x, y, z, log)
+    z.sum().backward()
+    ys = [label for label in order if label.startswith("y ")]  # same tensor: registration order
+    assert log == ["z", "mul pre", "mul post", *ys, "exp pre", "x"]
+
+
+def test_exercise_2_1_truth_is_that_order():
+    assert hook_order() == get("2.1").solution
+
+
+# --- 2.2: the oracle is clipping by hand ----------------------------------------------------
+
+
+def _clip_by_hand(target, max_norm, scale):
+    """W.grad and b.grad when the gradient at ``target`` is clipped, without any hook."""
+    x, W, b = clip_leaves()
+    prior = torch.ones_like(W)
+    h, loss = clip_forward(x, W, b, scale)
+    t = {"h": h, "W": W}[target]
+    (g,) = torch.autograd.grad(loss, t, retain_graph=True)
+    clipped = g * (max_norm / g.norm()) if g.norm() > max_norm else g
+    if target == "W":  # W's gradient goes straight into W.grad; b's is unchanged
+        (gb,) = torch.autograd.grad(loss, b)
+        return prior + clipped, gb
+    gW, gb = torch.autograd.grad(h, (W, b), clipped)  # backpropagate the clipped gradient
+    return prior + gW, gb
+
+
+def _with_hook(register, target, max_norm, scale):
+    x, W, b = clip_leaves()
+    W.grad = torch.ones_like(W)
+    h, loss = clip_forward(x, W, b, scale)
+    register({"h": h, "W": W}[target], max_norm)
+    loss.backward()
+    return W.grad, b.grad
+
+
+@settings(max_examples=40, deadline=None)
+@given(target=st.sampled_from(["h", "W"]), max_norm=st.floats(0.05, 30.0), scale=st.floats(0.05, 3.0))
+def test_clip_oracle_and_reference_equal_clipping_by_hand(target, max_norm, scale):
+    want = _clip_by_hand(target, max_norm, scale)
+    for register in (get("2.2").oracle, clip_grad_hook):
+        got = _with_hook(register, target, max_norm, scale)
+        for g, w in zip(got, want):
+            assert torch.allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+# --- 2.3: mode "all", course against torch --------------------------------------------------
+
+
+@pytest.mark.parametrize("key", sorted(MULTI_PROGRAMS))
+def test_mode_all_fires_alike_on_the_programs_of_exercise_2_3(key):
+    program = MULTI_PROGRAMS[key]
+    assert multi_grad_firings(program, cg.register_multi_grad_hook) == multi_grad_firings(program, tg.register_multi_grad_hook)
+
+
+def _firings_on_group(register, group, key):
+    a, b, c, d, e = tensors = _multi_graph()
+    named = dict(zip("abcde", tensors))
+    firings = []
+    register([named[k] for k in group], lambda grads: firings.append(tuple(g is not None for g in grads)))
+    try:
+        MULTI_PROGRAMS[key](a, b, c, d, e)
+    except RuntimeError as err:  # a leaf under autograd.grad: both must raise
+        firings.append(type(err).__name__)
+    return firings
+
+
+@settings(max_examples=40, deadline=None)
+@given(group=st.lists(st.sampled_from("abcde"), min_size=1, max_size=4), key=st.sampled_from(sorted(MULTI_PROGRAMS)))
+def test_mode_all_fires_alike_on_any_group(group, key):
+    assert _firings_on_group(cg.register_multi_grad_hook, group, key) == _firings_on_group(
+        tg.register_multi_grad_hook, group, key)
+
+
+# --- 2.4: any_grad_hook against mode "any" --------------------------------------------------
+
+
+def _mode_any(register):
+    return lambda tensors, fn: register(tensors, fn, mode="any")
+
+
+@settings(max_examples=40, deadline=None)
+@given(group=st.lists(st.sampled_from("abcdf"), min_size=1, max_size=4, unique=True),
+       actions=st.lists(st.sampled_from(sorted(set(ANY_ACTIONS) - {"b.backward"})), max_size=5))
+def test_any_grad_hook_calls_fn_when_mode_any_does(group, actions):
+    actions = actions + ["b.backward"]  # the last one frees the graph
+    ours = _any_run(any_grad_hook, group, actions)
+    assert ours == _any_run(_mode_any(tg.register_multi_grad_hook), group, actions)
+    assert ours == _any_run(_mode_any(cg.register_multi_grad_hook), group, actions)
+    assert all(when != "after remove" for when, _ in ours)  # the handles did remove it
