@@ -87,6 +87,10 @@ def _lesson_of(path: Path, sources: list[str]) -> int | None:
     return found.pop() if len(found) == 1 else None
 
 
+class _NoRun(Exception):
+    """``--no-run``: skip the headless run."""
+
+
 def _source(cell: dict) -> str:
     source = cell.get("source", "")
     return "".join(source) if isinstance(source, list) else str(source)
@@ -190,6 +194,7 @@ def grade_notebook(
     lesson: int | None = None,
     jobs: int | None = None,
     progress=None,
+    run: bool = True,
 ) -> NotebookReport:
     """Grade one notebook. Never writes to ``path``.
 
@@ -200,6 +205,7 @@ def grade_notebook(
         lesson: the lesson number, when the file name does not start with it (``NN_``).
         jobs: how many checking processes at once (default: the CPU count).
         progress: ``progress(text)`` is called with one-line updates (stderr in the CLI).
+        run: run the notebook in a kernel too (False: score only; ``report.run`` stays empty).
 
     Returns:
         A :class:`NotebookReport`.
@@ -224,12 +230,14 @@ def grade_notebook(
     if not exercises:
         report.error = f"lesson {lesson} has no registered exercises"
         return report
-    say(f"{path.name}: running {len(cells)} code cells, checking {len(exercises)} exercises")
+    say(f"{path.name}: " + (f"running {len(cells)} code cells, " if run else "") + f"checking {len(exercises)} exercises")
     cwd = path.resolve().parent
     with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp, ThreadPoolExecutor(max_workers=1) as pool:
         checking = pool.submit(_check_exercises, exercises, cells, cwd, cell_timeout, timeout, Path(tmp),
                                jobs or os.cpu_count() or 2)
         try:
+            if not run:
+                raise _NoRun
             import nbformat
 
             from course.grading_kernel import run_notebook
@@ -243,9 +251,11 @@ def grade_notebook(
                 "skipped": sum(c.status == "skipped" for c in run.cells),
                 "total_timed_out": run.total_timed_out, "kernel_died": run.kernel_died,
             }
+        except _NoRun:
+            pass
         except Exception as e:  # the kernel would not start, for example
             report.run = {"failure": f"{type(e).__name__}: {e}"}
-        say(f"{path.name}: notebook run done, waiting for the checks")
+        say(f"{path.name}: " + ("notebook run done, " if run else "") + "waiting for the checks")
         report.exercises = checking.result()
     report.seconds = round(time.monotonic() - start, 2)
     say(f"{path.name}: {report.score:g}/{report.max_score:g} in {report.seconds:.1f} s")
@@ -341,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="pass when score/max reaches this fraction (default: every exercise must pass)")
     parser.add_argument("--lesson", type=int, default=None, help="lesson number, if the file name lacks NN_")
     parser.add_argument("-j", "--jobs", type=int, default=1, help="notebooks graded at once (folders)")
+    parser.add_argument("--no-run", action="store_true",
+                        help="score only: skip running the notebook in a kernel (the score never depends on it)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     args = parser.parse_args(argv)
 
@@ -355,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"course grade: no notebooks in {args.path}", file=sys.stderr)
         return 2
     say = (lambda text: None) if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
-    kwargs = dict(timeout=args.timeout, cell_timeout=args.cell_timeout, lesson=args.lesson,
+    kwargs = dict(timeout=args.timeout, cell_timeout=args.cell_timeout, lesson=args.lesson, run=not args.no_run,
                   progress=say if len(paths) == 1 else None)  # a folder gets a progress bar instead
     if len(paths) == 1:
         reports = [grade_notebook(paths[0], **kwargs)]

@@ -125,7 +125,8 @@ def run_notebook(
     client.keep_outputs = keep_outputs
     code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
     # The kernel process's own stderr (app log lines, not the cells' output) goes nowhere.
-    with client.setup_kernel(cwd=str(cwd), stderr=subprocess.DEVNULL):
+    # cleanup_kc: we passed our own kernel manager, so nbclient would otherwise leave it running.
+    with client.setup_kernel(cwd=str(cwd), stderr=subprocess.DEVNULL, cleanup_kc=True):
         for i in code:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or run.kernel_died:
