@@ -1,0 +1,94 @@
+"""The course's lessons in order: what each teaches, how long it takes, what it needs.
+
+One table feeds the README's course overview, the instructor guide and `course progress`,
+so the three cannot disagree. `tests/test_lessons.py` checks that every lesson here has a
+solution notebook, a learner copy and a checks module, and that the generated docs are current.
+
+Example:
+    >>> [lesson.slug for lesson in LESSONS][:2]
+    ['00_warmup', '01_autograd_graph']
+    >>> get(3).title
+    'Saved tensors'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["LESSONS", "Lesson", "get"]
+
+
+@dataclass(frozen=True)
+class Lesson:
+    number: int
+    slug: str  # notebooks/<slug>.ipynb, solutions/<slug>.ipynb
+    title: str
+    minutes: int  # a learner's time, reading and exercises included
+    objectives: tuple[str, ...]
+    needs: tuple[int, ...]  # lessons to take first
+    reads: tuple[str, ...]  # the course modules the lesson reads side by side with torch's
+
+    @property
+    def notebook(self) -> str:
+        return f"{self.slug}.ipynb"
+
+
+LESSONS: tuple[Lesson, ...] = (
+    Lesson(0, "00_warmup", "Warm-up: requires_grad, grad_fn, backward", 15,
+           ("make a leaf that requires grad and read its .grad after backward",
+            "see a grad_fn appear on every result of an op",
+            "predict what two backward passes do to .grad"),
+           (), ()),
+    Lesson(1, "01_autograd_graph", "The autograd graph", 40,
+           ("walk a graph through grad_fn, Node.name() and next_functions",
+            "tell AccumulateGrad leaves from interior nodes",
+            "take gradients with respect to a GradientEdge",
+            "predict which in-place ops break backward, from version counters"),
+           (0,), ("course/graph.py",)),
+    Lesson(2, "02_hooks", "Hooks", 45,
+           ("order tensor hooks, node pre-hooks and post-hooks",
+            "clip gradients with a hook",
+            "use register_multi_grad_hook in modes all and any, with inputs=",
+            "read the engine's whole-graph logging"),
+           (1,), ("course/hooks.py",)),
+    Lesson(3, "03_saved_tensors", "Saved tensors", 50,
+           ("read what each op saves (_saved_* attributes)",
+            "write pack and unpack hooks, nested and disabled",
+            "count saved bytes per storage",
+            "compress saved tensors under a memory budget"),
+           (1,), ("course/saved_tensors.py",)),
+    Lesson(4, "04_offload", "Activation offloading", 50,
+           ("see why activations dominate training memory",
+            "implement save_on_cpu and a size-threshold offloader",
+            "predict step time with a timing model of overlapped copies",
+            "measure offload strategies with the benchmark harness"),
+           (3,), ("course/offload.py", "course/offload_model.py", "course/offload_bench.py")),
+    Lesson(5, "05_mutation", "Mutating saved tensors", 45,
+           ("explain the 'modified by an inplace operation' error",
+            "follow allow_mutation_on_saved_tensors: pack, clone-before-mutate, unpack",
+            "find why torch 2.13 misses a mutated offset view, and fix it"),
+           (3,), ("course/mutation.py",)),
+    Lesson(6, "06_joint_graph", "Building the joint graph", 50,
+           ("step through AOTAutograd's stages: trace, functionalize, tangents, joint, partition",
+            "build a joint graph by hand with make_fx",
+            "predict a module's placeholders and find input-mutation outputs"),
+           (1, 5), ("course/joint.py", "course/joint_trace.py")),
+    Lesson(7, "07_descriptors", "Descriptors and fx_utils", 45,
+           ("name every placeholder and output of a joint graph by its descriptor",
+            "pair parameters with gradients and outputs with tangents",
+            "write and test a joint-graph pass"),
+           (6,), ("course/descriptors.py", "course/fx_utils.py")),
+    Lesson(8, "08_capstone", "Capstone: a memory-budgeted training step", 60,
+           ("measure saved bytes per layer",
+            "choose what to offload under a budget, with gradients unchanged",
+            "explain the joint graph of the step"),
+           (3, 4, 6, 7), ("course/offload.py", "course/joint.py")),
+)
+
+
+def get(number: int) -> Lesson:
+    """The lesson numbered ``number``. Raises KeyError naming the lessons that exist."""
+    for lesson in LESSONS:
+        if lesson.number == number:
+            return lesson
+    raise KeyError(f"no lesson {number}; lessons are {[l.number for l in LESSONS]}")

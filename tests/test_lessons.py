@@ -1,0 +1,41 @@
+"""Does every lesson in course.lessons exist in all three forms, and are generated docs current?"""
+
+from pathlib import Path
+
+import pytest
+
+from course import guide
+from course.checks import all_exercises, load_all
+from course.lessons import LESSONS, get
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda l: l.slug)
+def test_lesson_has_solution_learner_copy_and_checks(lesson):
+    assert (ROOT / "solutions" / lesson.notebook).exists()
+    assert (ROOT / "notebooks" / lesson.notebook).exists()
+    load_all()
+    assert all_exercises(lesson.number), f"no exercises registered for lesson {lesson.number}"
+    for path in lesson.reads:
+        assert (ROOT / path).exists(), path
+
+
+def test_lessons_are_numbered_in_order_and_prerequisites_come_first():
+    assert [l.number for l in LESSONS] == list(range(len(LESSONS)))
+    for lesson in LESSONS:
+        assert all(n < lesson.number for n in lesson.needs)
+
+
+def test_unknown_lesson_names_the_ones_that_exist():
+    with pytest.raises(KeyError, match="lessons are"):
+        get(42)
+
+
+def test_every_lesson_notebook_is_listed():
+    listed = {l.notebook for l in LESSONS}
+    assert {p.name for p in (ROOT / "solutions").glob("*.ipynb")} == listed
+
+
+def test_generated_overview_and_exercise_table_are_current():
+    assert guide.stale() == [], "run: python -m course.guide"
