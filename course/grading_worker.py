@@ -77,6 +77,16 @@ def definitions(source: str) -> list[ast.Module]:
     return [ast.Module(body=[s], type_ignores=[]) for s in tree.body if _is_definition(s)]
 
 
+class _Discard(io.TextIOBase):
+    """Where the learner's prints go while checking: nowhere (so a flood costs no memory)."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+
 class _NoIPython:
     """``get_ipython()`` for code outside IPython: every call does nothing."""
 
@@ -92,7 +102,7 @@ def _check_one(ex, spec: dict, tools: dict, out_path: str) -> None:
     sys.path.insert(0, spec["cwd"])
     namespace = {"__name__": "__main__", "__builtins__": builtins, "get_ipython": _NoIPython}
     notes: list[str] = []
-    sink = io.StringIO()
+    sink = _Discard()
     for index, source in spec["cells"]:
         try:
             statements = definitions(source)
@@ -107,8 +117,6 @@ def _check_one(ex, spec: dict, tools: dict, out_path: str) -> None:
                 notes.append(f"cell {index}: a definition ran past {spec['cell_timeout']:g} s")
             except Exception as e:
                 notes.append(f"cell {index}: {type(e).__name__}: {str(e)[:200]}")
-            sink.seek(0)
-            sink.truncate()
     answer = namespace.get(ex.name, missing)
     with redirect_stdout(sink), redirect_stderr(sink):
         yours = tools["outcomes_of"](ex, answer, timeout=case_timeout)
