@@ -6,8 +6,9 @@ implementation run on torch's engine), visible and hidden cases, and the known w
 with the hint each deserves. See docs/authoring.md.
 
 The programs the checks run live here too, so the notebook can run exactly what the check
-judges: ``retain_program`` (exercise 3.1), ``saved_by_mlp`` (exercise 3.2), ``make_mlp`` /
-``mlp_loss`` / ``mlp_grads`` (exercises 3.3 and 3.4) and ``packed_bytes`` (the cost of 3.3).
+judges: ``retain_program`` (exercise 3.1), ``nested_program`` (exercise 3.2),
+``saved_by_mlp`` (exercise 3.3), ``make_mlp`` / ``mlp_loss`` / ``mlp_grads`` (exercises 3.4
+and 3.5), ``packed_bytes`` (the cost of 3.4) and ``run_on_disk`` (exercise 3.5).
 """
 
 from __future__ import annotations
@@ -84,7 +85,69 @@ predict(
     "then remember that pack runs in forward and unpack in every backward that reads them.",
 )
 
-# --- Exercise 3.2: the bytes a list of saved tensors keeps alive ------------------------------
+# --- Exercise 3.2: predict which hooks run when they nest -----------------------------------
+
+
+def nested_program(hooks_cls=saved_tensors_hooks) -> dict:
+    """The program of exercise 3.2: (packs, unpacks) of each of three pairs of hooks."""
+    calls = {name: [0, 0] for name in ("outer", "inner", "backward")}
+
+    def hooks(name):
+        def pack(t):
+            calls[name][0] += 1
+            return t.detach()
+
+        def unpack(t):
+            calls[name][1] += 1
+            return t
+
+        return hooks_cls(pack, unpack)
+
+    x = torch.ones(2, requires_grad=True)
+    with hooks("outer"):
+        a = x.exp()  # saves a
+        with hooks("inner"):
+            b = a * x  # saves a and x
+            c = b.sin()  # saves b
+        d = c * c  # saves c, twice
+    with hooks("backward"):
+        d.sum().backward()  # runs no op that saves (no create_graph)
+    return {name: tuple(counts) for name, counts in calls.items()}
+
+
+predict(
+    "3.2",
+    name="predicted_nesting",
+    title="Predict which hooks run when they nest",
+    truth=nested_program,
+    solution={"outer": (3, 3), "inner": (3, 3), "backward": (0, 0)},
+    points=1,
+    wrong=[
+        wrong(
+            {"outer": (6, 6), "inner": (3, 3), "backward": (0, 0)},
+            "hooks do not chain: inside the inner block only the inner pair runs, the outer "
+            "pack does not run as well.",
+        ),
+        wrong(
+            {"outer": (6, 6), "inner": (0, 0), "backward": (0, 0)},
+            "the innermost pair wins, not the outermost: a with-block pushes its pair on top "
+            "of a stack, and only the top pair is called.",
+        ),
+        wrong(
+            {"outer": (3, 0), "inner": (3, 0), "backward": (0, 6)},
+            "a saved value is unpacked by the unpack hook of the pair that packed it (stored "
+            "with it), whatever pair is active when backward runs.",
+        ),
+        wrong(
+            {"outer": (2, 2), "inner": (3, 3), "backward": (0, 0)},
+            "c * c saves c twice, as self and as other: two savings, two packs.",
+        ),
+    ],
+    hint="list what each op saves and under which with-block it ran; the innermost active "
+    "pair packs, and the pair that packed a value unpacks it.",
+)
+
+# --- Exercise 3.3: the bytes a list of saved tensors keeps alive ------------------------------
 
 
 def storage_bytes(tensors):
@@ -163,7 +226,7 @@ def _same_object_case():
 
 
 exercise(
-    "3.2",
+    "3.3",
     name="storage_bytes",
     title="Bytes kept alive by saved tensors, each storage once",
     solution=storage_bytes,
@@ -211,11 +274,11 @@ exercise(
     "data_ptr()) with its nbytes(); return the sum.",
 )
 
-# --- Exercise 3.3: compress saved activations, within a byte budget --------------------------
+# --- Exercise 3.4: compress saved activations, within a byte budget --------------------------
 
 
 def make_mlp(seed: int, batch: int = 16, width: int = 32, scale: float = 1.0):
-    """The inputs of exercises 3.3 and 3.4: x (no grad) and three weight matrices (leaves)."""
+    """The inputs of exercises 3.4 and 3.5: x (no grad) and three weight matrices (leaves)."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(batch, 8, generator=g) * scale
     shapes = [(8, width), (width, width), (width, 4)]
@@ -258,7 +321,7 @@ def _tensors_in(obj):
 
 
 def packed_bytes(hooks, seed: int, scale: float = 1.0) -> dict:
-    """The cost of 3.3: bytes of the storages the packed values hold (each storage once)."""
+    """The cost of 3.4: bytes of the storages the packed values hold (each storage once)."""
     pack, unpack = hooks
     packed = []
 
@@ -295,7 +358,7 @@ def _cost_compress(answer, seed, scale=1.0):
 
 
 def exact_hooks():
-    """The oracle of 3.3: hooks that keep each saved tensor as it is (torch's exact grads)."""
+    """The oracle of 3.4: hooks that keep each saved tensor as it is (torch's exact grads)."""
     return (lambda t: t.detach()), (lambda t: t)
 
 
@@ -321,7 +384,7 @@ def _no_cast_back_hooks():
 
 
 exercise(
-    "3.3",
+    "3.4",
     name="compress_hooks",
     title="Compressing hooks: fewer saved bytes, nearly the same gradients",
     solution=compress_hooks,
@@ -364,7 +427,7 @@ exercise(
     "that dtype. Return the pair of functions from compress_hooks().",
 )
 
-# --- Exercise 3.4: save to disk, clean up after ourselves ------------------------------------
+# --- Exercise 3.5: save to disk, clean up after ourselves ------------------------------------
 
 
 def disk_hooks(directory):
@@ -390,7 +453,7 @@ def disk_hooks(directory):
 
 
 def run_on_disk(answer, seed: int) -> dict:
-    """The program of exercise 3.4: two backward passes with ``answer(directory)``'s hooks."""
+    """The program of exercise 3.5: two backward passes with ``answer(directory)``'s hooks."""
     with tempfile.TemporaryDirectory() as directory:
         pack, unpack = answer(directory)
         x, Ws = make_mlp(seed)
@@ -443,7 +506,7 @@ def _kept_in_memory(directory):
 
 
 exercise(
-    "3.4",
+    "3.5",
     name="disk_hooks",
     title="Saved tensors on disk, files removed when the graph lets go",
     solution=disk_hooks,
