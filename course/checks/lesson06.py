@@ -1,0 +1,445 @@
+"""Checks for lesson 6, building the joint graph: a joint by hand, its placeholders, its mutations.
+
+Each exercise is registered once, here: its reference solution (what
+solutions/06_joint_graph.ipynb writes), the oracle, visible and hidden cases, and the known
+wrong answers with the hint each deserves. See docs/authoring.md.
+
+- 6.1 (``make_joint``) is graded the way AOTAutograd uses a joint function: the check traces
+  ``make_joint(fn)`` with ``make_fx`` on example primals that require grad, runs the traced
+  graph on *new* inputs and tangents, and compares with eager autograd on those inputs. It
+  also looks at the example primals after tracing: a joint function must leave no ``.grad``
+  behind.
+- 6.2 is a prediction; the truth is torch's ``aot_export_joint_with_descriptors``.
+- 6.3 (``copy_back_plan``) is graded on joint graphs exported inside the check, by torch's
+  exporter or by ``course.joint.export_joint`` (so torch's descriptor classes and course's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import warnings
+
+import torch
+import torch.fx as fx
+from torch import nn
+from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from course import descriptors as cd
+from course.checks import case, exercise, predict, wrong
+from course.joint import export_joint
+
+# --- Exercise 6.1: a joint function by hand -------------------------------------------------
+
+
+def make_joint(fn):
+    """Reference solution: ``joint(primals, tangents) -> (outs, grads)`` for ``fn``."""
+
+    def joint(primals, tangents):
+        outs = fn(*primals)  # a tuple of tensors
+        grads = torch.autograd.grad(outs, primals, grad_outputs=tangents)
+        return outs, grads
+
+    return joint
+
+
+def _two_outputs(x, w):
+    return (x * w).sin(), (x @ w).exp()
+
+
+def _one_output(x, y):
+    return ((x.tanh() * y).sum(0),)
+
+
+def _three_primals(a, b, c):
+    h = a @ b
+    return h.relu() + c, (h * c).mean(1)
+
+
+def _square_and_cube(x, y):
+    return x * x * y, (x - y) ** 3
+
+
+#: name -> (function, shapes of its primals). The cases name a function; the run builds tensors.
+FUNCTIONS = {
+    "two_outputs": (_two_outputs, [(3,), (3,)]),
+    "one_output": (_one_output, [(2, 3), (2, 3)]),
+    "three_primals": (_three_primals, [(2, 3), (3, 4), (2, 4)]),
+    "square_and_cube": (_square_and_cube, [(4,), (4,)]),
+}
+
+
+def _primals_and_tangents(name, seed, requires_grad):
+    fn, shapes = FUNCTIONS[name]
+    g = torch.Generator().manual_seed(seed)
+    primals = [torch.randn(s, generator=g).requires_grad_(requires_grad) for s in shapes]
+    with torch.no_grad():
+        shapes_out = [o.shape for o in fn(*primals)]
+    tangents = [torch.randn(s, generator=g) for s in shapes_out]
+    return fn, primals, tangents
+
+
+def _observe(outs, grads, leftover):
+    return {"outs": [o.detach() for o in outs], "grads": [g.detach() for g in grads],
+            "primals' .grad after tracing": leftover}
+
+
+def _run_traced(answer, name):
+    """Trace ``answer(fn)`` with make_fx, then run the graph on new primals and tangents.
+
+    The oracle, :func:`_eager`, is not traced: it is eager autograd on the new inputs.
+    """
+    if answer is _eager:
+        return _eager(name)
+    fn, example, example_tangents = _primals_and_tangents(name, seed=0, requires_grad=True)
+    gm = make_fx(answer(fn))(example, example_tangents)
+    leftover = [p.grad is not None for p in example]
+    _, primals, tangents = _primals_and_tangents(name, seed=1, requires_grad=False)
+    with torch.no_grad():
+        outs, grads = gm(primals, tangents)
+    return _observe(outs, grads, leftover)
+
+
+def _eager(name):
+    """The oracle: eager autograd on the new inputs (no tracing, no joint function)."""
+    fn, primals, tangents = _primals_and_tangents(name, seed=1, requires_grad=True)
+    outs = fn(*primals)
+    torch.autograd.backward(outs, tangents)
+    return _observe(outs, [p.grad for p in primals], [False] * len(primals))
+
+
+def _no_tangents(fn):
+    def joint(primals, tangents):
+        outs = fn(*primals)
+        grads = torch.autograd.grad(sum(o.sum() for o in outs), primals)  # as if every tangent were 1
+        return outs, grads
+    return joint
+
+
+def _backward(fn):
+    def joint(primals, tangents):
+        outs = fn(*primals)
+        torch.autograd.backward(outs, tangents)  # writes into the primals' .grad
+        return outs, tuple(p.grad for p in primals)
+    return joint
+
+
+def _first_output_only(fn):
+    def joint(primals, tangents):
+        outs = fn(*primals)
+        grads = torch.autograd.grad(outs[0], primals, tangents[0], allow_unused=True)
+        grads = tuple(torch.zeros_like(p) if g is None else g for p, g in zip(primals, grads))
+        return outs, grads
+    return joint
+
+
+def _first_primal_only(fn):
+    def joint(primals, tangents):
+        outs = fn(*primals)
+        return outs, torch.autograd.grad(outs, primals[:1], tangents)
+    return joint
+
+
+def _detached(fn):
+    def joint(primals, tangents):
+        primals = [p.detach() for p in primals]  # cut off from autograd
+        outs = fn(*primals)
+        return outs, torch.autograd.grad(outs, primals, tangents)
+    return joint
+
+
+exercise(
+    "6.1",
+    name="make_joint",
+    title="A joint function by hand, traced by make_fx",
+    solution=make_joint,
+    oracle=_eager,
+    run=_run_traced,
+    points=2,
+    cases=[case("two_outputs", label="fn(x, w) = ((x * w).sin(), (x @ w).exp()), the notebook's f")],
+    hidden=[
+        case("one_output", label="one output: ((x.tanh() * y).sum(0),)"),
+        case("three_primals", label="three primals, two outputs, a matmul"),
+        case("square_and_cube", label="fn(x, y) = (x * x * y, (x - y) ** 3)"),
+    ],
+    wrong=[
+        wrong(_no_tangents,
+              "the tangents are d loss / d output, chosen by the caller: pass them to "
+              "torch.autograd.grad as grad_outputs. Summing the outputs first is the same as "
+              "tangents of all ones."),
+        wrong(_backward,
+              "the grads are right, but .backward() accumulates them into the primals' .grad: "
+              "a side effect on the caller's tensors (and a second call adds the first call's "
+              "grads in). A joint function must be pure: torch.autograd.grad returns the grads "
+              "and writes nothing."),
+        wrong(_first_output_only,
+              "every output with a tangent contributes to the gradient: pass all the outputs "
+              "and all the tangents to torch.autograd.grad, not only the first."),
+        wrong(_first_primal_only,
+              "a joint returns one grad per primal, in the primals' order: ask "
+              "torch.autograd.grad for the gradients of all the primals."),
+        wrong(_detached,
+              "the primals already require grad (the tracer gives them requires_grad=True); "
+              "detaching them cuts the outputs off from autograd, so there is nothing to "
+              "differentiate."),
+    ],
+    hint="outs = fn(*primals); grads = torch.autograd.grad(outs, primals, grad_outputs=tangents); "
+    "return outs, grads",
+)
+
+# --- Exercise 6.2: predict the placeholders -------------------------------------------------
+
+
+class Accumulate(nn.Module):
+    """The module of exercise 6.2: a counter buffer, and an input scaled in place by a parameter."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(3))
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x, h):
+        self.steps.add_(1)  # a buffer update, as BatchNorm's num_batches_tracked
+        h.mul_(self.w)      # h is an input that needs no grad; it now depends on w
+        return (x * h).sin()
+
+
+def accumulate_args():
+    """Exercise 6.2's inputs: ``x`` requires grad, ``h`` does not."""
+    return torch.randn(3, requires_grad=True), torch.randn(3)
+
+
+def _accumulate_placeholders():
+    """Exercise 6.2's program, run by torch: the placeholder descriptors' reprs."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        mod, args = Accumulate(), accumulate_args()
+    with contextlib.ExitStack() as stack:
+        gm = aot_export_joint_with_descriptors(stack, mod, args).graph_module
+    return [repr(n.meta["desc"]) for n in gm.graph.find_nodes(op="placeholder")]
+
+
+_W, _S = "ParamAOTInput(target='w')", "BufferAOTInput(target='steps')"
+_X, _H = "PlainAOTInput(idx=0)", "PlainAOTInput(idx=1)"
+_T_H = "TangentAOTInput(output=InputMutationAOTOutput(mutated_input=PlainAOTInput(idx=1)))"
+_T_S = "TangentAOTInput(output=InputMutationAOTOutput(mutated_input=BufferAOTInput(target='steps')))"
+_T_OUT = "TangentAOTInput(output=PlainAOTOutput(idx=0))"
+
+predict(
+    "6.2",
+    name="predicted_placeholders",
+    title="Predict the joint's placeholders when inputs are mutated",
+    truth=_accumulate_placeholders,
+    solution=[_W, _S, _X, _H, _T_H, _T_OUT],
+    wrong=[
+        wrong([_W, _S, _X, _H, _T_OUT],
+              "h.mul_(self.w) makes h's new value depend on w, so it requires grad: the "
+              "mutation is an output (InputMutationAOTOutput) that can carry a gradient, and it "
+              "gets a tangent like any other differentiable output."),
+        wrong([_W, _S, _X, _H, _T_S, _T_H, _T_OUT],
+              "steps is an integer counter (add_(1)): its new value cannot carry a gradient, "
+              "so its mutation output gets no tangent (as BatchNorm's running stats)."),
+        wrong([_W, _S, _X, _H, _T_OUT, _T_H],
+              "tangents follow the forward outputs' order, and mutations come first: the "
+              "mutated inputs' new values, then the user outputs."),
+        wrong([_W, _X, _H, _T_H, _T_OUT],
+              "a buffer is an input of the functional program even when forward only updates "
+              "it: BufferAOTInput(target='steps'), after the parameters."),
+        wrong([_W, _S, _X, _T_H, _T_OUT],
+              "h is still an input (PlainAOTInput(idx=1)); mutating it does not remove it, it "
+              "adds an output holding its new value."),
+    ],
+    hint="placeholders: parameters, buffers, every user input, then one tangent per forward "
+    "output that can carry a gradient, in output order (mutated inputs' new values first).",
+)
+
+# --- Exercise 6.3: which output is copied back into which input -----------------------------
+
+
+def copy_back_plan(gm):
+    """Reference solution: ``[(output index, placeholder name)]`` for every input mutation."""
+    placeholder_of = {repr(n.meta["desc"]): n.name for n in gm.graph.find_nodes(op="placeholder")}
+    plan = []
+    for i, desc in enumerate(gm.graph.output_node().meta["desc"]):
+        if type(desc).__name__ == "InputMutationAOTOutput":
+            plan.append((i, placeholder_of[repr(desc.mutated_input)]))
+    return plan
+
+
+class _ReadThenWrite(nn.Module):
+    """A read-only buffer registered before a mutated one: mutations are not 'the buffers'."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(3))
+        self.register_buffer("scale", torch.full((3,), 2.0))
+        self.register_buffer("total", torch.zeros(3))
+
+    def forward(self, x):
+        y = x * self.w * self.scale
+        self.total.add_(y.detach())
+        return y
+
+
+class _Fn(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+def _bump_input(x, w):
+    x.add_(1)  # an input that needs no grad, updated in place
+    return x * w
+
+
+def _mlp():
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+
+
+def _x(*shape, grad=False):
+    return lambda: (torch.randn(*shape, requires_grad=grad),)
+
+
+def _pair(*shape):
+    return lambda: (torch.randn(*shape), torch.randn(*shape, requires_grad=True))
+
+
+#: name -> (module factory, args factory). Seeded when built.
+MODULES = {
+    "batchnorm": (lambda: nn.BatchNorm1d(3).train(), _x(4, 3)),
+    "linear_batchnorm": (lambda: nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4)).train(), _x(5, 3)),
+    "accumulate": (Accumulate, accumulate_args),
+    "read_then_write": (_ReadThenWrite, _x(3)),
+    "bump_input": (lambda: _Fn(_bump_input), _pair(3)),
+    "mlp": (_mlp, _x(5, 4)),
+}
+
+
+def _torch_export(mod, args):
+    with contextlib.ExitStack() as stack:
+        return aot_export_joint_with_descriptors(stack, mod, args).graph_module
+
+
+@functools.lru_cache(maxsize=None)
+def _exported(name: str, exporter: str) -> fx.GraphModule:
+    make_module, make_args = MODULES[name]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        mod, args = make_module(), make_args()
+    if exporter == "torch":
+        return _torch_export(mod, args)
+    return export_joint(mod, args).graph_module
+
+
+def joint_case(name: str, exporter: str) -> fx.GraphModule:
+    """The joint graph of ``MODULES[name]`` by ``exporter`` ("torch" or "course"): a fresh
+    copy per call (its meta copied too), so an answer that edits it cannot reach the cache."""
+    gm = _exported(name, exporter)
+    with warnings.catch_warnings():  # deep-copying the pytree specs warns about LeafSpec
+        warnings.simplefilter("ignore", FutureWarning)
+        graph = copy.deepcopy(gm.graph)
+    for n in graph.nodes:
+        n.meta = {k: list(v) if isinstance(v, list) else v for k, v in n.meta.items()}
+    return fx.GraphModule(gm, graph)
+
+
+def _run_on(answer, name, exporter):
+    return answer(joint_case(name, exporter))
+
+
+def _oracle(gm):
+    """What torch's runtime copies back: for each InputMutationAOTOutput, the placeholder
+    whose descriptor is its mutated input (matched through course's classes)."""
+    by_desc = {cd.from_torch(n.meta["desc"]) if not isinstance(n.meta["desc"], cd.AOTInput)
+               else n.meta["desc"]: n.name for n in gm.graph.find_nodes(op="placeholder")}
+    plan = []
+    for i, d in enumerate(gm.graph.output_node().meta["desc"]):
+        d = d if d is None or isinstance(d, (cd.AOTInput, cd.AOTOutput)) else cd.from_torch(d)
+        if isinstance(d, cd.InputMutationAOTOutput):
+            plan.append((i, by_desc[d.mutated_input]))
+    return plan
+
+
+def _course_classes_only(gm):
+    placeholder_of = {n.meta["desc"]: n.name for n in gm.graph.find_nodes(op="placeholder")}
+    return [(i, placeholder_of[d.mutated_input])
+            for i, d in enumerate(gm.graph.output_node().meta["desc"])
+            if isinstance(d, cd.InputMutationAOTOutput)]
+
+
+def _kth_buffer(gm):
+    """The k-th mutation output goes back into the k-th buffer placeholder."""
+    buffers = [n.name for n in gm.graph.find_nodes(op="placeholder")
+               if type(n.meta["desc"]).__name__ == "BufferAOTInput"]
+    descs = gm.graph.output_node().meta["desc"]
+    mutations = [i for i, d in enumerate(descs) if type(d).__name__ == "InputMutationAOTOutput"]
+    return list(zip(mutations, buffers))
+
+
+def _output_node_names(gm):
+    out = gm.graph.output_node()
+    return [(i, out.args[0][i].name) for i, d in enumerate(out.meta["desc"])
+            if type(d).__name__ == "InputMutationAOTOutput"]
+
+
+def _tangents_too(gm):
+    """Also lists the tangent placeholders that belong to mutation outputs."""
+    plan = copy_back_plan(gm)
+    return plan + [(-1, n.name) for n in gm.graph.find_nodes(op="placeholder")
+                   if "InputMutationAOTOutput" in repr(n.meta["desc"])]
+
+
+def _first_outputs(gm):
+    """Assumes every buffer is mutated and its new value sits at the buffer's rank."""
+    buffers = [n.name for n in gm.graph.find_nodes(op="placeholder")
+               if type(n.meta["desc"]).__name__ == "BufferAOTInput"]
+    return list(enumerate(buffers))
+
+
+exercise(
+    "6.3",
+    name="copy_back_plan",
+    title="Which output is copied back into which input",
+    solution=copy_back_plan,
+    oracle=_oracle,
+    run=_run_on,
+    points=2,
+    cases=[case("batchnorm", "course", label="the notebook's BatchNorm1d(3), exported by course.joint")],
+    hidden=[
+        case("batchnorm", "torch", label="BatchNorm1d(3), exported by torch"),
+        case("linear_batchnorm", "torch", label="Linear then BatchNorm1d, exported by torch"),
+        case("accumulate", "course", label="exercise 6.2's module (a buffer and an input mutated)"),
+        case("read_then_write", "torch", label="a read-only buffer before a mutated one"),
+        case("bump_input", "course", label="an input mutated in place, no buffers at all"),
+        case("mlp", "torch", label="an MLP: no mutation at all"),
+    ],
+    wrong=[
+        wrong(_course_classes_only,
+              "torch's exporter puts torch's descriptor classes in meta['desc'], and a torch "
+              "InputMutationAOTOutput is not an instance of course.descriptors' class (nor "
+              "equal to one). Compare class names (type(d).__name__) or reprs, or convert "
+              "with course.descriptors.from_torch, so both exporters' graphs work."),
+        wrong(_kth_buffer,
+              "mutations are not 'the buffers, in order': a buffer forward only reads is not "
+              "mutated, and a plain input can be mutated too. Match each mutation's "
+              "mutated_input with the placeholder that carries that same descriptor."),
+        wrong(_output_node_names,
+              "return the name of the *input* placeholder that receives the new value (e.g. "
+              "'primals_3'), not the name of the node that computed it."),
+        wrong(_tangents_too,
+              "a tangent placeholder whose descriptor mentions InputMutationAOTOutput is an "
+              "input of the backward, not a mutation: list only the output positions whose "
+              "descriptor is an InputMutationAOTOutput."),
+        wrong(_first_outputs,
+              "find the mutation outputs by their descriptors: not every buffer is mutated "
+              "(an MLP has none, a read-only buffer is never written) and inputs can be."),
+    ],
+    hint="walk gm.graph.output_node().meta['desc'] with enumerate; for each "
+    "InputMutationAOTOutput, find the placeholder whose meta['desc'] equals (or has the repr "
+    "of) desc.mutated_input, and pair the output index with that placeholder's name.",
+)
