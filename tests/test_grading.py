@@ -108,8 +108,9 @@ def test_grading_a_folder_prints_a_table_writes_json_and_junit_and_never_writes_
     assert summary["format"] == "course-grade/1"
     suites = ET.parse(lessons["junit"]).getroot().findall("testsuite")
     assert len(suites) == len(summary["notebooks"]) == len(lessons["before"])
-    assert sum(int(s.get("failures")) for s in suites) == sum(
-        len(nb["exercises"]) for nb in summary["notebooks"] if nb["score"] == 0)
+    statuses = [e["status"] for nb in summary["notebooks"] for e in nb["exercises"]]
+    assert sum(int(s.get("failures")) for s in suites) == sum(s in ("failed", "not attempted") for s in statuses)
+    assert sum(len(s.findall("testcase")) for s in suites) == len(statuses)
     after = {p.name: _stat(p) for p in lessons["folder"].glob("*.ipynb")}
     assert after == lessons["before"]
     assert sorted(p.name for p in lessons["folder"].iterdir()) == sorted(lessons["before"])  # nothing added
