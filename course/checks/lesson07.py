@@ -387,10 +387,26 @@ class _ScaledAfterRunning:
                            for g, d in zip(grads, descs))
 
 
+def _ratio(new, old):
+    """How ``new`` relates to torch's unmodified ``old``: the factor if it is a multiple."""
+    if new is None or old is None:
+        return None if new is old else ("None" if new is None else "a tensor where torch has None")
+    new, old = new.double(), old.double()
+    if new.shape != old.shape:
+        return f"shape {tuple(new.shape)}, torch's {tuple(old.shape)}"
+    if not old.any():
+        return "zero" if not new.any() else "changed, not a multiple"
+    r = float((new * old).sum() / (old * old).sum())  # least-squares factor
+    return round(r, 4) if torch.allclose(new, r * old, rtol=1e-4, atol=1e-6) else "changed, not a multiple"
+
+
 def _run_scaled(answer, name, factor):
+    """Per output position: (descriptor, how its value compares with torch's unmodified graph)."""
     mod, args, gm = joint_case(name)
     tangents = tangents_for(gm)
-    return call_joint(answer(gm, factor), mod, args, tangents)
+    before = call_joint(joint_case(name)[2], mod, args, tangents)
+    after = call_joint(answer(gm, factor), mod, args, tangents)
+    return [(d, _ratio(new, old)) for (d, old), (_, new) in zip(before, after)]
 
 
 def _scale_tangents(gm, factor):
