@@ -1,0 +1,107 @@
+"""Are lesson 6's checks honest? Eager autograd and eager side effects judge the check machinery.
+
+The generic tests (tests/test_checks.py) already ask whether each solution passes, each stub
+is "not attempted" and each known wrong answer fails with its hint. Here we ask whether what
+the checks *compare against* is right:
+
+- is exercise 6.1's oracle (eager autograd on the new inputs) what ``torch.func.vjp`` says?
+  And is the ``.backward()`` answer wrong only by its side effect, as its hint claims?
+- does exercise 6.2's truth (torch's exporter) agree with ``course.joint``?
+- does exercise 6.3's expected plan, applied the way torch's runtime does (run the joint,
+  ``copy_`` each mutation output into its input), leave the buffers and inputs exactly as an
+  eager forward leaves them, for every module the check exports, from both exporters?
+"""
+
+import copy
+
+import pytest
+import torch
+
+from course import descriptors as cd
+from course.checks.lesson06 import (
+    FUNCTIONS,
+    MODULES,
+    Accumulate,
+    _accumulate_placeholders,
+    accumulate_args,
+    _backward,
+    _eager,
+    _oracle,
+    _primals_and_tangents,
+    _run_traced,
+    joint_case,
+    make_joint,
+)
+from course.joint import export_joint
+
+pytestmark = [pytest.mark.lesson06]
+
+
+def _course(desc):
+    return desc if desc is None or isinstance(desc, (cd.AOTInput, cd.AOTOutput)) else cd.from_torch(desc)
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_the_6_1_oracle_is_torch_func_vjp(name):
+    fn, primals, tangents = _primals_and_tangents(name, seed=1, requires_grad=False)
+    outs, vjp = torch.func.vjp(fn, *primals)
+    expected = _eager(name)
+    for a, b in zip(expected["outs"], outs):
+        torch.testing.assert_close(a, b)
+    for a, b in zip(expected["grads"], vjp(tuple(tangents))):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_backward_in_a_joint_gives_the_right_grads_but_leaves_grad_on_the_primals(name):
+    good, bad = _run_traced(make_joint, name), _run_traced(_backward, name)
+    for a, b in zip(good["grads"], bad["grads"]):
+        torch.testing.assert_close(a, b)
+    assert not any(good["primals' .grad after tracing"])
+    assert all(bad["primals' .grad after tracing"])
+
+
+def test_the_6_2_truth_is_what_course_joint_builds():
+    torch.manual_seed(0)
+    gm = export_joint(Accumulate(), accumulate_args()).graph_module
+    assert [repr(n.meta["desc"]) for n in gm.graph.find_nodes(op="placeholder")] == _accumulate_placeholders()
+
+
+def _build(name):
+    make_module, make_args = MODULES[name]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return make_module(), make_args()
+
+
+@pytest.mark.parametrize("exporter", ["torch", "course"])
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_copying_back_by_the_6_3_plan_reproduces_eager_side_effects(name, exporter):
+    mod, args = _build(name)
+    gm = joint_case(name, exporter)
+    primals, tangents = [], []
+    names = [n.name for n in gm.graph.find_nodes(op="placeholder")]
+    for n in gm.graph.find_nodes(op="placeholder"):
+        d = _course(n.meta["desc"])
+        if isinstance(d, cd.ParamAOTInput):
+            primals.append(mod.get_parameter(d.target).detach().clone())
+        elif isinstance(d, cd.BufferAOTInput):
+            primals.append(mod.get_buffer(d.target).clone())
+        elif isinstance(d, cd.PlainAOTInput):
+            primals.append(args[d.idx].detach().clone())
+        else:
+            tangents.append(torch.ones(n.meta["val"].shape))
+    with torch.no_grad():
+        outs, _ = gm(list(primals), tangents)
+        for i, placeholder in _oracle(gm):  # the runtime's epilogue: input.copy_(output)
+            primals[names.index(placeholder)].copy_(outs[i])
+
+    eager_mod, eager_args = copy.deepcopy(mod), tuple(a.detach().clone().requires_grad_(a.requires_grad) for a in args)
+    eager_mod(*eager_args)
+    after = [*(p for p in eager_mod.parameters()), *eager_mod.buffers(), *eager_args]
+    for got, want in zip(primals, after, strict=True):
+        torch.testing.assert_close(got, want.detach())
+    # a module with no mutation has an empty plan, and then nothing may change
+    if not _oracle(gm):
+        for got, before in zip(primals, [*mod.parameters(), *mod.buffers(), *args]):
+            assert torch.equal(got, before.detach())
