@@ -1,0 +1,112 @@
+"""Lesson 5's claims, checked against torch and against memory itself.
+
+- Does the reference answer of exercise 5.3 (and course's ``_get_sid`` + ``_overlaps``)
+  say "alias" exactly when writing one view changes the other, on random views?
+- Does torch's context give a wrong gradient exactly where its data_ptr rule misses an
+  overlapping write, and course's context the unmutated gradient on every pair of 5.3?
+- Does the reference mode of exercise 5.2 keep the same value that course's context
+  clones before a mul_ of a saved tensor?
+- Does the program of exercise 5.1 leave course's and torch's contexts in the states the
+  lesson prints?
+"""
+
+import pytest
+import torch
+import torch.autograd.graph as tg
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import course.autograd_graph as cg
+from course.checks.lesson05 import (
+    MUL_PROGRAMS,
+    VIEW_PAIRS,
+    CloneBeforeMul,
+    _written_through,
+    clone_state,
+    same_saved_tensor,
+)
+from course.mutation import _get_sid, _overlaps
+
+pytestmark = pytest.mark.lesson05
+
+
+@st.composite
+def views(draw, base):
+    """A random view of ``base`` (3, 4): a select, a strided slice, a transpose or a flat slice."""
+    kind = draw(st.sampled_from(["whole", "select", "slice", "t", "flat"]))
+    if kind == "whole":
+        return base
+    if kind == "select":
+        dim = draw(st.integers(0, 1))
+        return base.select(dim, draw(st.integers(0, base.shape[dim] - 1)))
+    if kind == "t":
+        return base.t()[draw(st.integers(0, 3))]
+    if kind == "flat":
+        start = draw(st.integers(0, 11))
+        return base.view(12)[start:draw(st.integers(start + 1, 12))]
+    dim = draw(st.integers(0, 1))
+    n = base.shape[dim]
+    start = draw(st.integers(0, n - 1))
+    stop = draw(st.integers(start + 1, n))
+    return base.narrow(dim, start, stop - start)[:: draw(st.integers(1, 2))] if dim == 0 else \
+        base[:, start:stop:draw(st.integers(1, 2))]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.data())
+def test_the_aliasing_rules_match_what_a_write_changes(data):
+    base = torch.arange(12.0).reshape(3, 4)
+    saved, mutated = data.draw(views(base)), data.draw(views(base))
+    ours = same_saved_tensor(saved, mutated)
+    courses = _get_sid(saved) == _get_sid(mutated) and _overlaps(saved, mutated)
+    truth = _written_through(saved, mutated)  # writes: after the rules have been asked
+    assert ours == truth and courses == truth
+
+
+def _grad_after_write(allow, saved_expr, mutated_expr):
+    torch.manual_seed(0)
+    a = torch.randn(3, 4, requires_grad=True)
+    with allow():
+        ns = {"b": a.clone(), "c": a.clone()}
+        out = (eval(saved_expr, ns) ** 2).sum()
+        eval(mutated_expr, ns).mul_(3)
+        out.backward()
+    return a.grad
+
+
+@pytest.mark.parametrize("saved_expr, mutated_expr", VIEW_PAIRS)
+def test_torch_is_wrong_exactly_where_its_data_ptr_rule_misses_a_write(saved_expr, mutated_expr):
+    oracle = _grad_after_write(lambda: torch.enable_grad(), saved_expr, "c")  # no overlap
+    base = torch.arange(12.0).reshape(3, 4)
+    ns = {"b": base, "c": base.clone()}
+    saved, mutated = eval(saved_expr, ns), eval(mutated_expr, ns)
+    overlap = same_saved_tensor(saved, mutated)
+    torch_sees = saved.data_ptr() == mutated.data_ptr()
+    ours = _grad_after_write(cg.allow_mutation_on_saved_tensors, saved_expr, mutated_expr)
+    theirs = _grad_after_write(tg.allow_mutation_on_saved_tensors, saved_expr, mutated_expr)
+    assert torch.allclose(ours, oracle)
+    assert torch.allclose(theirs, oracle) == (torch_sees or not overlap)
+
+
+@pytest.mark.parametrize("program", ["x.mul_(2)", "x.mul_(2); x.mul_(3)", "x.add_(1); x.mul_(y)"])
+def test_the_reference_mode_keeps_what_courses_context_clones(program):
+    w = torch.ones(3, requires_grad=True)
+    x, y = torch.arange(1.0, 4.0), torch.full((3,), 5.0)
+    with cg.allow_mutation_on_saved_tensors() as ctx:
+        _ = (w * x).sum()  # MulBackward0 saves x
+        with CloneBeforeMul({"x": x}) as mode:
+            MUL_PROGRAMS[program](x, y)
+        cloned = list(ctx.cloned.values())
+    first_write = "add_" if program.startswith("x.add_") else "mul_"
+    assert len(cloned) == 1
+    if first_write == "mul_":  # both keep the value from before the first write
+        assert torch.equal(cloned[0], mode.cloned["x"])
+    else:  # the context clones before add_; the mode only watches mul_
+        assert torch.equal(cloned[0], torch.arange(1.0, 4.0))
+        assert torch.equal(mode.cloned["x"], torch.arange(2.0, 5.0))
+
+
+def test_exercise_5_1_states_course_and_torch():
+    assert clone_state() == {"b": "cloned", "c": "cloned", "q": "original", "e1": "original"}
+    theirs = clone_state(context=tg.allow_mutation_on_saved_tensors)
+    assert theirs == {"b": "cloned", "c": "original", "q": "original", "e1": "original"}
