@@ -257,7 +257,7 @@ class _AllowMutationOnSavedContext:
             self.cloned[handle] = original.clone()
             del self.original[handle]
             if trace.ACTIVE:
-                trace.emit("clone", name=str(func), tensor=original, handle=handle,
+                trace.emit("clone", name=str(func), tensor=original, handle=repr(handle),
                            mutated=trace.tensor_name(t))
 
     def clear(self) -> None:

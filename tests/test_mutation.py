@@ -9,6 +9,7 @@ tensor (``b = b.clone()``), so no saved tensor is ever overwritten.
 
 from __future__ import annotations
 
+import contextlib
 import doctest
 import subprocess
 import sys
@@ -410,3 +411,20 @@ def test_does_the_facade_export_it():
     assert autograd_graph.allow_mutation_on_saved_tensors is (
         course_graph.allow_mutation_on_saved_tensors
     )
+
+
+def test_a_trace_recording_keeps_no_handle_or_clone_alive():
+    """Recording a trace must not change what the context holds after backward frees the graph."""
+    def cloned_after_backward(record: bool) -> int:
+        with contextlib.ExitStack() as stack:
+            if record:
+                stack.enter_context(trace.record())
+            ctx = stack.enter_context(course_graph.allow_mutation_on_saved_tensors())
+            a = torch.ones(2, 3, requires_grad=True)
+            b = a.clone()
+            y = b.sin()
+            b.mul_(2)
+            y.sum().backward()
+            return len(ctx.cloned)
+
+    assert cloned_after_backward(record=True) == cloned_after_backward(record=False) == 0
