@@ -64,13 +64,19 @@ class AssignError(ValueError):
 
 
 def _region_names(lines: list[str], begin: int, body: list[str], indent: str) -> list[str]:
-    """Names a region defines: its enclosing def/class, or what it assigns at top level."""
+    """Names a region defines: its enclosing defs/classes, innermost first (a region in a
+    method or a nested function belongs to the registered name around it), or what it
+    assigns at top level."""
+    enclosing, depth = [], len(indent)
     for line in reversed(lines[:begin]):
         stripped = line.lstrip()
-        if stripped and len(line) - len(stripped) < len(indent):
+        if stripped and len(line) - len(stripped) < depth:
+            depth = len(line) - len(stripped)
             m = re.match(r"(?:async\s+)?(?:def|class)\s+(\w+)", stripped)
             if m:
-                return [m.group(1)]
+                enclosing.append(m.group(1))
+    if enclosing:
+        return enclosing
     try:
         tree = ast.parse("\n".join(line[len(indent):] for line in body))
     except SyntaxError:

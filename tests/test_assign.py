@@ -28,11 +28,11 @@ def test_the_committed_learner_copies_are_up_to_date(capsys):
 
 
 @pytest.mark.parametrize("solution", SOLUTIONS, ids=[p.stem for p in SOLUTIONS])
-def test_every_registered_exercise_has_exactly_one_stub_in_its_lesson(solution):
+def test_every_registered_exercise_has_a_stub_in_its_lesson(solution):
     lesson = int(solution.name[:2])
     text = (ROOT / "notebooks" / solution.name).read_text()
     for ex in checks.all_exercises(lesson):
-        assert text.count(f'NotImplementedError(\\"exercise {ex.id}\\")') == 1, ex.id
+        assert f'NotImplementedError(\\"exercise {ex.id}\\")' in text, ex.id  # an answer may have several parts
     assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text
 
 
@@ -102,3 +102,17 @@ def test_check_mode_reports_a_stale_learner_copy(tmp_path, capsys):
     assert assign.main(["--check", "--root", str(tmp_path)]) == 0
     generated = tmp_path / "notebooks" / SOLUTIONS[0].name
     assert generated.read_text() == (ROOT / "notebooks" / SOLUTIONS[0].name).read_text()
+
+
+def test_a_region_in_a_nested_function_belongs_to_the_registered_name_around_it():
+    src = ("class SaveOnCPU:\n    def __init__(self):\n        def pack(t):\n"
+           "            ### BEGIN SOLUTION\n            return t.cpu()\n            ### END SOLUTION\n")
+    seen = []
+
+    def lookup(name):
+        seen.append(name)
+        return "4.1" if name == "SaveOnCPU" else None
+
+    out = clear_solutions(src, lookup, "nb")
+    assert seen == ["pack", "__init__", "SaveOnCPU"]
+    assert '            raise NotImplementedError("exercise 4.1")' in out
