@@ -6,8 +6,8 @@ the checks *compare against* is right:
 
 - is exercise 6.1's oracle (eager autograd on the new inputs) what ``torch.func.vjp`` says?
   And is the ``.backward()`` answer wrong only by its side effect, as its hint claims?
-- does exercise 6.2's truth (torch's exporter) agree with ``course.joint``?
-- does exercise 6.3's expected plan, applied the way torch's runtime does (run the joint,
+- does exercise 6.3's truth (torch's exporter) agree with ``course.joint``?
+- does exercise 6.4's expected plan, applied the way torch's runtime does (run the joint,
   ``copy_`` each mutation output into its input), leave the buffers and inputs exactly as an
   eager forward leaves them, for every module the check exports, from both exporters?
 """
@@ -61,7 +61,7 @@ def test_backward_in_a_joint_gives_the_right_grads_but_leaves_grad_on_the_primal
     assert all(bad["primals' .grad after tracing"])
 
 
-def test_the_6_2_truth_is_what_course_joint_builds():
+def test_the_6_3_truth_is_what_course_joint_builds():
     torch.manual_seed(0)
     gm = export_joint(Accumulate(), accumulate_args()).graph_module
     assert [repr(n.meta["desc"]) for n in gm.graph.find_nodes(op="placeholder")] == _accumulate_placeholders()
@@ -76,7 +76,7 @@ def _build(name):
 
 @pytest.mark.parametrize("exporter", ["torch", "course"])
 @pytest.mark.parametrize("name", sorted(MODULES))
-def test_copying_back_by_the_6_3_plan_reproduces_eager_side_effects(name, exporter):
+def test_copying_back_by_the_6_4_plan_reproduces_eager_side_effects(name, exporter):
     mod, args = _build(name)
     gm = joint_case(name, exporter)
     primals, tangents = [], []

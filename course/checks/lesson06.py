@@ -9,8 +9,8 @@ wrong answers with the hint each deserves. See docs/authoring.md.
   graph on *new* inputs and tangents, and compares with eager autograd on those inputs. It
   also looks at the example primals after tracing: a joint function must leave no ``.grad``
   behind.
-- 6.2 is a prediction; the truth is torch's ``aot_export_joint_with_descriptors``.
-- 6.3 (``copy_back_plan``) is graded on joint graphs exported inside the check, by torch's
+- 6.2 and 6.3 are predictions; the truth is torch's ``aot_export_joint_with_descriptors``.
+- 6.4 (``copy_back_plan``) is graded on joint graphs exported inside the check, by torch's
   exporter or by ``course.joint.export_joint`` (so torch's descriptor classes and course's).
 """
 
@@ -189,11 +189,65 @@ exercise(
     "return outs, grads",
 )
 
-# --- Exercise 6.2: predict the placeholders -------------------------------------------------
+# --- Exercise 6.2: predict which outputs get a tangent -------------------------------------
+
+
+class FiveOutputs(nn.Module):
+    """The program of exercise 6.2: five outputs, and not all of them can carry a gradient."""
+
+    def forward(self, x, y):
+        return x.sin(), x[0], x.argmax(), y * 2, (x * y).sum()
+
+
+def five_outputs_args():
+    """Exercise 6.2's inputs: ``x`` requires grad, ``y`` does not."""
+    return torch.randn(2, 3, requires_grad=True), torch.randn(2, 3)
+
+
+def _five_outputs_tangent_mask():
+    """Exercise 6.2's program, run by torch: per output, does the joint take a tangent for it?"""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        args = five_outputs_args()
+    with contextlib.ExitStack() as stack:
+        gm = aot_export_joint_with_descriptors(stack, FiveOutputs(), args).graph_module
+    with_tangent = {repr(n.meta["desc"].output) for n in gm.graph.find_nodes(op="placeholder")
+                    if type(n.meta["desc"]).__name__ == "TangentAOTInput"}
+    return [f"PlainAOTOutput(idx={i})" in with_tangent for i in range(5)]
+
+
+predict(
+    "6.2",
+    name="predicted_tangent_mask",
+    title="Predict which outputs get a tangent",
+    truth=_five_outputs_tangent_mask,
+    solution=[True, False, False, False, True],
+    wrong=[
+        wrong([True] * 5, "a tangent is d loss / d output, fed back into the backward: only an "
+              "output that can carry a gradient gets one (it requires grad, is a float, and is "
+              "not an alias of an input)."),
+        wrong([True, True, False, False, True],
+              "x[0] is a view of the input x: torch regenerates it from x outside the graph, so "
+              "the joint takes no tangent for it (gradients reach x through the other outputs)."),
+        wrong([True, False, True, False, True],
+              "argmax returns an integer tensor: nothing can flow back through an integer, so it "
+              "gets no tangent."),
+        wrong([True, False, False, True, True],
+              "y does not require grad, so y * 2 does not either: no gradient can flow back "
+              "through it, and it gets no tangent."),
+        wrong([True, False, False, False, False],
+              "(x * y).sum() depends on x, which requires grad: it is a differentiable output "
+              "(a 0-d one) and gets a tangent like any other."),
+    ],
+    hint="an output gets a tangent when it requires grad, is a float tensor, and does not alias "
+    "an input (or another output).",
+)
+
+# --- Exercise 6.3: predict the placeholders -------------------------------------------------
 
 
 class Accumulate(nn.Module):
-    """The module of exercise 6.2: a counter buffer, and an input scaled in place by a parameter."""
+    """The module of exercise 6.3: a counter buffer, and an input scaled in place by a parameter."""
 
     def __init__(self):
         super().__init__()
@@ -207,12 +261,12 @@ class Accumulate(nn.Module):
 
 
 def accumulate_args():
-    """Exercise 6.2's inputs: ``x`` requires grad, ``h`` does not."""
+    """Exercise 6.3's inputs: ``x`` requires grad, ``h`` does not."""
     return torch.randn(3, requires_grad=True), torch.randn(3)
 
 
 def _accumulate_placeholders():
-    """Exercise 6.2's program, run by torch: the placeholder descriptors' reprs."""
+    """Exercise 6.3's program, run by torch: the placeholder descriptors' reprs."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         mod, args = Accumulate(), accumulate_args()
@@ -228,7 +282,7 @@ _T_S = "TangentAOTInput(output=InputMutationAOTOutput(mutated_input=BufferAOTInp
 _T_OUT = "TangentAOTInput(output=PlainAOTOutput(idx=0))"
 
 predict(
-    "6.2",
+    "6.3",
     name="predicted_placeholders",
     title="Predict the joint's placeholders when inputs are mutated",
     truth=_accumulate_placeholders,
@@ -255,7 +309,7 @@ predict(
     "output that can carry a gradient, in output order (mutated inputs' new values first).",
 )
 
-# --- Exercise 6.3: which output is copied back into which input -----------------------------
+# --- Exercise 6.4: which output is copied back into which input -----------------------------
 
 
 def copy_back_plan(gm):
@@ -402,7 +456,7 @@ def _first_outputs(gm):
 
 
 exercise(
-    "6.3",
+    "6.4",
     name="copy_back_plan",
     title="Which output is copied back into which input",
     solution=copy_back_plan,
@@ -413,7 +467,7 @@ exercise(
     hidden=[
         case("batchnorm", "torch", label="BatchNorm1d(3), exported by torch"),
         case("linear_batchnorm", "torch", label="Linear then BatchNorm1d, exported by torch"),
-        case("accumulate", "course", label="exercise 6.2's module (a buffer and an input mutated)"),
+        case("accumulate", "course", label="exercise 6.3's module (a buffer and an input mutated)"),
         case("read_then_write", "torch", label="a read-only buffer before a mutated one"),
         case("bump_input", "course", label="an input mutated in place, no buffers at all"),
         case("mlp", "torch", label="an MLP: no mutation at all"),
