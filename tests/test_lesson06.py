@@ -31,6 +31,7 @@ from course.checks.lesson06 import (
     _run_traced,
     joint_case,
     make_joint,
+    seeded,
 )
 from course.joint import export_joint
 
@@ -67,17 +68,10 @@ def test_the_6_3_truth_is_what_course_joint_builds():
     assert [repr(n.meta["desc"]) for n in gm.graph.find_nodes(op="placeholder")] == _accumulate_placeholders()
 
 
-def _build(name):
-    make_module, make_args = MODULES[name]
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        return make_module(), make_args()
-
-
 @pytest.mark.parametrize("exporter", ["torch", "course"])
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_copying_back_by_the_6_4_plan_reproduces_eager_side_effects(name, exporter):
-    mod, args = _build(name)
+    mod, args = seeded(*MODULES[name])
     gm = joint_case(name, exporter)
     primals, tangents = [], []
     names = [n.name for n in gm.graph.find_nodes(op="placeholder")]

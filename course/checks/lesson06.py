@@ -31,6 +31,20 @@ from course import descriptors as cd
 from course.checks import case, exercise, predict, wrong
 from course.joint import export_joint
 
+
+def seeded(make_module, make_args):
+    """``(make_module(), make_args())`` built under seed 0, the caller's RNG state untouched."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return make_module(), make_args()
+
+
+def torch_export(mod, args) -> fx.GraphModule:
+    """Torch's joint graph of ``mod(*args)``, with descriptors."""
+    with contextlib.ExitStack() as stack:
+        return aot_export_joint_with_descriptors(stack, mod, args).graph_module
+
+
 # --- Exercise 6.1: a joint function by hand -------------------------------------------------
 
 
@@ -206,11 +220,7 @@ def five_outputs_args():
 
 def _five_outputs_tangent_mask():
     """Exercise 6.2's program, run by torch: per output, does the joint take a tangent for it?"""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        args = five_outputs_args()
-    with contextlib.ExitStack() as stack:
-        gm = aot_export_joint_with_descriptors(stack, FiveOutputs(), args).graph_module
+    gm = torch_export(*seeded(FiveOutputs, five_outputs_args))
     with_tangent = {repr(n.meta["desc"].output) for n in gm.graph.find_nodes(op="placeholder")
                     if type(n.meta["desc"]).__name__ == "TangentAOTInput"}
     return [f"PlainAOTOutput(idx={i})" in with_tangent for i in range(5)]
@@ -267,11 +277,7 @@ def accumulate_args():
 
 def _accumulate_placeholders():
     """Exercise 6.3's program, run by torch: the placeholder descriptors' reprs."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        mod, args = Accumulate(), accumulate_args()
-    with contextlib.ExitStack() as stack:
-        gm = aot_export_joint_with_descriptors(stack, mod, args).graph_module
+    gm = torch_export(*seeded(Accumulate, accumulate_args))
     return [repr(n.meta["desc"]) for n in gm.graph.find_nodes(op="placeholder")]
 
 
@@ -374,19 +380,11 @@ MODULES = {
 }
 
 
-def _torch_export(mod, args):
-    with contextlib.ExitStack() as stack:
-        return aot_export_joint_with_descriptors(stack, mod, args).graph_module
-
-
 @functools.lru_cache(maxsize=None)
 def _exported(name: str, exporter: str) -> fx.GraphModule:
-    make_module, make_args = MODULES[name]
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        mod, args = make_module(), make_args()
+    mod, args = seeded(*MODULES[name])
     if exporter == "torch":
-        return _torch_export(mod, args)
+        return torch_export(mod, args)
     return export_joint(mod, args).graph_module
 
 
