@@ -318,7 +318,7 @@ exercise(
         wrong(
             _greedy(_largest_first),
             "largest-first fits the budget but can move more than needed: with 14208 bytes to "
-            "shed, block2 alone moves 17472, while block0 + block3 move 14464. This is a "
+            "shed, block2 alone offloads 17472 bytes, block0 + block3 only 14464. This is a "
             "knapsack: with a handful of layers, try every subset (itertools.combinations).",
         ),
         wrong(
