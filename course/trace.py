@@ -70,12 +70,14 @@ class Recording(list):
         super().__init__()
         # id(tensor) -> (weakref, name); the weakref guards against id reuse after free.
         self._names: dict[int, tuple[weakref.ref, str]] = {}
+        self._count = 0  # only goes up: an id reused after a free must not reuse a name
 
     def name_of(self, t: torch.Tensor) -> str:
         entry = self._names.get(id(t))
         if entry is not None and entry[0]() is t:
             return entry[1]
-        name = f"t{len(self._names)}"
+        name = f"t{self._count}"
+        self._count += 1
         try:
             ref = weakref.ref(t)
         except TypeError:  # pragma: no cover - tensors support weakrefs
@@ -122,5 +124,6 @@ def record() -> Iterator[Recording]:
         yield rec
     finally:
         with _lock:
-            _recordings.remove(rec)
+            # by identity: recordings are lists, and two may hold equal events
+            _recordings[:] = [r for r in _recordings if r is not rec]
             ACTIVE = bool(_recordings)
