@@ -198,8 +198,23 @@ def add_tangent_placeholders(fw: fx.GraphModule, meta: ForwardMeta) -> fx.GraphM
     return fx.GraphModule(fw, graph)
 
 
+# NOTE [Ops that mutate without saying so]
+#     An op's schema marks the arguments it writes (``Tensor(a!)``), and that is how we tell
+#     whether a graph needs functionalizing. A few batch-norm kernels write their running
+#     statistics in place yet declare nothing (``native_batch_norm(..., Tensor? running_mean,
+#     ...)``); functionalization rewrites them to ``_native_batch_norm_legit_functional``. Skip
+#     them and the joint silently loses the running-stat updates that torch returns as
+#     InputMutationAOTOutput, so we list them here.
+_UNDECLARED_MUTATIONS = frozenset(
+    getattr(torch.ops.aten, name).default
+    for name in ("native_batch_norm", "_batch_norm_impl_index", "cudnn_batch_norm", "miopen_batch_norm")
+)
+
+
 def _is_mutating(node: fx.Node) -> bool:
-    return isinstance(node.target, torch._ops.OpOverload) and node.target._schema.is_mutable
+    if not isinstance(node.target, torch._ops.OpOverload):
+        return False
+    return node.target._schema.is_mutable or node.target in _UNDECLARED_MUTATIONS
 
 
 def trace_joint(

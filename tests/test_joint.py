@@ -99,11 +99,26 @@ def _reuse(s, x):
     return h * h + h.sin() + h  # h's gradient is accumulated from three uses
 
 
+class _FunctionalBatchNorm(torch.nn.Module):
+    """F.batch_norm on registered buffers: its kernel writes the running stats without
+    declaring it in its schema, and no other op mutates (see joint_trace's NOTE)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("rm", torch.zeros(3))
+        self.register_buffer("rv", torch.ones(3))
+        self.w = torch.nn.Parameter(torch.ones(3))
+
+    def forward(self, x):
+        return torch.nn.functional.batch_norm(x, self.rm, self.rv, self.w, None, training=True)
+
+
 def _local_cases() -> dict[str, tuple]:
     """Cases beyond H3's corpus, each covering one more rule of the joint."""
     x = torch.randn(5, 3)
     return {
         "linear_bn": (torch.nn.Sequential(_lin(3, 4), torch.nn.BatchNorm1d(4)), (x,), {}),
+        "functional_batch_norm": (_FunctionalBatchNorm(), (x,), {}),
         "two_outputs_one_detached": (
             _Fn(lambda s, x: (s.mods[0](x), s.mods[0](x).sum().detach(), s.mods[0](x) * 2), _lin()),
             (x,), {}),
