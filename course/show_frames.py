@@ -162,7 +162,15 @@ def mutation_frames(events: Iterable) -> list[Frame]:
 def _stage_text(stage) -> str:
     text = getattr(stage, "text", None)
     text = text() if callable(text) else text
-    return text if isinstance(text, str) else str(stage)
+    text = text if isinstance(text, str) else str(stage)
+    # A stage's text may open with its own "== name ==" header and its explanation; the
+    # frame already shows both (title and description), so say them once.
+    lines = text.splitlines()
+    if lines[:1] == [f"== {stage.name} =="]:
+        lines = lines[1:]
+    if lines[:1] == [stage.explanation]:
+        lines = lines[1:]
+    return "\n".join(lines)
 
 
 def stage_frames(stages: Iterable) -> list[Frame]:

@@ -278,7 +278,10 @@ def test_does_the_real_joint_builder_step():
     jd = joint.export_joint(torch.nn.Linear(3, 2), (torch.randn(4, 3),))
     frames = stage_frames(jd.stages)
     assert [f.title.split(": ")[1] for f in frames] == [s.name for s in jd.stages]
-    assert all(f.text == str(s) and f.data is s.graph_module for f, s in zip(frames, jd.stages))
+    for f, s in zip(frames, jd.stages):
+        assert f.data is s.graph_module and f.description == s.explanation
+        # the stage's own header and explanation are said once, by the title and description
+        assert str(s).endswith(f.text) and s.explanation not in f.text and "==" not in f.text
     s = joint_stages_stepper(jd.stages, drawing=True)
     s.slider.value = len(frames) - 1
     assert s.output.outputs[0]["output_type"] == "display_data"
