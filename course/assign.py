@@ -261,7 +261,10 @@ def main(argv: list[str] | None = None) -> int:
             dest.write_text(text, encoding="utf-8")
             print(f"wrote {dest}")
     if args.check:
-        stale = sorted(set(p.name for p in notebooks.glob("*.ipynb")) - {p.name for p in paths})
+        # a learner copy whose solution is gone (with a lesson filter, only those lessons count)
+        wanted = [p.name for p in notebooks.glob("*.ipynb")
+                  if not args.lessons or any(p.name.startswith(x) for x in args.lessons)]
+        stale = sorted(set(wanted) - {p.name for p in lesson_paths(solutions)})
         problems += [f"no solution for {notebooks / name}" for name in stale if LESSON_FILE.match(name)]
     for problem in problems:
         print(problem, file=sys.stderr)

@@ -104,6 +104,19 @@ def test_check_mode_reports_a_stale_learner_copy(tmp_path, capsys):
     assert generated.read_text() == (ROOT / "notebooks" / SOLUTIONS[0].name).read_text()
 
 
+def test_check_mode_with_a_lesson_filter_judges_only_those_lessons(tmp_path, capsys):
+    (tmp_path / "solutions").mkdir()
+    for src in SOLUTIONS[:2]:
+        shutil.copy(src, tmp_path / "solutions" / src.name)
+    assert assign.main(["--root", str(tmp_path)]) == 0
+    (tmp_path / "notebooks" / "99_orphan.ipynb").write_text("{}")
+    prefix = SOLUTIONS[0].name[:2]
+    assert assign.main(["--check", "--root", str(tmp_path), prefix]) == 0
+    assert "no solution" not in capsys.readouterr().err
+    assert assign.main(["--check", "--root", str(tmp_path)]) == 1  # unfiltered, the orphan counts
+    assert "no solution for" in capsys.readouterr().err
+
+
 def test_a_region_in_a_nested_function_belongs_to_the_registered_name_around_it():
     src = ("class SaveOnCPU:\n    def __init__(self):\n        def pack(t):\n"
            "            ### BEGIN SOLUTION\n            return t.cpu()\n            ### END SOLUTION\n")
