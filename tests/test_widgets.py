@@ -72,11 +72,12 @@ def test_does_draw_replace_the_text_with_a_picture():
         ax.set_title(frame.title)
         return fig
 
+    before = set(plt.get_fignums())  # other tests may leave figures open
     s = Stepper([Frame("a"), Frame("b")], draw=draw)
     s.next_button.click()
     (out,) = s.output.outputs
     assert out["output_type"] == "display_data" and "image/png" in out["data"]
-    assert plt.get_fignums() == []  # figures are closed once shown
+    assert set(plt.get_fignums()) == before  # the stepper's figures are closed once shown
     s2 = Stepper([Frame("a")], draw=lambda f: f"drawn {f.title}")
     assert _shown(s2) == "drawn a\n"
 
