@@ -9,6 +9,8 @@ generated, like nbgrader's ``clearsolutions`` preprocessor:
       # YOUR CODE HERE (about 3 lines)
       raise NotImplementedError("exercise 0.1")
 
+  A region at top level (a prediction, say) also names what to define:
+  ``# YOUR CODE HERE (about 1 line; define predicted_a_grad)``.
 - the exercise id comes from (first match wins): an id on the marker
   (``### BEGIN SOLUTION 0.1``); else the name the region defines (the ``def``/``class`` it
   sits in, or the names it assigns at top level) looked up among the exercises that
@@ -137,7 +139,11 @@ def clear_solutions(source: str, exercise_for: Callable[[str | None], str | None
                 f"{where}, line {begin + 1}: cannot tell which exercise this region belongs to; "
                 f"write `{BEGIN} N.M`, or register the name it defines in course/checks"
             )
-        out += [f"{indent}# YOUR CODE HERE ({_size_hint(body)})", f'{indent}raise NotImplementedError("exercise {ex_id}")']
+        hint = _size_hint(body)
+        if not indent:  # a top-level region: say which names the learner must define
+            defined = list(dict.fromkeys(_region_names(lines, begin, body, indent)))
+            hint += f"; define {', '.join(defined)}" if defined else ""
+        out += [f"{indent}# YOUR CODE HERE ({hint})", f'{indent}raise NotImplementedError("exercise {ex_id}")']
         begin = None
     if begin is not None:
         raise AssignError(f"{where}, line {begin + 1}: {BEGIN} is never closed by {END}")

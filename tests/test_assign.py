@@ -129,3 +129,12 @@ def test_a_region_in_a_nested_function_belongs_to_the_registered_name_around_it(
     out = clear_solutions(src, lookup, "nb")
     assert seen == ["pack", "__init__", "SaveOnCPU"]
     assert '            raise NotImplementedError("exercise 4.1")' in out
+
+
+def test_a_top_level_region_names_what_the_learner_must_define():
+    src = "### BEGIN SOLUTION\npredicted_a_grad = 8.0\n### END SOLUTION\ncheck('0.2')"
+    out = clear_solutions(src, lambda name: "0.2" if name == "predicted_a_grad" else None, "nb")
+    assert out.splitlines()[0] == "# YOUR CODE HERE (about 1 line; define predicted_a_grad)"
+    nested = clear_solutions("def f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION\n",
+                             lambda name: "0.1", "nb")
+    assert "define" not in nested  # inside a def, the def's own line already names it
