@@ -2,6 +2,7 @@
 
 import re
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -43,3 +44,14 @@ def test_pyproject_torch_range_is_the_supported_range():
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     (torch_req,) = [Requirement(d) for d in deps if d.startswith("torch")]
     assert torch_req.specifier == course.SUPPORTED_TORCH
+
+
+def test_the_ci_grading_example_parses_and_uses_only_real_grade_options():
+    yaml = __import__("yaml")
+    workflow = yaml.safe_load((ROOT / "docs/ci-grading-example.yml").read_text())
+    runs = [step.get("run", "") for step in workflow["jobs"]["grade"]["steps"]]
+    (grade,) = [r for r in runs if "course grade" in r]
+    options = set(re.findall(r"(--[a-z-]+|-j)\b", grade))
+    helptext = subprocess.run([sys.executable, "-m", "course", "grade", "--help"],
+                              capture_output=True, text=True, check=True).stdout
+    assert options and all(opt in helptext for opt in options), options
