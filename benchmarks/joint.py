@@ -1,8 +1,16 @@
 """Export time: course.joint.export_joint against torch's aot_export_joint_with_descriptors.
 
-Both run in this process, interleaved (torch, course, course, torch, ...) and repeated, after
-one warm-up each; we print median seconds and the ratio course/torch, then where course's
-time goes, stage by stage (JointWithDescriptors.timings). No assertion: this prints.
+Three timings per model, run in this process, interleaved (the order flips every repeat) and
+repeated after one warm-up each:
+
+* torch: ``aot_export_joint_with_descriptors`` (it builds no stages and does not partition);
+* course export: ``export_joint`` alone: the metadata pass and the joint (the teaching
+  stages are built on first access, NOTE [Stages on demand] in course/joint_stage.py);
+* course export + stages: ``export_joint`` and then ``.stages``: all seven stages, including
+  the partitioner, work torch's call does not do.
+
+We print median seconds, both ratios against the same torch figure, then where course's
+time goes (JointWithDescriptors.timings of the export + stages run). No assertion: this prints.
 
     python benchmarks/joint.py            # 15 repeats
     python benchmarks/joint.py --quick    # 1 repeat, no warm-up: a smoke test, not a figure
@@ -44,6 +52,12 @@ def _torch_export(mod, args):
         return aot_export_joint_with_descriptors(stack, mod, args)
 
 
+def _export_and_stages(mod, args):
+    jd = export_joint(mod, args)
+    jd.stages
+    return jd
+
+
 def _timed(f, *a):
     t0 = time.perf_counter()
     out = f(*a)
@@ -58,26 +72,33 @@ def main() -> None:
     repeats = 1 if opts.quick else opts.repeats
     warnings.filterwarnings("ignore")  # TransformerEncoderLayer's nested-tensor note
     models = _models()
-    times: dict[str, dict[str, list[float]]] = {n: {"torch": [], "course": []} for n in models}
+    who_all = ("torch", "course", "course+stages")
+    times: dict[str, dict[str, list[float]]] = {n: {w: [] for w in who_all} for n in models}
     stage_times: dict[str, dict[str, list[float]]] = {n: {} for n in models}
     for mod, args in [] if opts.quick else models.values():  # warm-up: first-call caches
         _torch_export(mod, args)
-        export_joint(mod, args)
+        _export_and_stages(mod, args)
     for r in range(repeats):
         for name, (mod, args) in models.items():
-            order = [("torch", _torch_export), ("course", export_joint)]
+            order = [("torch", _torch_export), ("course", export_joint),
+                     ("course+stages", _export_and_stages)]
             for who, f in order if r % 2 == 0 else order[::-1]:
                 dt, out = _timed(f, mod, args)
                 times[name][who].append(dt)
-                if who == "course":
+                if who == "course+stages":
                     for stage, s in out.timings.items():
                         stage_times[name].setdefault(stage, []).append(s)
     print(f"export time, median of {repeats} interleaved runs (seconds)")
-    print(f"{'model':<26}{'torch':>10}{'course':>10}{'course/torch':>14}")
+    print("  export:   course's export_joint alone, against torch's export")
+    print("  +stages:  course's export_joint then .stages (all 7, partitioner included),")
+    print("            against the same torch export (torch builds no stages)")
+    print(f"{'model':<26}{'torch':>9}{'export':>9}{'+stages':>9}"
+          f"{'export course/torch':>21}{'+stages course/torch':>22}")
     for name, t in times.items():
-        mt, mc = statistics.median(t["torch"]), statistics.median(t["course"])
-        print(f"{name:<26}{mt:>10.4f}{mc:>10.4f}{mc / mt:>13.2f}x")
-    print("\nwhere course's time goes (median seconds per stage)")
+        mt, mc, ms = (statistics.median(t[w]) for w in who_all)
+        print(f"{name:<26}{mt:>9.4f}{mc:>9.4f}{ms:>9.4f}{mc / mt:>20.2f}x{ms / mt:>21.2f}x")
+    print("\nwhere course's time goes, export + stages (median seconds per step; metadata,"
+          "\ntraced_joint and descriptors are the export, the rest are stages built on demand)")
     for name, per_stage in stage_times.items():
         parts = ", ".join(f"{s} {statistics.median(v):.4f}" for s, v in per_stage.items())
         print(f"{name}: {parts}")

@@ -42,14 +42,17 @@ The invariants (the same as torch's, checked by tests/test_joint.py against torc
 Differences from torch
 ----------------------
 
-* torch runs a metadata pass and then traces the joint once; we trace your program three
-  times: the forward (stage 1), the functionalized forward (stage 2; a forward with no
-  in-place op is functional already, so stage 2 *is* stage 1's graph), and the joint
-  (stage 4). Each traces the program, never the previous stage's graph: a custom
-  ``autograd.Function``, a ``no_grad`` block or a hook changes gradients without leaving an
-  aten op behind. The joint is traced without ``FunctionalTensorMode`` when stage 1 found no
-  in-place op (NOTE [Functionalizing the joint only when needed] in
-  :mod:`course.joint_trace`).
+* The export does torch's work: one untraced metadata pass under ``FunctionalTensorMode``
+  (``collect_metadata``, torch's ``run_functionalized_fw_and_collect_metadata``), then the
+  joint traced once (stage 4) and its descriptors (stage 5). The other stages are built the
+  first time you ask (``jd.stages``, ``jd.stage(name)``, ``jd.fw_module``; NOTE [Stages on
+  demand] in :mod:`course.joint_stage`): the forward (stage 1), the functionalized forward
+  (stage 2; a forward with no in-place op is functional already, so stage 2 *is* stage 1's
+  graph), and the partitioner (stages 6-7). Each traces the program, never the previous
+  stage's graph: a custom ``autograd.Function``, a ``no_grad`` block or a hook changes
+  gradients without leaving an aten op behind. The joint is traced without
+  ``FunctionalTensorMode`` when the metadata pass saw no in-place op (NOTE [Functionalizing
+  the joint only when needed] in :mod:`course.joint_trace`).
 * torch clones a mutated input before the forward (``clone``, ``clone_1``); our joint
   returns the mutated wrapper's new value directly and has no such clones.
 * We build only plain-tensor graphs. Tensor subclasses, mutated inputs that alias each other
@@ -72,13 +75,12 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 from torch._functorch.partitioners import default_partition
-from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from course import descriptors as D
 from course import require_supported_torch
 from course import joint_trace as J
-from course.joint_stage import Stage, make_stage
+from course.joint_stage import Stage, StageBuilder, _fakes
 
 require_supported_torch("course.joint")
 
@@ -90,21 +92,34 @@ class JointWithDescriptors:
     Attributes:
         graph_module: the joint graph; call it as ``graph_module(primals, tangents)``.
         params_spec, buffers_spec: parameter and buffer FQNs, in placeholder order.
-        stages: the :class:`Stage` snapshots, in order; ``stage(name)`` picks one.
-        fw_module, bw_module: the partitioned graphs.
+        stages: the :class:`Stage` snapshots, in order; ``stage(name)`` picks one. Stages
+            1-3 and 6-7 are built on first access (NOTE [Stages on demand]).
+        fw_module, bw_module: the partitioned graphs (the partitioner runs on first access).
         num_fwd_outputs: how many leading outputs are forward ones (mutations + user outputs).
         tangent_mask: per forward output, whether it has a tangent placeholder.
-        timings: ``{stage name: seconds}`` it took to build each stage (not printed anywhere).
+        timings: ``{step: seconds}`` it took to build each stage built so far, plus
+            ``"metadata"``, the export's untraced metadata pass (not printed anywhere).
     """
 
     def __init__(self, **fields: Any) -> None:
         self.__dict__.update(fields)
 
+    @property
+    def stages(self) -> list[Stage]:
+        """All seven stages, in order; the first access builds those not built yet."""
+        return self._stage_builder.stages()
+
     def stage(self, name: str) -> Stage:
-        for s in self.stages:
-            if s.name == name:
-                return s
-        raise KeyError(f"no stage {name!r}; stages are {[s.name for s in self.stages]}")
+        """One stage by name, built (with what it needs) on first access."""
+        return self._stage_builder.stage(name)
+
+    @property
+    def fw_module(self) -> fx.GraphModule:
+        return self.stage("partitioned_forward").graph_module
+
+    @property
+    def bw_module(self) -> fx.GraphModule:
+        return self.stage("partitioned_backward").graph_module
 
     def __call__(self, primals: list, tangents: list) -> tuple[tuple, tuple]:
         """Run the joint graph on real tensors: ``(outs, grads)``, torch's calling convention."""
@@ -230,87 +245,65 @@ def export_joint(
     fn = _functional_call(module_or_fn, [*params, *buffers], len(flat_args), in_spec)
 
     timings: dict[str, float] = {}
-    stages, meta = _build_stages(fn, real, primal_descs, requires_grad, partition_fn, timings, decompositions)
-    fw_stage, bw_stage = stages[-2], stages[-1]
-    return JointWithDescriptors(
-        graph_module=stages[4].graph_module,
-        stages=stages,
-        params_spec=list(params),
-        buffers_spec=list(buffers),
-        params=params,
-        buffers=buffers,
-        in_spec=in_spec,
-        fw_module=fw_stage.graph_module,
-        bw_module=bw_stage.graph_module,
-        num_fwd_outputs=len(stages[1].graph.output_node().args[0]),
-        tangent_mask=meta.tangent_mask,
-        timings=timings,
-    )
-
-
-def _fakes(real: list[torch.Tensor]) -> tuple[FakeTensorMode, list[torch.Tensor]]:
-    """Fake copies (shapes, dtypes, requires_grad; no data) in a fresh FakeTensorMode."""
-    mode, seen = FakeTensorMode(), set()
-    fakes = []
-    for t in real:  # a tensor met twice (tied weights) gets a second fake, sharing storage
-        fakes.append(mode.from_tensor(t if id(t) not in seen else _alias(t)))
-        seen.add(id(t))
-    return mode, fakes
-
-
-def _alias(t: torch.Tensor) -> torch.Tensor:
-    return t.detach().requires_grad_(t.requires_grad)
-
-
-def _build_stages(fn, real, primal_descs, requires_grad, partition_fn, timings, decomps):
-    stages: list[Stage] = []
-    clock = [time.perf_counter()]
-
-    def snap(name: str, gm: fx.GraphModule, with_descs: bool = False) -> None:
-        now = time.perf_counter()  # the time to build this stage (its text not included)
-        timings[name], clock[0] = now - clock[0], now
-        stages.append(make_stage(name, gm, with_descs))
-        clock[0] = time.perf_counter()
-
-    # Stage 1 runs the in-place ops for real (on fakes), so it gets fakes of its own.
+    clock = time.perf_counter()
     mode, primals = _fakes(real)
-    with mode:
-        fw, fw_meta = J.trace_forward(fn, primals)
-    if any(J._is_mutating(n) for n in fw.graph.nodes):
-        mode, primals = _fakes(real)
-    with mode:
-        return _build_rest(fn, fw, fw_meta, primals, primal_descs, requires_grad, partition_fn, snap,
-                           stages, decomps)
-
-
-def _build_rest(fn, fw, fw_meta, primals, primal_descs, requires_grad, partition_fn, snap, stages,
-                decomps):
-    if torch._functorch.config.functionalize_rng_ops and any(
-        torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ()) for n in fw.graph.nodes
-    ):
-        raise NotImplementedError(
-            "random ops with functionalize_rng_ops=True: torch adds Philox seed and offset "
-            "inputs (PhiloxForwardSeedAOTInput)" + J._NOT_BUILT
-        )
-    snap("traced_forward", fw)
-    ffw, meta = J.trace_functionalized_forward(fn, fw, primals, fw_meta)
-    snap("functionalized_forward", ffw)
+    try:
+        with mode:
+            meta, mutates, outs = J.collect_metadata(fn, primals)
+    except NotImplementedError:
+        _check_forward(fn, real)  # in the staged build, stage 1's errors come first
+        raise
+    timings["metadata"] = time.perf_counter() - clock
+    if torch._functorch.config.functionalize_rng_ops:  # the check reads stage 1's graph
+        _check_forward(fn, real)
     if not any(meta.tangent_mask):
         raise ValueError(
             "export_joint: no output requires grad (e.g. it is detached, or aliases an input), "
             "so the joint would have no tangents and no backward. torch would return an "
             "inference graph; use make_fx for that."
         )
-    snap("joint_function", J.add_tangent_placeholders(ffw, meta))
-    vals = [n.meta["val"] for n in ffw.graph.output_node().args[0]]
-    tangents = [torch.empty_like(v, memory_format=torch.contiguous_format)
-                for v, m in zip(vals, meta.tangent_mask) if m]
-    mutates = ffw is not fw  # stage 2 retraced the program because stage 1 had in-place ops
-    joint = J.trace_joint(fn, meta, primals, tangents, mutates=mutates, decompositions=decomps)
-    snap("traced_joint", joint)
+    with mode:
+        clock = time.perf_counter()
+        tangents = _tangents(meta, outs)
+        joint = J.trace_joint(fn, meta, primals, tangents, mutates=mutates,
+                              decompositions=decompositions)
+        timings["traced_joint"] = time.perf_counter() - clock
+    clock = time.perf_counter()
     J.attach_descriptors(joint, primal_descs, meta, requires_grad)
-    snap("descriptors", joint, with_descs=True)
-    fw_mod, bw_mod = J.partition(joint, (primals, tangents), len(vals), partition_fn)
-    snap("partitioned_forward", fw_mod, with_descs=True)
-    snap("partitioned_backward", bw_mod, with_descs=True)
-    return stages, meta
+    timings["descriptors"] = time.perf_counter() - clock
+    return JointWithDescriptors(
+        graph_module=joint,
+        params_spec=list(params),
+        buffers_spec=list(buffers),
+        params=params,
+        buffers=buffers,
+        in_spec=in_spec,
+        num_fwd_outputs=len(meta.mutated_inp_indices) + meta.num_user_outputs,
+        tangent_mask=meta.tangent_mask,
+        timings=timings,
+        _stage_builder=StageBuilder(
+            fn=fn, real=real, module=module_or_fn, meta=meta, joint=joint,
+            joint_inputs=(primals, tangents), fake_mode=mode, partition_fn=partition_fn,
+            timings=timings,
+        ),
+    )
+
+
+def _tangents(meta: J.ForwardMeta, outs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """One fake tangent per forward output that gets one (contiguous, like torch's)."""
+    return [torch.empty_like(o, memory_format=torch.contiguous_format)
+            for o, m in zip(outs, meta.tangent_mask) if m]
+
+
+def _check_forward(fn: Callable, real: list[torch.Tensor]) -> None:
+    """Trace stage 1 for its errors only: eager's own (an in-place op on a leaf that requires
+    grad) and, under ``functionalize_rng_ops``, random ops we would need seeds for."""
+    mode, primals = _fakes(real)
+    with mode:
+        fw, _ = J.trace_forward(fn, primals)
+    seeded = (torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ()) for n in fw.graph.nodes)
+    if torch._functorch.config.functionalize_rng_ops and any(seeded):
+        raise NotImplementedError(
+            "random ops with functionalize_rng_ops=True: torch adds Philox seed and offset "
+            "inputs (PhiloxForwardSeedAOTInput)" + J._NOT_BUILT
+        )

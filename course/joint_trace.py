@@ -1,7 +1,8 @@
 """The building blocks of :mod:`course.joint`: one function per stage of AOTAutograd.
 
 Each function takes the previous stage's graph and returns the next one, so a learner can
-stop after any of them and look. All tracing is torch's own: ``make_fx`` records aten ops,
+stop after any of them and look; :func:`collect_metadata` is the export's untraced pass that
+learns, without building stages 1-3, what the joint needs. All tracing is torch's own: ``make_fx`` records aten ops,
 ``FunctionalTensorMode`` (with torch's ``to_fun`` / ``from_fun`` / ``has_data_mutation``)
 removes mutations, ``torch.autograd.grad`` writes the backward, and torch's partitioner splits
 the joint. What is ours is the order, the bookkeeping (:class:`ForwardMeta`) and the
@@ -47,6 +48,7 @@ __all__ = [
     "ForwardMeta",
     "add_tangent_placeholders",
     "attach_descriptors",
+    "collect_metadata",
     "partition",
     "trace_forward",
     "trace_functionalized_forward",
@@ -139,6 +141,25 @@ def _check_input_mutations(f_args: list, primals: list, meta: ForwardMeta) -> No
         meta.mutated_inp_indices.append(i)
 
 
+def _run_functionalized(fn: Callable[..., list], primals: list, meta: ForwardMeta) -> list:
+    """Run ``fn`` on ``to_fun`` wrappers (under a FunctionalTensorMode) and fill ``meta``."""
+    # See torch's Note [Disabling Functionalize TLS Above Python Functionalization]
+    with torch._C._ExcludeDispatchKeyGuard(
+        torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize)
+    ):
+        f_args = [to_fun(p) for p in primals]
+        f_outs = list(fn(*f_args))
+    _check_input_mutations(f_args, primals, meta)
+    meta.output_requires_grad = [o.requires_grad for o in f_outs]
+    user_mask = _tangent_mask(f_args, f_outs)
+    # A mutated input gets a tangent when its new value requires grad (x.mul_(w)).
+    mutated_mask = [f_args[i].requires_grad for i in meta.mutated_inp_indices]
+    meta.tangent_mask = mutated_mask + user_mask
+    meta.num_user_outputs = len(f_outs)
+    mutated = [from_fun(f_args[i]) for i in meta.mutated_inp_indices]
+    return mutated + [from_fun(o) for o in f_outs]
+
+
 def trace_functionalized_forward(
     fn: Callable[..., list], fw: fx.GraphModule, primals: list, fw_meta: ForwardMeta
 ) -> tuple[fx.GraphModule, ForwardMeta]:
@@ -156,25 +177,40 @@ def trace_functionalized_forward(
     meta = ForwardMeta()
 
     def functionalized(primals: list) -> list:
-        # See torch's Note [Disabling Functionalize TLS Above Python Functionalization]
-        with torch._C._ExcludeDispatchKeyGuard(
-            torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize)
-        ):
-            f_args = [to_fun(p) for p in primals]
-            f_outs = list(fn(*f_args))
-        _check_input_mutations(f_args, primals, meta)
-        meta.output_requires_grad = [o.requires_grad for o in f_outs]
-        user_mask = _tangent_mask(f_args, f_outs)
-        # A mutated input gets a tangent when its new value requires grad (x.mul_(w)).
-        mutated_mask = [f_args[i].requires_grad for i in meta.mutated_inp_indices]
-        meta.tangent_mask = mutated_mask + user_mask
-        meta.num_user_outputs = len(f_outs)
-        mutated = [from_fun(f_args[i]) for i in meta.mutated_inp_indices]
-        return mutated + [from_fun(o) for o in f_outs]
+        return _run_functionalized(fn, primals, meta)
 
     with enable_python_dispatcher(), FunctionalTensorMode(_allow_token_discovery=True):
         gm = make_fx(functionalized)(primals)
     return gm, meta
+
+
+class _InPlaceSpotter(FunctionalTensorMode):
+    """A FunctionalTensorMode that also notes whether the program ran an in-place op."""
+
+    def __init__(self) -> None:
+        super().__init__(_allow_token_discovery=True)
+        self.saw_mutation = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if not self.saw_mutation and _is_mutating_op(func):
+            self.saw_mutation = True
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+
+def collect_metadata(fn: Callable[..., list], primals: list) -> tuple[ForwardMeta, bool, list]:
+    """What the joint needs, from one untraced run: ``(meta, ran an in-place op, outputs)``.
+
+    torch's ``run_functionalized_fw_and_collect_metadata``: the program runs once under a
+    ``FunctionalTensorMode`` on fake inputs, with no ``make_fx`` recording it. The wrappers
+    say which inputs were mutated; the outputs say which require grad and which alias.
+    It raises the same errors as stages 1-2 would (NotImplementedError for what we do not
+    build); the stages themselves are traced later, when a learner asks for them.
+    """
+    meta = ForwardMeta()
+    mode = _InPlaceSpotter()
+    with enable_python_dispatcher(), mode:
+        outs = _run_functionalized(fn, primals, meta)
+    return meta, mode.saw_mutation or bool(meta.mutated_inp_indices), outs
 
 
 def add_tangent_placeholders(fw: fx.GraphModule, meta: ForwardMeta) -> fx.GraphModule:
@@ -200,21 +236,25 @@ def add_tangent_placeholders(fw: fx.GraphModule, meta: ForwardMeta) -> fx.GraphM
 
 # NOTE [Ops that mutate without saying so]
 #     An op's schema marks the arguments it writes (``Tensor(a!)``), and that is how we tell
-#     whether a graph needs functionalizing. A few batch-norm kernels write their running
-#     statistics in place yet declare nothing (``native_batch_norm(..., Tensor? running_mean,
-#     ...)``); functionalization rewrites them to ``_native_batch_norm_legit_functional``. Skip
-#     them and the joint silently loses the running-stat updates that torch returns as
-#     InputMutationAOTOutput, so we list them here.
+#     whether a program needs functionalizing (in a graph, or as the metadata pass runs it).
+#     A few batch-norm kernels write their running statistics in place yet declare nothing
+#     (``native_batch_norm(..., Tensor? running_mean, ...)``); functionalization rewrites them
+#     to ``_native_batch_norm_legit_functional``. Skip them and the joint silently loses the
+#     running-stat updates that torch returns as InputMutationAOTOutput, so we list them here.
 _UNDECLARED_MUTATIONS = frozenset(
     getattr(torch.ops.aten, name).default
     for name in ("native_batch_norm", "_batch_norm_impl_index", "cudnn_batch_norm", "miopen_batch_norm")
 )
 
 
-def _is_mutating(node: fx.Node) -> bool:
-    if not isinstance(node.target, torch._ops.OpOverload):
+def _is_mutating_op(op: Any) -> bool:
+    if not isinstance(op, torch._ops.OpOverload):
         return False
-    return node.target._schema.is_mutable or node.target in _UNDECLARED_MUTATIONS
+    return op._schema.is_mutable or op in _UNDECLARED_MUTATIONS
+
+
+def _is_mutating(node: fx.Node) -> bool:
+    return _is_mutating_op(node.target)
 
 
 def trace_joint(
@@ -229,10 +269,11 @@ def trace_joint(
     but leaves no trace among the aten ops. Nodes get torch's ``partitioner_tag``.
 
     NOTE [Functionalizing the joint only when needed]
-        torch traces the joint under ``FunctionalTensorMode``. When stage 1 found no in-place
-        op (``mutates=False``), we first trace without it (half the dispatch work); if the
-        recorded backward holds an in-place op (a custom backward may), we trace again under
-        functionalization, as torch does.
+        torch traces the joint under ``FunctionalTensorMode``. When the program ran no in-place
+        op (``mutates=False``: :func:`collect_metadata` saw none, as stage 1 would show none),
+        we first trace without it (half the dispatch work); if the recorded backward holds an
+        in-place op (a custom backward may), we trace again under functionalization, as torch
+        does.
     """
     args = (fn, meta, primals, tangents, decompositions)
     gm = _trace_joint(*args, functionalize=mutates)

@@ -440,6 +440,65 @@ def test_stage_printouts_are_deterministic(name):
         assert "0x" not in s1.text
 
 
+
+# ---- stages on demand (NOTE [Stages on demand] in course/joint_stage.py) ----------------------
+
+_JOINT_STAGES = {"traced_joint", "descriptors"}  # what the export itself builds
+
+
+def test_export_builds_only_the_joint_until_stages_are_asked_for(monkeypatch):
+    """Does export_joint trace only what the joint needs, building stages 1-3 and 6-7 on demand?"""
+    from course import joint_trace
+
+    calls = {"trace_forward": 0, "partition": 0}
+    for fname in calls:
+        def counted(*a, _f=getattr(joint_trace, fname), _n=fname, **k):
+            calls[_n] += 1
+            return _f(*a, **k)
+        monkeypatch.setattr(joint_trace, fname, counted)
+    mod, args, kwargs = _fresh("linear_bn")
+    jd = export_joint(mod, args, kwargs)
+    assert calls == {"trace_forward": 0, "partition": 0}
+    assert set(jd._stage_builder._built) == _JOINT_STAGES
+    assert set(jd.timings) == {"metadata"} | _JOINT_STAGES
+    assert jd.stage("descriptors").graph_module is jd.graph_module  # no build needed
+    jd.stage("functionalized_forward")
+    assert calls == {"trace_forward": 1, "partition": 0}
+    assert set(jd._stage_builder._built) == _JOINT_STAGES | set(STAGES[:3])
+    jd.fw_module
+    assert calls == {"trace_forward": 1, "partition": 1}
+    assert [s.name for s in jd.stages] == STAGES and calls == {"trace_forward": 1, "partition": 1}
+    assert set(jd.timings) == {"metadata"} | set(STAGES)
+    with pytest.raises(KeyError, match="no stage 'nope'"):
+        jd.stage("nope")
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_stages_built_late_print_what_stages_built_at_once_print(name):
+    """Built after the partition, a run, model.eval() and no_grad, do the stages print what
+    stages asked for right after the export print (and is the module left as it was)?"""
+    at_once = {s.name: s.text for s in ours(name).stages}
+    mod, args, kwargs = _fresh(name)
+    jd = export_joint(mod, args, kwargs)
+    jd.fw_module, jd.bw_module
+    jd.run(args, kwargs, buffers={k: b.clone() for k, b in jd.buffers.items()})
+    mod.eval()
+    with torch.no_grad():
+        late = {s.name: s.text for s in jd.stages}
+    assert late == at_once
+    assert not any(m.training for m in mod.modules())
+
+
+def test_stages_refuse_a_module_changed_since_the_export():
+    """If a parameter stops requiring grad after the export, are the stages refused, not wrong?"""
+    mod, args, kwargs = _fresh("linear_bn")
+    jd = export_joint(mod, args, kwargs)
+    mod[0].weight.requires_grad_(False)
+    with pytest.raises(RuntimeError, match="export again"):
+        jd.stages
+    assert jd.stage("traced_joint").graph_module is jd.graph_module  # built at export: still there
+
+
 # ---- what we refuse ---------------------------------------------------------------------------
 
 
