@@ -11,6 +11,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("course.doctor", "check torch, CUDA and the JupyterLab widgets extension"),
     "assign": ("course.assign", "generate notebooks/ (learner copies) from solutions/"),
     "grade": ("course.grading", "grade a learner notebook (or a folder of them)"),
+    "lab": ("course.lab", "open your copy of the course in JupyterLab (start or update it first)"),
     "start": ("course.workspace", "copy the learner notebooks into a folder you own"),
     "update": ("course.workspace", "bring new lessons into your folder without overwriting your work"),
     "progress": ("course.progress", "a table of your exercises and their status"),

@@ -22,7 +22,7 @@ def _block(marker: str) -> str:
 
 
 def test_readme_has_an_open_command_and_a_test_command():
-    assert "jupyter lab" in _block("open-command")
+    assert "course lab" in _block("open-command")
     assert "pytest" in _block("test-command")
 
 

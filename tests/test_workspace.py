@@ -450,3 +450,24 @@ def check_update(root, src, lessons, where, mine, deleted, base):
         assert workspace._stamp(root / rel) not in deleted
     again = workspace.update(root, source=src)
     assert not [c for c in again if c.kind in {"new", "updated", "offered", "restored", "renamed"}]
+
+
+def test_course_lab_starts_then_updates_then_execs_jupyter_on_the_folder(tmp_path, monkeypatch):
+    """`course lab` (the README's open command): start the first time, update after, then JupyterLab."""
+    from course import lab
+
+    source = tmp_path / "src"
+    source.mkdir()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    nbformat.write(nb, source / "01_first.ipynb")
+    execs = []
+    monkeypatch.setattr(lab.os, "execv", lambda path, cmd: execs.append(cmd))
+    ws = tmp_path / "ws"
+    assert lab.main([str(ws), "--source", str(source), "--", "--no-browser"]) == 0
+    assert (ws / "01_first.ipynb").exists() and (ws / lab.workspace.MANIFEST).exists()
+    (ws / "01_first.ipynb").write_text((ws / "01_first.ipynb").read_text().replace("x = 1", "x = 2"))
+    assert lab.main([str(ws), "--source", str(source)]) == 0  # an update: the edit stays
+    assert "x = 2" in (ws / "01_first.ipynb").read_text()
+    assert [c[1:5] for c in execs] == [["-m", "jupyter", "lab", str(ws)]] * 2
+    assert "--no-browser" in execs[0]
+    assert ("--allow-root" in execs[0]) == (os.geteuid() == 0)
