@@ -39,3 +39,25 @@ def test_every_lesson_notebook_is_listed():
 
 def test_generated_overview_and_exercise_table_are_current():
     assert guide.stale() == [], "run: python -m course.guide"
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda l: l.slug)
+def test_the_time_a_lesson_announces_is_the_time_the_overview_lists(lesson):
+    import re
+
+    import nbformat
+
+    opening = nbformat.read(ROOT / "solutions" / lesson.notebook, as_version=4).cells[0].source
+    stated = re.findall(r"[Aa]bout (\d+) minutes", opening)
+    assert stated in ([], [str(lesson.minutes)]), (stated, lesson.minutes)
+
+
+def test_the_workshop_plan_adds_up():
+    import re
+
+    guide = (ROOT / "docs" / "instructor-guide.md").read_text()
+    rows = re.findall(r"\| (?:morning|afternoon) \d \| ([\d, ]+) \| (\d) h (\d+) \|", guide)
+    assert len(rows) == 4
+    for lessons, hours, minutes in rows:
+        total = sum(get(int(n)).minutes for n in lessons.split(","))
+        assert total == int(hours) * 60 + int(minutes), lessons
