@@ -5,7 +5,6 @@ calls) runs through torch's register_multi_grad_hook and through ours; the hook 
 their arguments, their order and count, the log lines and the errors are compared.
 """
 
-import doctest
 import logging
 import re
 import threading
@@ -352,8 +351,3 @@ def test_does_engine_run_backward_return_and_accumulate_like_torchs(accumulate_g
         results.append((grads, as_list(g["a"].grad), as_list(g["b"].grad)))
     assert results[0] == results[1]
     assert results[0][1:] == (([3.0, 4.0], [1.0, 2.0]) if accumulate_grad else (None, None))
-
-
-def test_do_the_module_examples_run():
-    result = doctest.testmod(CH, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert result.failed == 0 and result.attempted > 10
