@@ -23,14 +23,14 @@ import time
 import torch
 import torch.autograd.graph as torch_graph
 
-import course.mutation as course_mutation
-import course.saved_tensors as course_saved
+import course.autograd.mutation as course_mutation
+import course.autograd.saved_tensors as course_saved
 
 try:
     from course.autograd_graph import register_multi_grad_hook as course_multi_grad_hook
 except ImportError:
     try:
-        from course.hooks import register_multi_grad_hook as course_multi_grad_hook
+        from course.autograd.hooks import register_multi_grad_hook as course_multi_grad_hook
     except ImportError:
         course_multi_grad_hook = None
 
@@ -153,7 +153,7 @@ def main(argv=None):
     workloads = {"chain": make_chain(), "mlp": make_mlp()}
     print(f"torch {torch.__version__}, {repeats} interleaved repeats, 1 thread")
     if course_multi_grad_hook is None:
-        print("note: register_multi_grad_hook skipped (course.autograd_graph / course.hooks "
+        print("note: register_multi_grad_hook skipped (course.autograd_graph / course.autograd.hooks "
               "do not provide it yet)")
     header = f"{'api':34s} {'workload':8s} {'torch ms':>9s} {'course ms':>10s} "
     print(header + f"{'course/torch':>13s} {'(best runs)':>12s} {'torch/plain':>12s}")

@@ -5,7 +5,7 @@ repeated after one warm-up each:
 
 * torch: ``aot_export_joint_with_descriptors`` (it builds no stages and does not partition);
 * course export: ``export_joint`` alone: the metadata pass and the joint (the teaching
-  stages are built on first access, NOTE [Stages on demand] in course/joint_stage.py);
+  stages are built on first access, NOTE [Stages on demand] in course/aot/stage.py);
 * course export + stages: ``export_joint`` and then ``.stages``: all seven stages, including
   the partitioner, work torch's call does not do.
 

@@ -11,7 +11,7 @@ memory to save there, so the ratios say what the hooks cost, not what offloading
 Two more tables:
 - the issue's MLP (8 x Linear(1024, 1024) + ReLU, batch 64): the share of saved bytes that
   are weights, which ``save_on_cpu`` copies every step and course keeps;
-- the timing model (course.offload_model) for course's offloader, from the measured
+- the timing model (course.offload.model) for course's offloader, from the measured
   forward / backward time, the offloaded bytes and a measured copy bandwidth.
 """
 
@@ -24,7 +24,7 @@ from collections.abc import Callable
 import torch
 
 from course.offload import Offloader, benchmark, predict_step
-from course.offload_bench import STRATEGIES
+from course.offload.bench import STRATEGIES
 
 
 def transformer(layers: int, d: int, heads: int, device: torch.device, dtype: torch.dtype) -> torch.nn.Module:

@@ -2,8 +2,8 @@
 
 The package holds readable re-implementations of torch's autograd Python layer
 (``course.autograd_graph``), of AOTAutograd's descriptors and fx_utils
-(``course.descriptors``, ``course.fx_utils``), a staged joint-graph builder
-(``course.joint``), an activation offloader (``course.offload``) and the
+(``course.aot.descriptors``, ``course.aot.fx_utils``), a staged joint-graph builder
+(``course.aot.joint``), an activation offloader (``course.offload.offloader``) and the
 machinery that turns lessons into learner notebooks and grades them.
 
 Import the submodule you need; importing ``course`` itself is cheap.

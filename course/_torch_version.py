@@ -33,7 +33,7 @@ def require_supported_torch(feature: str) -> None:
     """Raise :class:`UnsupportedTorchError` naming ``feature`` and the fix.
 
     Example:
-        >>> require_supported_torch("course.descriptors")  # passes on torch 2.13
+        >>> require_supported_torch("course.aot.descriptors")  # passes on torch 2.13
     """
     if torch_supported():
         return

@@ -3,16 +3,16 @@
 Read it side by side with torch's module; the names and signatures are the same::
 
     torch.autograd.graph.get_gradient_edge(t)      # torch's
-    course.autograd_graph.get_gradient_edge(t)     # ours, from course/graph.py
+    course.autograd_graph.get_gradient_edge(t)     # ours, from course/autograd/graph.py
 
 Where each name is built (lesson, module):
 
-1. ``course.graph``: ``Node``, ``GradientEdge``, ``get_gradient_edge``, ``increment_version``
-2. ``course.hooks``: ``register_multi_grad_hook``, ``_register_logging_hooks_on_whole_graph``,
+1. ``course.autograd.graph``: ``Node``, ``GradientEdge``, ``get_gradient_edge``, ``increment_version``
+2. ``course.autograd.hooks``: ``register_multi_grad_hook``, ``_register_logging_hooks_on_whole_graph``,
    ``_engine_run_backward``
-3. ``course.saved_tensors``: ``saved_tensors_hooks``, ``save_on_cpu``,
+3. ``course.autograd.saved_tensors``: ``saved_tensors_hooks``, ``save_on_cpu``,
    ``disable_saved_tensors_hooks``
-5. ``course.mutation``: ``allow_mutation_on_saved_tensors``
+5. ``course.autograd.mutation``: ``allow_mutation_on_saved_tensors``
 
 Example:
     >>> import torch
@@ -26,10 +26,10 @@ Differences from torch: see each module's docstring. torch's prototype extras
 of the course.
 """
 
-from course.graph import GradientEdge, Node, get_gradient_edge, increment_version
-from course.hooks import _engine_run_backward, _register_logging_hooks_on_whole_graph, register_multi_grad_hook
-from course.mutation import allow_mutation_on_saved_tensors
-from course.saved_tensors import disable_saved_tensors_hooks, save_on_cpu, saved_tensors_hooks
+from course.autograd.graph import GradientEdge, Node, get_gradient_edge, increment_version
+from course.autograd.hooks import _engine_run_backward, _register_logging_hooks_on_whole_graph, register_multi_grad_hook
+from course.autograd.mutation import allow_mutation_on_saved_tensors
+from course.autograd.saved_tensors import disable_saved_tensors_hooks, save_on_cpu, saved_tensors_hooks
 
 __all__ = [
     "GradientEdge",

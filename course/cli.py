@@ -9,12 +9,12 @@ import sys
 # `course --version` stays fast and a broken lesson module cannot break `course doctor`.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("course.doctor", "check torch, CUDA and the JupyterLab widgets extension"),
-    "assign": ("course.assign", "generate notebooks/ (learner copies) from solutions/"),
-    "grade": ("course.grading", "grade a learner notebook (or a folder of them)"),
+    "assign": ("course.grading.assign", "generate notebooks/ (learner copies) from solutions/"),
+    "grade": ("course.grading.grade", "grade a learner notebook (or a folder of them)"),
     "lab": ("course.lab", "open your copy of the course in JupyterLab (start or update it first)"),
-    "start": ("course.workspace", "copy the learner notebooks into a folder you own"),
-    "update": ("course.workspace", "bring new lessons into your folder without overwriting your work"),
-    "progress": ("course.progress", "a table of your exercises and their status"),
+    "start": ("course.grading.workspace", "copy the learner notebooks into a folder you own"),
+    "update": ("course.grading.workspace", "bring new lessons into your folder without overwriting your work"),
+    "progress": ("course.grading.progress", "a table of your exercises and their status"),
 }
 
 

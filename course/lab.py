@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from course import workspace
+from course.grading import workspace
 
 
 def jupyter_command(root: Path, extra: list[str], *, is_root: bool) -> list[str]:

@@ -2,9 +2,9 @@
 
 Every case names one thing AOTAutograd must handle (a parameter, a buffer mutation, an
 input that needs no grad, outputs that alias each other, a tensor subclass, ...). Tests of
-``course.descriptors`` / ``course.fx_utils`` export each case with torch's
+``course.aot.descriptors`` / ``course.aot.fx_utils`` export each case with torch's
 ``aot_export_joint_with_descriptors`` and compare course against torch on that graph;
-tests of ``course.joint`` build the same cases with ``course.joint.export_joint``.
+tests of ``course.aot.joint`` build the same cases with ``course.aot.joint.export_joint``.
 
 Use it from a test file (pytest puts ``tests/`` on ``sys.path``)::
 

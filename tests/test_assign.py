@@ -7,8 +7,10 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from course import assign, checks
-from course.assign import AssignError, clear_solutions, learner_copy
+from course import checks
+
+from course.grading import assign
+from course.grading.assign import AssignError, clear_solutions, learner_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = assign.lesson_paths(ROOT / "solutions")

@@ -11,17 +11,17 @@ import course.autograd_graph as A
 pytestmark = [pytest.mark.lesson01, pytest.mark.lesson02]
 
 EXPECTED = {
-    "Node": "course.graph",
-    "GradientEdge": "course.graph",
-    "get_gradient_edge": "course.graph",
-    "increment_version": "course.graph",
-    "register_multi_grad_hook": "course.hooks",
-    "_register_logging_hooks_on_whole_graph": "course.hooks",
-    "_engine_run_backward": "course.hooks",
-    "saved_tensors_hooks": "course.saved_tensors",
-    "save_on_cpu": "course.saved_tensors",
-    "disable_saved_tensors_hooks": "course.saved_tensors",
-    "allow_mutation_on_saved_tensors": "course.mutation",
+    "Node": "course.autograd.graph",
+    "GradientEdge": "course.autograd.graph",
+    "get_gradient_edge": "course.autograd.graph",
+    "increment_version": "course.autograd.graph",
+    "register_multi_grad_hook": "course.autograd.hooks",
+    "_register_logging_hooks_on_whole_graph": "course.autograd.hooks",
+    "_engine_run_backward": "course.autograd.hooks",
+    "saved_tensors_hooks": "course.autograd.saved_tensors",
+    "save_on_cpu": "course.autograd.saved_tensors",
+    "disable_saved_tensors_hooks": "course.autograd.saved_tensors",
+    "allow_mutation_on_saved_tensors": "course.autograd.mutation",
 }
 # torch's prototype extras that the course leaves out (see the facade's docstring).
 NOT_COVERED = {

@@ -61,6 +61,13 @@ def test_each_known_wrong_answer_fails_with_its_hint(ex):
         assert w.hint.split("\n")[0] in result.message
 
 
+@pytest.mark.parametrize("ex", EXERCISES, ids=[e.id for e in EXERCISES])
+def test_each_right_answer_written_differently_passes(ex):
+    for answer in ex.right:
+        result = grade_answer(ex, answer)
+        assert result.status == "passed", f"a right answer was rejected: {result.message}"
+
+
 def test_check_prints_passed_failed_and_not_attempted(capsys):
     ex = checks.get("0.2")
     check("0.2", ex.solution)

@@ -42,9 +42,9 @@ def test_require_supported_torch_raises_a_clear_error(monkeypatch):
 
     monkeypatch.setattr(torch, "__version__", "2.99.0")
     try:
-        course.require_supported_torch("course.descriptors")
+        course.require_supported_torch("course.aot.descriptors")
     except course.UnsupportedTorchError as exc:
-        assert "course.descriptors" in str(exc) and "2.99.0" in str(exc)
+        assert "course.aot.descriptors" in str(exc) and "2.99.0" in str(exc)
     else:  # pragma: no cover - the assertion is the point of the test
         raise AssertionError("expected UnsupportedTorchError")
 

@@ -1,4 +1,4 @@
-"""Are course.descriptors' classes torch's, value for value?
+"""Are course.aot.descriptors' classes torch's, value for value?
 
 Torch is the oracle: we enumerate torch 2.13's descriptor classes programmatically, build
 instances (one per class, nested ones, and Hypothesis-generated trees) with torch, and check
@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course import SUPPORTED_TORCH, UnsupportedTorchError
-from course import descriptors as C
+from course.aot import descriptors as C
 
 pytestmark = pytest.mark.lesson07
 
@@ -91,7 +91,7 @@ def call(desc, method):
 
 
 def assert_same_value(ours, theirs):
-    assert type(ours).__module__ == "course.descriptors"
+    assert type(ours).__module__ == "course.aot.descriptors"
     assert type(ours).__name__ == type(theirs).__name__
     assert repr(ours) == repr(theirs)
     assert hash(ours) == hash(theirs)
@@ -293,7 +293,7 @@ def test_unknown_course_subclass_cannot_go_to_torch():
 
 
 def docstring_examples(tag):
-    """The ``# OK`` / ``# BAD`` lines of course.descriptors' docstring, as expressions."""
+    """The ``# OK`` / ``# BAD`` lines of course.aot.descriptors' docstring, as expressions."""
     return [m.group(1).strip() for m in re.finditer(rf"^\s+(\w+\(.*\))\s+# {tag}\b", C.__doc__, re.M)]
 
 
@@ -367,4 +367,4 @@ def test_typing_names_resolve():
     """Our field annotations resolve to our own classes (so a learner's IDE follows them)."""
     for cls in C._CLASSES.values():
         for hint in typing.get_type_hints(cls).values():
-            assert hint in (int, str) or hint.__module__ == "course.descriptors"
+            assert hint in (int, str) or hint.__module__ == "course.aot.descriptors"

@@ -20,8 +20,8 @@ MODULES = sorted(
 #: Modules whose docstrings must keep at least this many examples (the reference
 #: implementation teaches through them; an example deleted by accident fails here).
 MIN_EXAMPLES = {
-    "course.graph": 11, "course.hooks": 11, "course.saved_tensors": 3, "course.mutation": 3,
-    "course.autograd_graph": 1, "course.descriptors": 1, "course.fx_utils": 1, "course.joint_print": 1,
+    "course.autograd.graph": 11, "course.autograd.hooks": 11, "course.autograd.saved_tensors": 3, "course.autograd.mutation": 3,
+    "course.autograd_graph": 1, "course.aot.descriptors": 1, "course.aot.fx_utils": 1, "course.aot.printing": 1,
 }
 
 

@@ -1,4 +1,4 @@
-"""Does course.fx_utils find the same nodes as torch's fx_utils on torch's own joint graphs?
+"""Does course.aot.fx_utils find the same nodes as torch's fx_utils on torch's own joint graphs?
 
 Every corpus case is exported once with torch's ``aot_export_joint_with_descriptors``
 (cached in ``corpus.torch_joint``); each of the nine functions then runs through torch and
@@ -20,9 +20,10 @@ from hypothesis import strategies as st
 from torch import fx, nn
 from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
 
-from course import descriptors as C
-from course import UnsupportedTorchError, fx_utils
-from course.joint_print import format_joint_graph
+from course.aot import descriptors as C
+from course import UnsupportedTorchError
+from course.aot import fx_utils
+from course.aot.printing import format_joint_graph
 
 pytestmark = [
     pytest.mark.lesson07,
@@ -167,7 +168,7 @@ def test_non_graph_is_a_type_error(name, bad):
 def test_graph_without_descriptors_says_how_to_make_one(name):
     """A plain symbolic_trace graph: does the error name both ways to get descriptors?"""
     gm = fx.symbolic_trace(nn.Linear(2, 2))
-    with pytest.raises(ValueError, match="aot_export_joint_with_descriptors.*course.joint.export_joint"):
+    with pytest.raises(ValueError, match="aot_export_joint_with_descriptors.*course.aot.joint.export_joint"):
         getattr(fx_utils, name)(gm)
     with pytest.raises((KeyError, AssertionError)):  # torch's own, less helpful, errors
         getattr(torch_fx_utils, name)(gm.graph)

@@ -20,9 +20,9 @@ import nbformat
 import pytest
 
 from course import checks
-from course.grading import _grade_exercise, _lesson_of, exit_code, grade_notebook
-from course.grading_kernel import run_notebook
-from course.grading_worker import definitions
+from course.grading.grade import _grade_exercise, _lesson_of, exit_code, grade_notebook
+from course.grading.kernel import run_notebook
+from course.grading.worker import definitions
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "grading"
@@ -184,7 +184,7 @@ def test_the_lesson_comes_from_the_file_name_or_the_stubs():
 
 
 def test_an_unreadable_notebook_is_an_error_not_a_crash(tmp_path, capsys):
-    from course.grading import main
+    from course.grading.grade import main
 
     bad = tmp_path / "00_broken.ipynb"
     bad.write_text("{ not json")

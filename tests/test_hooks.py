@@ -1,4 +1,4 @@
-"""Does course.hooks (lesson 2) fire its hooks exactly when torch.autograd.graph does?
+"""Does course.autograd.hooks (lesson 2) fire its hooks exactly when torch.autograd.graph does?
 
 The same program (a small graph, a hook on a group of tensors, a sequence of backward
 calls) runs through torch's register_multi_grad_hook and through ours; the hook calls,
@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.hooks import RemovableHandle
 
-import course.hooks as CH
+import course.autograd.hooks as CH
 from course import trace
 from test_graph import Square  # a custom Function (pytest puts tests/ on sys.path)
 
@@ -316,12 +316,12 @@ def test_do_the_logging_hooks_log_the_same_nodes_as_torch(caplog):
     theirs = logged(caplog, "torch.autograd.graph", lambda: out.backward())
     a, b, out = program()
     args = ((torch.tensor(1.0, dtype=torch.float64),), False, False, (), True, True)
-    ours = logged(caplog, "course.hooks", lambda: CH._engine_run_backward((out,), *args))
+    ours = logged(caplog, "course.autograd.hooks", lambda: CH._engine_run_backward((out,), *args))
     assert len(ours) == 5 and "AccumulateGrad(shape=(2, 3))" in " ".join(ours)
     strip_address = [re.sub(r"<(\w+) object at 0x[0-9a-f]+>", r"\1", line) for line in theirs]
     assert [re.sub(r"\(shape=\([^)]*\)\)", "", line) for line in ours] == strip_address
     # With the logger quiet, no hooks are left behind and nothing is logged.
-    assert logged(caplog, "course.hooks", lambda: None) == []
+    assert logged(caplog, "course.autograd.hooks", lambda: None) == []
 
 
 def test_do_the_logging_hooks_accept_gradient_edges_as_roots(caplog):
@@ -329,12 +329,12 @@ def test_do_the_logging_hooks_accept_gradient_edges_as_roots(caplog):
     b = a.exp()
     out = (b * 2).sum()
     edge = CH.GradientEdge(b.grad_fn, 0)  # start the walk at b's node
-    with caplog.at_level(logging.DEBUG, logger="course.hooks"):
+    with caplog.at_level(logging.DEBUG, logger="course.autograd.hooks"):
         unregister = CH._register_logging_hooks_on_whole_graph([edge])
         out.backward()
         unregister()
         torch.autograd.grad((a * 1).sum(), a)
-    assert [r.getMessage() for r in caplog.records if r.name == "course.hooks"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "course.autograd.hooks"] == [
         "Executing: ExpBackward0 with grad_outputs: [f32[2]]",
         "Executing: AccumulateGrad(shape=(2,)) with grad_outputs: [f32[2]]",
     ]

@@ -1,7 +1,7 @@
-"""Does course.joint build the joint graph torch's aot_export_joint_with_descriptors builds?
+"""Does course.aot.joint build the joint graph torch's aot_export_joint_with_descriptors builds?
 
 torch is the oracle: every corpus case is exported by both, and we compare the descriptor
-sequences, the numbers the graph computes (against eager autograd) and what course.fx_utils
+sequences, the numbers the graph computes (against eager autograd) and what course.aot.fx_utils
 reads off each graph. Exports are cached per case, so each is built once per session.
 """
 
@@ -22,10 +22,10 @@ import torch.utils._pytree as pytree
 from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-from course import descriptors as D
-from course import fx_utils
-from course.joint import export_joint
-from course.joint_stage import STAGE_NAMES
+from course.aot import descriptors as D
+from course.aot import fx_utils
+from course.aot.joint import export_joint
+from course.aot.stage import STAGE_NAMES
 
 import corpus  # H3's shared corpus (tests/corpus.py)
 
@@ -142,7 +142,7 @@ def _local_cases() -> dict[str, tuple]:
     }
 
 
-#: Corpus features whose torch graph needs machinery course.joint does not build.
+#: Corpus features whose torch graph needs machinery course.aot.joint does not build.
 UNBUILT_TAGS = {"intermediate_base", "view_base", "subclass"}
 _LOCAL = _local_cases()
 BUILT = sorted([c.name for c in corpus.CASES if c.plain and not c.tags & UNBUILT_TAGS] + list(_LOCAL))
@@ -390,7 +390,7 @@ def _positions(gm, pairs):
 
 @pytest.mark.parametrize("name", BUILT)
 def test_fx_utils_pairs_params_with_the_same_grads(name):
-    """Does course.fx_utils pair each parameter with the same gradient on ours as on torch's?"""
+    """Does course.aot.fx_utils pair each parameter with the same gradient on ours as on torch's?"""
     a, b = ours(name).graph_module, theirs(name)
     for get in (fx_utils.get_param_and_grad_nodes, fx_utils.get_all_input_and_grad_nodes,
                 fx_utils.get_all_output_and_tangent_nodes):
@@ -441,14 +441,14 @@ def test_stage_printouts_are_deterministic(name):
 
 
 
-# ---- stages on demand (NOTE [Stages on demand] in course/joint_stage.py) ----------------------
+# ---- stages on demand (NOTE [Stages on demand] in course/aot/stage.py) ----------------------
 
 _JOINT_STAGES = {"traced_joint", "descriptors"}  # what the export itself builds
 
 
 def test_export_builds_only_the_joint_until_stages_are_asked_for(monkeypatch):
     """Does export_joint trace only what the joint needs, building stages 1-3 and 6-7 on demand?"""
-    from course import joint_trace
+    from course.aot import staged as joint_trace
 
     calls = {"trace_forward": 0, "partition": 0}
     for fname in calls:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from course.checks import get, outcomes_of
 from course.checks import lesson04 as L
-from course.offload_model import overlapped_time, synchronous_time, transfer_times
+from course.offload.model import overlapped_time, synchronous_time, transfer_times
 
 
 @pytest.mark.parametrize("program", sorted(L.PROGRAMS))

@@ -25,7 +25,7 @@ from course.checks.lesson05 import (
     clone_state,
     same_saved_tensor,
 )
-from course.mutation import _get_sid, _overlaps
+from course.autograd.mutation import _get_sid, _overlaps
 
 pytestmark = pytest.mark.lesson05
 

@@ -6,7 +6,7 @@ the checks *compare against* is right:
 
 - is exercise 6.1's oracle (eager autograd on the new inputs) what ``torch.func.vjp`` says?
   And is the ``.backward()`` answer wrong only by its side effect, as its hint claims?
-- does exercise 6.3's truth (torch's exporter) agree with ``course.joint``?
+- does exercise 6.3's truth (torch's exporter) agree with ``course.aot.joint``?
 - does exercise 6.4's expected plan, applied the way torch's runtime does (run the joint,
   ``copy_`` each mutation output into its input), leave the buffers and inputs exactly as an
   eager forward leaves them, for every module the check exports, from both exporters?
@@ -17,7 +17,7 @@ import copy
 import pytest
 import torch
 
-from course import descriptors as cd
+from course.aot import descriptors as cd
 from course.checks.lesson06 import (
     FUNCTIONS,
     MODULES,
@@ -33,7 +33,7 @@ from course.checks.lesson06 import (
     make_joint,
     seeded,
 )
-from course.joint import export_joint
+from course.aot.joint import export_joint
 
 pytestmark = [pytest.mark.lesson06]
 

@@ -18,7 +18,7 @@ import pytest
 import torch
 from torch.utils import _pytree as pytree
 
-from course import descriptors as cd
+from course.aot import descriptors as cd
 from course.checks import get
 from course.checks.lesson07 import MODULES, _ScaledAfterRunning, call_joint, joint_case, tangents_for
 

@@ -101,7 +101,7 @@ def test_does_the_offloaded_step_give_torchs_gradients_for_every_choice(r):
 
 
 def test_does_the_joint_graph_save_what_eager_autograd_saves():
-    """8.4's truth (course.joint + torch's partitioner) against eager autograd's packs."""
+    """8.4's truth (course.aot.joint + torch's partitioner) against eager autograd's packs."""
     model, x = L.make_model()
     off = Offloader(min_bytes=0, device_type="cpu", mode="copy")
     with off:

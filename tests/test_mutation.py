@@ -1,7 +1,7 @@
-"""Does course.mutation.allow_mutation_on_saved_tensors behave like torch's, and is it right
+"""Does course.autograd.mutation.allow_mutation_on_saved_tensors behave like torch's, and is it right
 where torch is wrong?
 
-Each program runs through torch.autograd.graph and through course.mutation; we compare
+Each program runs through torch.autograd.graph and through course.autograd.mutation; we compare
 gradients, which saved tensors were cloned (by save order), and errors. The oracle for
 "right" is the same program without the context, where every mutation first copies the
 tensor (``b = b.clone()``), so no saved tensor is ever overwritten.
@@ -21,7 +21,7 @@ import torch.autograd.graph as torch_graph
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import course.mutation as course_graph
+import course.autograd.mutation as course_graph
 from course import trace
 
 pytestmark = pytest.mark.lesson05

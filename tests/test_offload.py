@@ -1,4 +1,4 @@
-"""Does course.offload keep gradients exact while it moves, keeps and counts saved tensors?
+"""Does course.offload.offloader keep gradients exact while it moves, keeps and counts saved tensors?
 
 torch is the oracle: every program runs once with no hooks and once under an
 :class:`Offloader`, and the gradients must be bit-identical. Byte counts are checked against

@@ -11,8 +11,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course import cli, progress, workspace
-from course.progress import Row
+from course import cli
+
+from course.grading import progress
+
+from course.grading import workspace
+from course.grading.progress import Row
 
 STUB = "raise NotImplementedError('exercise {}')"
 
@@ -255,7 +259,7 @@ def test_the_grader_fingerprint_names_the_course_version():
 def test_the_real_grader_end_to_end(tmp_path):
     """A fixture notebook for lesson 0 (exercises taken from the check registry): the first
     function exercise answered with its reference solution, the rest left as stubs."""
-    grading = pytest.importorskip("course.grading", reason="the grader (course/grading.py) is not installed")
+    grading = pytest.importorskip("course.grading.grade", reason="the grader (course/grading/grade.py) is not installed")
     import inspect
 
     from course import checks

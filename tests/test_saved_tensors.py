@@ -1,4 +1,4 @@
-"""Does course.saved_tensors behave like torch.autograd.graph's saved-tensor hooks?
+"""Does course.autograd.saved_tensors behave like torch.autograd.graph's saved-tensor hooks?
 
 Every test runs one program twice, through torch's module and through ours, and compares
 what a learner can observe: gradients, which hook ran on which tensor and in what order,
@@ -16,7 +16,7 @@ import torch.autograd.graph as torch_graph
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import course.saved_tensors as course_graph
+import course.autograd.saved_tensors as course_graph
 from course import trace
 
 pytestmark = pytest.mark.lesson03

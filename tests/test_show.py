@@ -233,7 +233,7 @@ def test_does_a_graph_without_descriptors_print_without_pairs():
 
 
 def test_does_course_joint_draw_like_torchs():
-    joint_mod = pytest.importorskip("course.joint")
+    joint_mod = pytest.importorskip("course.aot.joint")
     torch.manual_seed(0)
     jd = joint_mod.export_joint(torch.nn.Linear(3, 2), (torch.randn(4, 3),))
     text = show.joint_graph_text(jd.graph_module)

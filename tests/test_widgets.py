@@ -18,7 +18,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from course import trace  # noqa: E402
-from course.show_frames import (  # noqa: E402
+from course.show.frames import (  # noqa: E402
     Frame,
     backward_order_frames,
     event_frames,
@@ -28,7 +28,7 @@ from course.show_frames import (  # noqa: E402
     stage_frames,
 )
 from course.trace import Event  # noqa: E402
-from course.widgets import (  # noqa: E402
+from course.show.widgets import (  # noqa: E402
     Stepper,
     backward_order_stepper,
     joint_stages_stepper,
@@ -199,7 +199,7 @@ def test_do_event_frames_count_per_tensor():
 
 
 def test_do_saved_tensor_frames_count_what_torch_packs():
-    sth = pytest.importorskip("course.saved_tensors")
+    sth = pytest.importorskip("course.autograd.saved_tensors")
     calls = {"pack": 0, "unpack": 0}
 
     def program(hooks):
@@ -229,7 +229,7 @@ def test_do_saved_tensor_frames_count_what_torch_packs():
 
 
 def test_does_a_mutation_show_its_clone():
-    mutation = pytest.importorskip("course.mutation")
+    mutation = pytest.importorskip("course.autograd.mutation")
     a = torch.ones(3, requires_grad=True)
     with trace.record() as events:
         with mutation.allow_mutation_on_saved_tensors():
@@ -274,7 +274,7 @@ def test_do_stage_frames_follow_the_protocol():
 
 
 def test_does_the_real_joint_builder_step():
-    joint = pytest.importorskip("course.joint")
+    joint = pytest.importorskip("course.aot.joint")
     torch.manual_seed(0)
     jd = joint.export_joint(torch.nn.Linear(3, 2), (torch.randn(4, 3),))
     frames = stage_frames(jd.stages)

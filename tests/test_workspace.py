@@ -14,8 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from course import cli, workspace
-from course.workspace import Change, WorkspaceError, notebook_hash
+from course import cli
+
+from course.grading import workspace
+from course.grading.workspace import Change, WorkspaceError, notebook_hash
 
 
 def write_lesson(folder: Path, name: str, *sources: str) -> Path:

@@ -21,7 +21,7 @@ How an answer is judged, in three steps shared by the notebook and the grader:
 3. :func:`judge` compares them and builds a :class:`Result`.
 
 The grader runs step 1 in a separate process against the learner's definitions and steps
-2-3 in a process that never runs learner code (see ``course/grading.py``).
+2-3 in a process that never runs learner code (see ``course/grading/grade.py``).
 
 Lesson authors register exercises in ``course/checks/lessonNN.py`` with :func:`exercise` and
 :func:`predict`; ``docs/authoring.md`` walks through a complete example.

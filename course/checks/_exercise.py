@@ -30,6 +30,7 @@ import copy
 import importlib
 import pkgutil
 import re
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -101,7 +102,10 @@ class Exercise:
         oracle: what is right. For a function exercise a callable with the answer's
             signature (default: ``solution``); for a prediction, ``truth()`` with no arguments.
         cases, hidden: visible and hidden cases (hidden ones are not shown in the notebook).
-        wrong: known wrong answers with their hints (at least one).
+        wrong: known wrong answers with their hints (at least one): the exercise's catalogue
+            of misconceptions, each of which must fail with its own hint.
+        right: right answers written differently from ``solution`` (another algorithm,
+            another spelling of a prediction); each must pass.
         hint: the hint for a wrong answer that matches none of ``wrong``.
         points: what the exercise is worth.
         run: ``run(answer, *args, **kwargs)`` turns a call into the observable that is
@@ -120,6 +124,7 @@ class Exercise:
     cases: tuple[Case, ...] = ()
     hidden: tuple[Case, ...] = ()
     wrong: tuple[Wrong, ...] = ()
+    right: tuple[Any, ...] = ()
     hint: str = ""
     points: int = 1
     run: Callable | None = None
@@ -130,7 +135,7 @@ class Exercise:
     timeout: float = 10.0
 
     def __post_init__(self) -> None:
-        for attr in ("cases", "hidden", "wrong"):
+        for attr in ("cases", "hidden", "wrong", "right"):
             object.__setattr__(self, attr, tuple(getattr(self, attr)))
         _validate(self)
 
@@ -203,9 +208,8 @@ def predict(
 
 def lesson_modules() -> list[str]:
     """Names of every ``course.checks.lessonNN`` module, in lesson order."""
-    import course.checks as pkg
-
-    names = [m.name for m in pkgutil.iter_modules(pkg.__path__) if _LESSON_MODULE.match(m.name)]
+    here = [str(Path(__file__).resolve().parent)]  # the course.checks package folder
+    names = [m.name for m in pkgutil.iter_modules(here) if _LESSON_MODULE.match(m.name)]
     return [f"course.checks.{n}" for n in sorted(names)]
 
 

@@ -16,7 +16,7 @@ import warnings
 import torch
 
 from course.checks import case, exercise, predict, wrong
-from course.graph import get_gradient_edge, increment_version
+from course.autograd.graph import get_gradient_edge, increment_version
 
 # --- Exercise 1.1: walk the graph breadth first ----------------------------------------------
 

@@ -21,7 +21,7 @@ import tempfile
 import torch
 
 from course.checks import case, exercise, predict, wrong
-from course.saved_tensors import saved_tensors_hooks
+from course.autograd.saved_tensors import saved_tensors_hooks
 
 # --- Exercise 3.1: predict how often pack and unpack run -------------------------------------
 

@@ -18,8 +18,8 @@ import torch
 from torch.autograd.graph import saved_tensors_hooks
 
 from course.checks import case, exercise, predict, wrong
-from course.offload import Offloader
-from course.offload_model import overlapped_time, predict_step, transfer_times
+from course.offload.offloader import Offloader
+from course.offload.model import overlapped_time, predict_step, transfer_times
 
 # --- shared: find the tensors inside a packed value -------------------------------------------
 

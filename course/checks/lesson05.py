@@ -19,8 +19,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from course.checks import case, exercise, predict, wrong
-from course.graph import increment_version
-from course.mutation import allow_mutation_on_saved_tensors
+from course.autograd.graph import increment_version
+from course.autograd.mutation import allow_mutation_on_saved_tensors
 
 # --- Exercise 5.1: predict which saved tensors get cloned ---------------------------------
 

@@ -11,7 +11,7 @@ wrong answers with the hint each deserves. See docs/authoring.md.
   behind.
 - 6.2 and 6.3 are predictions; the truth is torch's ``aot_export_joint_with_descriptors``.
 - 6.4 (``copy_back_plan``) is graded on joint graphs exported inside the check, by torch's
-  exporter or by ``course.joint.export_joint`` (so torch's descriptor classes and course's).
+  exporter or by ``course.aot.joint.export_joint`` (so torch's descriptor classes and course's).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from torch import nn
 from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from course import descriptors as cd
+from course.aot import descriptors as cd
 from course.checks import case, exercise, predict, wrong
-from course.joint import export_joint
+from course.aot.joint import export_joint
 
 
 def seeded(make_module, make_args):
@@ -461,7 +461,7 @@ exercise(
     oracle=_oracle,
     run=_run_on,
     points=2,
-    cases=[case("batchnorm", "course", label="the notebook's BatchNorm1d(3), exported by course.joint")],
+    cases=[case("batchnorm", "course", label="the notebook's BatchNorm1d(3), exported by course.aot.joint")],
     hidden=[
         case("batchnorm", "torch", label="BatchNorm1d(3), exported by torch"),
         case("linear_batchnorm", "torch", label="Linear then BatchNorm1d, exported by torch"),
@@ -473,9 +473,9 @@ exercise(
     wrong=[
         wrong(_course_classes_only,
               "torch's exporter puts torch's descriptor classes in meta['desc'], and a torch "
-              "InputMutationAOTOutput is not an instance of course.descriptors' class (nor "
+              "InputMutationAOTOutput is not an instance of course.aot.descriptors' class (nor "
               "equal to one). Compare class names (type(d).__name__) or reprs, or convert "
-              "with course.descriptors.from_torch, so both exporters' graphs work."),
+              "with course.aot.descriptors.from_torch, so both exporters' graphs work."),
         wrong(_kth_buffer,
               "mutations are not 'the buffers, in order': a buffer forward only reads is not "
               "mutated, and a plain input can be mutated too. Match each mutation's "

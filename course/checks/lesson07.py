@@ -22,8 +22,8 @@ import torch.fx as fx
 from torch import nn
 from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
 
-from course import descriptors as cd
-from course import fx_utils as cf
+from course.aot import descriptors as cd
+from course.aot import fx_utils as cf
 from course.checks import case, exercise, predict, wrong
 
 # --- The modules the checks export --------------------------------------------------------

@@ -22,7 +22,7 @@ from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 
 from course.checks import case, exercise, predict, wrong
-from course.offload import Offloader
+from course.offload.offloader import Offloader
 
 # --- the model of the lesson --------------------------------------------------------------
 
@@ -446,9 +446,9 @@ exercise(
 
 def _param_saves_in_joint():
     """How many SavedForBackwardsAOTOutput values of the partitioned forward are parameters
-    or views of parameters (course.joint, torch's default partitioner)."""
-    from course.descriptors import ParamAOTInput, SavedForBackwardsAOTOutput, from_torch
-    from course.joint import export_joint
+    or views of parameters (course.aot.joint, torch's default partitioner)."""
+    from course.aot.descriptors import ParamAOTInput, SavedForBackwardsAOTOutput, from_torch
+    from course.aot.joint import export_joint
 
     model, x = make_model()
     fw = export_joint(model, (x,)).fw_module.graph

@@ -46,7 +46,7 @@ Differences from torch:
   'requires_grad'``); in mode "all" a tensor that does not require grad raises
   AssertionError naming its index (torch: ``Expected gradient function to be set``).
   Mode "any" skips such tensors, like torch.
-- the logging hooks log to ``course.hooks`` and name nodes with :func:`node_repr`
+- the logging hooks log to ``course.autograd.hooks`` and name nodes with :func:`node_repr`
   (``Executing: MulBackward0 ...``) where torch prints ``<MulBackward0 object at 0x...>``.
 - when a ``course.trace`` recording is open, firing emits a ``hook`` event.
 """
@@ -66,7 +66,7 @@ from torch.autograd.variable import Variable
 from torch.utils.hooks import RemovableHandle
 
 from course import trace
-from course.graph import GradientEdge, Node, _get_grad_fn_or_grad_acc, node_repr
+from course.autograd.graph import GradientEdge, Node, get_grad_fn_or_grad_acc, node_repr
 
 __all__ = ["register_multi_grad_hook"]
 
@@ -176,7 +176,7 @@ def register_multi_grad_hook(
         count: dict[int, int] = {}  # graph task id -> gradients seen so far
         nb_calls: dict[int, int] = {}  # graph task id -> gradients this task will compute
         buffer: dict[int, list[Union[torch.Tensor, None]]] = {}  # graph task id -> grads
-        grad_fns = list(map(_get_grad_fn_or_grad_acc, tensors))
+        grad_fns = list(map(get_grad_fn_or_grad_acc, tensors))
         len_tensors = len(tensors)
 
         def get_inner_hook(idx: int) -> Callable[[torch.Tensor], None]:
@@ -269,7 +269,7 @@ def _register_logging_hooks_on_whole_graph(
         >>> unregister = _register_logging_hooks_on_whole_graph([out])
         >>> unregister()
     """
-    grad_fns = list(map(_get_grad_fn_or_grad_acc, t_outputs))
+    grad_fns = list(map(get_grad_fn_or_grad_acc, t_outputs))
 
     def prehook(grad_outputs: Sequence[Union[torch.Tensor, None]]) -> None:
         node = torch._C._current_autograd_node()
@@ -294,7 +294,7 @@ def _engine_run_backward(
 
     Arguments after ``t_outputs`` go to ``run_backward`` unchanged: ``grad_tensors,
     keep_graph, create_graph, inputs, allow_unreachable, accumulate_grad``. When the
-    ``course.hooks`` logger is at DEBUG, every executed node is logged.
+    ``course.autograd.hooks`` logger is at DEBUG, every executed node is logged.
 
     Example:
         >>> a = torch.ones(2, requires_grad=True)

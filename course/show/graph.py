@@ -8,7 +8,7 @@ leaves gives the whole graph. We take a *snapshot* of it as a plain
 or drawn later, even after backward has freed the saved tensors::
 
     >>> import torch
-    >>> from course.show_graph import graph_text
+    >>> from course.show.graph import graph_text
     >>> w = torch.ones(2, 3, requires_grad=True)
     >>> x = torch.ones(3)
     >>> loss = (w * x).sin().sum()
@@ -250,7 +250,7 @@ def collapse_chains(g, min_length: int = 3) -> nx.DiGraph:
     return g
 
 
-def _layered_layout(g) -> dict:
+def layered_layout(g) -> dict:
     """networkx's multipartite layout over topological generations (one row per layer)."""
     for layer, nodes in enumerate(nx.topological_generations(g)):
         for n in nodes:
@@ -290,7 +290,7 @@ def draw_autograd_graph(t, names=None, highlight: Iterable = (), ax=None,
         ax.text(0.5, 0.5, "too large to draw\n" + graph_summary(full).replace(": ", ":\n"),
                 ha="center", va="center", wrap=True)
         return fig
-    pos = _layered_layout(g)
+    pos = layered_layout(g)
     colors = ["#f5a742" if g.nodes[n]["highlight"] else
               "#9fd89f" if g.nodes[n].get("shape") is not None else "#cfe2f3" for n in g]
     # Edges that skip a layer bend, so they do not hide behind the nodes in between.

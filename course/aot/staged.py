@@ -1,4 +1,4 @@
-"""The building blocks of :mod:`course.joint`: one function per stage of AOTAutograd.
+"""The building blocks of :mod:`course.aot.joint`: one function per stage of AOTAutograd.
 
 Each function takes the previous stage's graph and returns the next one, so a learner can
 stop after any of them and look; :func:`collect_metadata` is the export's untraced pass that
@@ -6,7 +6,7 @@ learns, without building stages 1-3, what the joint needs. All tracing is torch'
 ``FunctionalTensorMode`` (with torch's ``to_fun`` / ``from_fun`` / ``has_data_mutation``)
 removes mutations, ``torch.autograd.grad`` writes the backward, and torch's partitioner splits
 the joint. What is ours is the order, the bookkeeping (:class:`ForwardMeta`) and the
-descriptors, which are :mod:`course.descriptors`' classes.
+descriptors, which are :mod:`course.aot.descriptors`' classes.
 
 NOTE [Which outputs get a tangent]
     torch's ``fn_prepped_for_autograd`` asks for a tangent for (1) every mutated input whose
@@ -14,7 +14,7 @@ NOTE [Which outputs get a tangent]
     and is not an alias of an input or of another output. We compute (1) from the
     functional wrappers after the forward and (2) from storages and ``_is_view()``.
 
-Differences from torch: see :mod:`course.joint`.
+Differences from torch: see :mod:`course.aot.joint`.
 """
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ from torch._subclasses.functional_tensor import FunctionalTensorMode
 from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from course import descriptors as D
+from course.aot import descriptors
 from course import require_supported_torch
 
-require_supported_torch("course.joint")
+require_supported_torch("course.aot.joint")
 
 __all__ = [
     "ForwardMeta",
@@ -55,7 +55,7 @@ __all__ = [
     "trace_joint",
 ]
 
-_NOT_BUILT = "; course.joint does not build that, use torch._functorch.aot_autograd.aot_export_joint_with_descriptors"
+NOT_BUILT = "; course.aot.joint does not build that, use torch._functorch.aot_autograd.aot_export_joint_with_descriptors"
 
 
 @dataclass
@@ -106,7 +106,7 @@ def _tangent_mask(f_args: list, f_outs: list) -> list[bool]:
         if len(sharing) > 1 and all(p._is_view() for p in sharing):
             raise NotImplementedError(
                 "several outputs are views of one intermediate: torch returns that base as an "
-                "extra output (IntermediateBaseAOTOutput)" + _NOT_BUILT
+                "extra output (IntermediateBaseAOTOutput)" + NOT_BUILT
             )
         # A view whose base is another output is an alias of that output: no tangent.
         mask.append(o.requires_grad and not (len(sharing) > 1 and o._is_view()))
@@ -119,7 +119,7 @@ def _check_aliased_mutations(primals: list, mutated: list[bool]) -> None:
         if m and storages.count(storages[i]) > 1:
             raise NotImplementedError(
                 f"input {i} is mutated and aliases another input: torch merges them into a "
-                "synthetic base (SyntheticBaseAOTInput / ViewBaseAOTInput)" + _NOT_BUILT
+                "synthetic base (SyntheticBaseAOTInput / ViewBaseAOTInput)" + NOT_BUILT
             )
 
 
@@ -128,7 +128,7 @@ def _check_input_mutations(f_args: list, primals: list, meta: ForwardMeta) -> No
         if has_metadata_mutation(f, p, check_only_storage_mutation=False):
             raise NotImplementedError(
                 f"input {i} has its metadata mutated (e.g. t_(), resize_): torch returns "
-                "MetadataMutationAOTOutput" + _NOT_BUILT
+                "MetadataMutationAOTOutput" + NOT_BUILT
             )
         if not has_data_mutation(f):
             continue
@@ -136,7 +136,7 @@ def _check_input_mutations(f_args: list, primals: list, meta: ForwardMeta) -> No
         if p.requires_grad:
             raise NotImplementedError(
                 f"input {i} requires grad and is mutated in place: torch clones it before "
-                "the forward and gives the mutation a tangent" + _NOT_BUILT
+                "the forward and gives the mutation a tangent" + NOT_BUILT
             )
         meta.mutated_inp_indices.append(i)
 
@@ -172,7 +172,7 @@ def trace_functionalized_forward(
     ``fn`` rather than replay ``fw`` because ``requires_grad`` is a fact about the program
     (a ``no_grad`` block, a custom ``autograd.Function``), not about its aten ops.
     """
-    if not any(_is_mutating(n) for n in fw.graph.nodes):
+    if not any(is_mutating(n) for n in fw.graph.nodes):
         return fw, fw_meta
     meta = ForwardMeta()
 
@@ -253,7 +253,7 @@ def _is_mutating_op(op: Any) -> bool:
     return op._schema.is_mutable or op in _UNDECLARED_MUTATIONS
 
 
-def _is_mutating(node: fx.Node) -> bool:
+def is_mutating(node: fx.Node) -> bool:
     return _is_mutating_op(node.target)
 
 
@@ -277,7 +277,7 @@ def trace_joint(
     """
     args = (fn, meta, primals, tangents, decompositions)
     gm = _trace_joint(*args, functionalize=mutates)
-    if not mutates and any(_is_mutating(n) for n in gm.graph.nodes):
+    if not mutates and any(is_mutating(n) for n in gm.graph.nodes):
         gm = _trace_joint(*args, functionalize=True)
     gm.graph.eliminate_dead_code()
     gm.recompile()
@@ -316,10 +316,10 @@ def attach_descriptors(
     gm: fx.GraphModule, primal_descs: list, meta: ForwardMeta, requires_grad: list[bool]
 ) -> tuple[list, list]:
     """Stage 5: ``node.meta["desc"]`` on every placeholder, a list of them on the output node."""
-    out_descs = [D.InputMutationAOTOutput(primal_descs[i]) for i in meta.mutated_inp_indices]
-    out_descs += [D.PlainAOTOutput(i) for i in range(meta.num_user_outputs)]
-    tangent_descs = [D.TangentAOTInput(d) for d, m in zip(out_descs, meta.tangent_mask) if m]
-    grad_descs = [D.GradAOTOutput(d) if rg else None for d, rg in zip(primal_descs, requires_grad)]
+    out_descs = [descriptors.InputMutationAOTOutput(primal_descs[i]) for i in meta.mutated_inp_indices]
+    out_descs += [descriptors.PlainAOTOutput(i) for i in range(meta.num_user_outputs)]
+    tangent_descs = [descriptors.TangentAOTInput(d) for d, m in zip(out_descs, meta.tangent_mask) if m]
+    grad_descs = [descriptors.GradAOTOutput(d) if rg else None for d, rg in zip(primal_descs, requires_grad)]
     placeholders = gm.graph.find_nodes(op="placeholder")
     for node, desc in zip(placeholders, primal_descs + tangent_descs, strict=True):
         node.meta["desc"] = desc
@@ -338,7 +338,7 @@ def partition(
     for gm in (fw, bw):
         out = gm.graph.output_node()
         out.meta["desc"] = [
-            D.from_torch(d) if d is not None and not isinstance(d, (D.AOTInput, D.AOTOutput)) else d
+            descriptors.from_torch(d) if d is not None and not isinstance(d, (descriptors.AOTInput, descriptors.AOTOutput)) else d
             for d in out.meta.get("desc", [])
         ]
     return fw, bw

@@ -10,14 +10,14 @@ draw those pairs::
     ParamAOTInput(target='0.weight'): primals_1 -> grad t_8
     PlainAOTOutput(idx=0): addmm_1 <- tangent tangents_1
 
-We use ``course.fx_utils`` when it is importable and torch's own
+We use ``course.aot.fx_utils`` when it is importable and torch's own
 ``torch._functorch._aot_autograd.fx_utils`` otherwise; both accept graphs holding torch's
 descriptors.
 
 Example:
     >>> import contextlib, torch
     >>> from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
-    >>> from course.show_fx import joint_graph_text
+    >>> from course.show.fx import joint_graph_text
     >>> with contextlib.ExitStack() as stack:
     ...     joint = aot_export_joint_with_descriptors(stack, torch.nn.Linear(3, 2), (torch.ones(4, 3),))
     ...     print(joint_graph_text(joint.graph_module))  # doctest: +ELLIPSIS
@@ -33,16 +33,16 @@ from collections import Counter
 
 import networkx as nx
 
-from course.show_graph import _layered_layout, collapse_chains
+from course.show.graph import layered_layout, collapse_chains
 
 __all__ = ["fx_utils", "KIND_COLORS", "descriptor_kind", "joint_pairs", "joint_graph_text",
            "joint_nx_graph", "summarise_joint", "draw_joint_graph"]
 
 
 def fx_utils():
-    """The fx_utils module in use: ``course.fx_utils`` if present, else torch's."""
+    """The fx_utils module in use: ``course.aot.fx_utils`` if present, else torch's."""
     try:
-        from course import fx_utils as mod
+        from course.aot import fx_utils as mod
     except ImportError:
         from torch._functorch._aot_autograd import fx_utils as mod
     return mod
@@ -214,7 +214,7 @@ def draw_joint_graph(g, ax=None, max_nodes: int = 300, collapse_above: int = 50)
         ax.text(0.5, 0.5, f"too large to draw: {len(full)} nodes ({', '.join(kinds)})",
                 ha="center", va="center")
         return fig
-    pos = _layered_layout(d)  # inputs at the top
+    pos = layered_layout(d)  # inputs at the top
     colors = [KIND_COLORS.get(d.nodes[n]["kind"], "#dddddd") for n in d]
     nx.draw_networkx_edges(d, pos, ax=ax, arrows=True, node_size=500, alpha=0.6)
     nx.draw_networkx_nodes(d, pos, ax=ax, node_color=colors, node_size=500)

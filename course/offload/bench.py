@@ -16,7 +16,7 @@ from pack-hook accounting on the warm-up step, the same definition for every str
 - ``moved_bytes``: every byte copied by a pack or unpack hook, in either direction.
 
 For torch's ``save_on_cpu`` a hook "copied" when its result does not share the input's
-storage; course's :class:`~course.offload.Offloader` reports its own counters.
+storage; course's :class:`~course.offload.offloader.Offloader` reports its own counters.
 
 Index: :func:`benchmark`, :func:`plot`, :class:`BenchmarkResult`, :class:`StrategyResult`,
 :data:`STRATEGIES`.
@@ -35,12 +35,12 @@ import torch
 from torch.autograd.graph import save_on_cpu
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from course.offload.offloader import Offloader
+
 __all__ = ["STRATEGIES", "BenchmarkResult", "StrategyResult", "benchmark", "plot"]
 
 
 def _course(**kwargs: Any):
-    from course.offload import Offloader  # late: course.offload imports this module
-
     return Offloader(**kwargs)
 
 

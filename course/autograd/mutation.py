@@ -85,7 +85,7 @@ from torch.utils._dtype_abbrs import dtype_abbrs
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from course import trace
-from course.saved_tensors import saved_tensors_hooks
+from course.autograd.saved_tensors import saved_tensors_hooks
 
 __all__ = ["allow_mutation_on_saved_tensors"]
 

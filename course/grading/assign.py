@@ -217,7 +217,7 @@ def execute_solution(path: Path, cell_timeout: float = 600) -> None:
     Raises:
         nbclient.exceptions.CellExecutionError: a cell raised (a solution must run clean).
     """
-    from course.grading_kernel import run_notebook
+    from course.grading.kernel import run_notebook
 
     nb = nbformat.read(path, as_version=4)
     nb.metadata["kernelspec"] = {**KERNELSPEC, **nb.metadata.get("kernelspec", {})}

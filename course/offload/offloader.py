@@ -40,7 +40,7 @@ NOTE [Streams, events and who waits for whom] (``mode='stream'``)
   event; the pool hands it out again only once that event has completed.
 
 Index: :class:`Offloader`, :class:`OffloadStats`, :class:`HostBufferPool`; re-exported from
-``course.offload_model`` (the timing model) and ``course.offload_bench`` (the harness).
+``course.offload.model`` (the timing model) and ``course.offload.bench`` (the harness).
 
 Differences from torch:
 
@@ -67,10 +67,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from course import trace
 
-try:  # course's own re-implementation (lesson 3), when it is there
-    from course.saved_tensors import saved_tensors_hooks
-except ImportError:  # pragma: no cover - depends on which lessons are installed
-    from torch.autograd.graph import saved_tensors_hooks
+from course.autograd.saved_tensors import saved_tensors_hooks
 
 __all__ = ["HostBufferPool", "OffloadStats", "Offloader"]
 
@@ -486,28 +483,3 @@ class Offloader(saved_tensors_hooks):
     def moved_bytes(self) -> int:
         """Bytes copied in either direction (``stats.moved_bytes``)."""
         return self.stats.moved_bytes
-
-
-# The timing model and the harness live in their own modules; this is the public entry.
-from course.offload_model import (  # noqa: E402
-    StepPrediction,
-    overlapped_time,
-    pipelined_time,
-    predict_step,
-    synchronous_time,
-    transfer_times,
-)
-from course.offload_bench import BenchmarkResult, StrategyResult, benchmark, plot  # noqa: E402
-
-__all__ += [
-    "BenchmarkResult",
-    "StepPrediction",
-    "StrategyResult",
-    "benchmark",
-    "overlapped_time",
-    "pipelined_time",
-    "plot",
-    "predict_step",
-    "synchronous_time",
-    "transfer_times",
-]

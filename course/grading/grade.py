@@ -12,7 +12,7 @@ What happens to one notebook (the file is only ever read):
    experience of "Run All": the report lists the cells that raised or timed out. It does
    not decide the score.
 2. **Check each exercise** of the lesson in its own fresh worker process
-   (``course.grading_worker``): the worker imports the checks before any learner code runs,
+   (``course.grading.worker``): the worker imports the checks before any learner code runs,
    executes only the notebook's definitions, runs the answer (found by the exercise's name)
    on the visible and hidden cases, and returns plain-data outcomes.
 3. **Judge** here, in the grading process, which never runs learner code: the oracle's
@@ -130,7 +130,7 @@ def _run_worker(exercises: list, cells: list, cwd: Path, cell_timeout: float, li
     out.mkdir()
     spec.write_text(json.dumps({"exercises": [ex.id for ex in exercises], "cells": cells, "cwd": str(cwd),
                                 "cell_timeout": cell_timeout, "limit": limit}))
-    cmd = [sys.executable, "-m", "course.grading_worker", str(spec), str(out)]
+    cmd = [sys.executable, "-m", "course.grading.worker", str(spec), str(out)]
     with open(err, "wb") as stderr:
         try:  # the worker enforces `limit` per exercise; this is the backstop
             proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
@@ -240,7 +240,7 @@ def grade_notebook(
                 raise _NoRun
             import nbformat
 
-            from course.grading_kernel import run_notebook
+            from course.grading.kernel import run_notebook
 
             nb = nbformat.reads(text, as_version=4)
             run = run_notebook(nb, cwd, cell_timeout=cell_timeout, total_timeout=timeout)

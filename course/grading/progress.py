@@ -31,7 +31,7 @@ cached, so the next run tries again. ``--no-cache`` grades everything again.
 The grader is any ``grade_fn(path, lesson) -> [(exercise, status, note), ...]`` (``lesson`` is
 the lesson's file name, ``01_graph.ipynb``, whatever the learner renamed the notebook to) with
 status one of ``passed``, ``failed``, ``not attempted``, ``error``. By default it is
-``course.grading.grade_notebook``, adapted by :func:`default_grader`; ``course grade FILE``
+``course.grading.grade.grade_notebook``, adapted by :func:`default_grader`; ``course grade FILE``
 shows the full report of one notebook (every case, yours against expected, the hint).
 """
 
@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from course import workspace
+from course.grading import workspace
 
 __all__ = ["CACHE", "Row", "collect", "default_grader", "main", "table"]
 
@@ -186,24 +186,25 @@ def table(rows: Sequence[Row], title: str = "") -> str:
 # --- the default grader --------------------------------------------------------------------
 
 def default_grader() -> GradeFn:
-    """``course.grading.grade_notebook`` as a ``grade_fn``: one row per exercise of the lesson.
+    """``course.grading.grade.grade_notebook`` as a ``grade_fn``: one row per exercise of the lesson.
 
     The lesson number comes from the lesson's name (so a renamed notebook is graded as the
     lesson it is); a lesson without registered exercises gives no rows; a notebook the grader
     cannot grade at all gives one ``error`` row with the grader's reason.
 
     Raises:
-        workspace.WorkspaceError: ``course.grading`` cannot be imported.
+        workspace.WorkspaceError: ``course.grading.grade`` cannot be imported.
     """
     import importlib.util
 
-    if importlib.util.find_spec("course.grading") is None:  # found, not imported: a run from
+    if importlib.util.find_spec("course.grading.grade") is None:  # found, not imported: a run from
         raise workspace.WorkspaceError(                      # the cache never imports torch
-            "the grader (course.grading) is not installed.\n"
+            "the grader (course.grading.grade) is not installed.\n"
             "Fix: pip install the full course (pip install -e . in a checkout).")
 
     def grade(path: Path, lesson: str) -> list[Result]:
-        from course import checks, grading
+        from course import checks
+        from course.grading import grade as grading
 
         number = int(lesson[:2])
         checks.load_all()

@@ -5,7 +5,7 @@ device before the backward needs it) run on a side stream *while* compute runs. 
 a run as a list of :class:`Interval` (stream, start, end, label) and draw one row per
 stream; where a copy sits under a compute bar, it is hidden::
 
-    >>> from course.show_timeline import Interval, timeline_text
+    >>> from course.show.timeline import Interval, timeline_text
     >>> run = [Interval("compute", 0, 4, "fwd1"), Interval("compute", 4, 8, "fwd2"),
     ...        Interval("copy", 4, 7, "d2h a")]
     >>> print(timeline_text(run, width=16))
@@ -36,7 +36,7 @@ class Interval(NamedTuple):
     label: str = ""
 
 
-def _intervals(intervals: Iterable) -> list[Interval]:
+def as_intervals(intervals: Iterable) -> list[Interval]:
     out = [Interval(*iv) for iv in intervals]
     for iv in out:
         if iv.end < iv.start:
@@ -66,7 +66,7 @@ def hidden_copy_time(intervals, compute: str = "compute") -> tuple[float, float]
         >>> hidden_copy_time([("compute", 0, 4, ""), ("copy", 2, 6, "")])
         (2.0, 4.0)
     """
-    ivs = _intervals(intervals)
+    ivs = as_intervals(intervals)
     comp = [iv for iv in ivs if iv.stream == compute]
     copies = [iv for iv in ivs if iv.stream != compute]
     return _union_overlap(copies, comp), _union_overlap(copies, copies)
@@ -89,7 +89,7 @@ def timeline_text(intervals, width: int = 60, cursor: float | None = None,
     Compute intervals alternate ``#`` and ``+`` so neighbours stay apart; copies use ``=``;
     ``cursor`` marks a time with ``|`` on a ruler line. Raises ValueError on an empty list.
     """
-    ivs = _intervals(intervals)
+    ivs = as_intervals(intervals)
     if not ivs:
         raise ValueError("no intervals to show: pass a list of (stream, start, end, label)")
     t0, t1 = min(iv.start for iv in ivs), max(iv.end for iv in ivs)
@@ -140,7 +140,7 @@ def draw_timeline(intervals, memory=None, cursor: float | None = None,
     """
     import matplotlib.pyplot as plt
 
-    ivs = _intervals(intervals)
+    ivs = as_intervals(intervals)
     if not ivs:
         raise ValueError("no intervals to show: pass a list of (stream, start, end, label)")
     streams = _streams(ivs)

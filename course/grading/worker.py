@@ -1,6 +1,6 @@
 """The grader's worker: run ONE exercise's answer, in a fresh process, and report outcomes.
 
-``python -m course.grading_worker SPEC.json OUT_DIR`` (started by ``course grade``; not meant
+``python -m course.grading.worker SPEC.json OUT_DIR`` (started by ``course grade``; not meant
 to be run by hand). The order of events is the point of this module:
 
 1. Before any learner code runs, import torch and the checks, and take private copies of
@@ -155,7 +155,7 @@ def _fork_each(exercises: list, spec: dict, tools: dict, out_dir: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m course.grading_worker SPEC.json OUT_DIR``: writes ``OUT_DIR/<id>.pt`` per exercise.
+    """``python -m course.grading.worker SPEC.json OUT_DIR``: writes ``OUT_DIR/<id>.pt`` per exercise.
 
     SPEC holds ``exercises`` (ids), ``cells`` ([index, source] of the code cells), ``cwd``,
     ``cell_timeout`` and ``limit`` (seconds for each exercise's whole check). Where ``fork``

@@ -2,7 +2,7 @@
 
 A :class:`Frame` is one state (a title, a description, a plain text form, and optional
 data for a drawing). The functions here turn something that happened into a list of
-frames; :mod:`course.widgets` only shows them. Because a frame's text is plain, a notebook
+frames; :mod:`course.show.widgets` only shows them. Because a frame's text is plain, a notebook
 can ``print(frames[k])`` next to the widget and nbval compares that::
 
     >>> from course.trace import Event
@@ -26,8 +26,8 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
-from course.show_graph import autograd_graph, graph_text
-from course.show_timeline import _intervals, memory_at, timeline_text
+from course.show.graph import autograd_graph, graph_text
+from course.show.timeline import as_intervals, memory_at, timeline_text
 
 __all__ = ["Frame", "KIND_HELP", "backward_order_frames", "event_frames", "saved_tensor_frames",
            "mutation_frames", "stage_frames", "offload_frames"]
@@ -57,7 +57,7 @@ def backward_order_frames(t: torch.Tensor, names=None, gradient=None, inputs=Non
 
     Args:
         t: the tensor to call backward on (it needs a ``grad_fn``).
-        names: ``{"w": w}`` labels for leaves, as in :func:`course.show_graph.autograd_graph`.
+        names: ``{"w": w}`` labels for leaves, as in :func:`course.show.graph.autograd_graph`.
         gradient, inputs: passed to :func:`torch.autograd.backward` (``grad_tensors``, ``inputs``).
 
     Returns:
@@ -174,7 +174,7 @@ def _stage_text(stage) -> str:
 
 
 def stage_frames(stages: Iterable) -> list[Frame]:
-    """One frame per stage of a staged build (e.g. ``course.joint`` stages).
+    """One frame per stage of a staged build (e.g. ``course.aot.joint`` stages).
 
     A stage needs ``.name`` and ``.explanation``; its text is ``.text`` (a string or a
     method) or ``str(stage)``; ``frame.data`` is its ``graph_module`` or ``graph`` if any.
@@ -195,7 +195,7 @@ def offload_frames(intervals, memory=None, compute: str = "compute") -> list[Fra
     ``memory``, a list of ``(time, bytes)``) the memory at that moment.
     Raises ValueError on an empty list of intervals.
     """
-    ivs = _intervals(intervals)
+    ivs = as_intervals(intervals)
     if not ivs:
         raise ValueError("no intervals to show: pass a list of (stream, start, end, label)")
     frames = []

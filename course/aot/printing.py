@@ -25,9 +25,9 @@ import torch
 import torch.fx as fx
 
 from course._torch_version import require_supported_torch
-from course.fx_utils import _as_graph
+from course.aot.fx_utils import as_graph
 
-require_supported_torch("course.joint_print")
+require_supported_torch("course.aot.printing")
 
 __all__ = ["example_joint_graph", "format_joint_graph"]
 
@@ -72,7 +72,7 @@ def format_joint_graph(graph_or_gm: Any, *, expr: bool = False) -> str:
         out view        GradAOTOutput(grad_of=ParamAOTInput(target='bias'))    __grad(self.get_parameter('bias'))
         out None        None
     """
-    rows = _rows(_as_graph(graph_or_gm, "format_joint_graph"))
+    rows = _rows(as_graph(graph_or_gm, "format_joint_graph"))
     name_w = max((len(name) for _, name, _ in rows), default=0)
     desc_w = max((len(repr(d)) for _, _, d in rows), default=0)
     lines = []
@@ -88,7 +88,7 @@ def format_joint_graph(graph_or_gm: Any, *, expr: bool = False) -> str:
 def example_joint_graph() -> fx.GraphModule:
     """Torch's joint graph of ``nn.Linear(3, 2)`` on an ``x`` of shape (4, 3) without grad.
 
-    The small graph the docstring examples of ``course.fx_utils`` and this module use;
+    The small graph the docstring examples of ``course.aot.fx_utils`` and this module use;
     a fresh one each call (exporting takes a few tens of milliseconds).
 
     Returns:

@@ -11,8 +11,9 @@ a joint FX graph + descriptors    :func:`joint_graph_text`               :func:`
 streams and memory over time      :func:`timeline_text`, `memory_text`   :func:`draw_timeline`
 ================================  =====================================  ==================
 
-The code lives in ``show_graph``, ``show_fx`` and ``show_timeline``; this module only
-re-exports it. Nothing printed holds a memory address: autograd nodes are named ``n0, n1,
+The code lives in :mod:`course.show.graph`, :mod:`course.show.fx` and
+:mod:`course.show.timeline` (with :mod:`course.show.frames` and :mod:`course.show.widgets`
+for the steppers); this module only re-exports the first three. Nothing printed holds a memory address: autograd nodes are named ``n0, n1,
 ...`` in topological order and FX nodes by their FX names.
 
 Example:
@@ -29,7 +30,7 @@ Example:
     ValueError: tensor has no grad_fn: it is a leaf or was made without grad; ...
 """
 
-from course.show_fx import (
+from course.show.fx import (
     KIND_COLORS,
     descriptor_kind,
     draw_joint_graph,
@@ -39,7 +40,7 @@ from course.show_fx import (
     joint_pairs,
     summarise_joint,
 )
-from course.show_graph import (
+from course.show.graph import (
     NO_GRAD_FN,
     autograd_graph,
     collapse_chains,
@@ -47,7 +48,7 @@ from course.show_graph import (
     graph_summary,
     graph_text,
 )
-from course.show_timeline import (
+from course.show.timeline import (
     Interval,
     draw_timeline,
     hidden_copy_time,
@@ -56,6 +57,6 @@ from course.show_timeline import (
     timeline_text,
 )
 
-from course import show_fx, show_graph, show_timeline  # noqa: E402
+from course.show import fx, graph, timeline  # noqa: E402  (the submodules, for their __all__)
 
-__all__ = [*show_graph.__all__, *show_fx.__all__, *show_timeline.__all__]
+__all__ = [*graph.__all__, *fx.__all__, *timeline.__all__]

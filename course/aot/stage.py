@@ -1,4 +1,4 @@
-"""One snapshot of :func:`course.joint.export_joint`: a named graph and its stable printout.
+"""One snapshot of :func:`course.aot.joint.export_joint`: a named graph and its stable printout.
 
 A :class:`Stage` holds the ``graph_module`` as it was after one step, a sentence saying what
 the step did, and ``text``: the graph's Python code followed, once descriptors exist, by a
@@ -26,7 +26,7 @@ import torch
 import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from course import joint_trace as J
+from course.aot import staged
 
 __all__ = ["STAGE_NAMES", "Stage", "StageBuilder", "make_stage"]
 
@@ -84,7 +84,7 @@ def _format(name: str, gm: fx.GraphModule, with_descs: bool) -> str:
     return "\n".join(lines)
 
 
-#: The stages of :func:`course.joint.export_joint`, in the order they are built.
+#: The stages of :func:`course.aot.joint.export_joint`, in the order they are built.
 STAGE_NAMES = tuple(_EXPLAIN)
 
 
@@ -106,7 +106,7 @@ def make_stage(name: str, gm: fx.GraphModule, with_descs: bool = False) -> Stage
 #     in stages 1-3: ask for the stages before you change it.
 
 
-def _fakes(real: list[torch.Tensor]) -> tuple[FakeTensorMode, list[torch.Tensor]]:
+def fakes(real: list[torch.Tensor]) -> tuple[FakeTensorMode, list[torch.Tensor]]:
     """Fake copies (shapes, dtypes, requires_grad; no data) in a fresh FakeTensorMode."""
     mode, seen = FakeTensorMode(), set()
     fakes = []
@@ -181,24 +181,24 @@ class StageBuilder:
         """Stages 1-3: the forward traced, functionalized if needed, and the joint's signature."""
         with self._as_exported():
             def traced():  # stage 1 runs the in-place ops for real (on fakes): fakes of its own
-                mode, primals = _fakes(self._real)
+                mode, primals = fakes(self._real)
                 with mode:
-                    return J.trace_forward(self._fn, primals)
+                    return staged.trace_forward(self._fn, primals)
 
             fw, fw_meta = self._timed("traced_forward", traced)
             self._built["traced_forward"] = make_stage("traced_forward", fw)
 
             def functionalized():
-                mutating = any(map(J._is_mutating, fw.graph.nodes))  # else stage 2 is stage 1
-                mode, primals = _fakes(self._real) if mutating else (nullcontext(), None)
+                mutating = any(map(staged.is_mutating, fw.graph.nodes))  # else stage 2 is stage 1
+                mode, primals = fakes(self._real) if mutating else (nullcontext(), None)
                 with mode:
-                    return J.trace_functionalized_forward(self._fn, fw, primals, fw_meta)
+                    return staged.trace_functionalized_forward(self._fn, fw, primals, fw_meta)
 
             ffw, meta = self._timed("functionalized_forward", functionalized)
             self._built["functionalized_forward"] = make_stage("functionalized_forward", ffw)
         if meta != self._meta:  # the traced stages and the export's metadata pass must agree
             raise AssertionError(f"export_joint: stage 2 found {meta}, the export {self._meta}")
-        joint_fn = self._timed("joint_function", lambda: J.add_tangent_placeholders(ffw, meta))
+        joint_fn = self._timed("joint_function", lambda: staged.add_tangent_placeholders(ffw, meta))
         self._built["joint_function"] = make_stage("joint_function", joint_fn)
 
     def _build_partition(self) -> None:
@@ -207,7 +207,7 @@ class StageBuilder:
 
         def partitioned():
             with self._fake_mode:
-                return J.partition(self._joint, self._joint_inputs, n_fwd, self._partition_fn)
+                return staged.partition(self._joint, self._joint_inputs, n_fwd, self._partition_fn)
 
         fw, bw = self._timed("partitioned_forward", partitioned)
         self._built["partitioned_forward"] = make_stage("partitioned_forward", fw, with_descs=True)

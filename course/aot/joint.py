@@ -1,0 +1,309 @@
+"""A joint graph built in stages you can step through: a small, visible AOTAutograd.
+
+torch's ``aot_export_joint_with_descriptors(stack, mod, args)`` returns, in one opaque call,
+the *joint graph*: one FX graph that takes ``(primals, tangents)`` and returns the forward
+outputs and the gradients, with a descriptor on every input and output saying what it is.
+:func:`export_joint` builds the same graph in seven named stages::
+
+    1 traced_forward          make_fx of mod(*args) with params/buffers as inputs; add_ visible
+    2 functionalized_forward  no mutation left: updated buffers come back as leading outputs
+    3 joint_function          the joint's inputs, (primals, tangents): one tangent per output
+                              that requires grad
+    4 traced_joint            make_fx of joint(primals, tangents) -> (outs, grads): the
+                              program again, then torch.autograd.grad, recorded
+    5 descriptors             ParamAOTInput(target='0.weight'), TangentAOTInput(...), ...
+    6 partitioned_forward     torch's partitioner: forward + SavedForBackwardsAOTOutput(idx=k)
+    7 partitioned_backward    saved activations + tangents -> grads
+
+>>> import torch
+>>> from course.aot.joint import export_joint
+>>> torch.manual_seed(0) and None
+>>> jd = export_joint(torch.nn.Linear(3, 2), (torch.randn(4, 3),))
+>>> [s.name for s in jd.stages]      # doctest: +NORMALIZE_WHITESPACE
+['traced_forward', 'functionalized_forward', 'joint_function', 'traced_joint',
+ 'descriptors', 'partitioned_forward', 'partitioned_backward']
+>>> for n in jd.graph_module.graph.find_nodes(op="placeholder"):
+...     print(n.name, n.meta["desc"])
+primals_1 ParamAOTInput(target='weight')
+primals_2 ParamAOTInput(target='bias')
+primals_3 PlainAOTInput(idx=0)
+tangents_1 TangentAOTInput(output=PlainAOTOutput(idx=0))
+>>> jd.graph_module.graph.output_node().meta["desc"]   # doctest: +NORMALIZE_WHITESPACE
+[PlainAOTOutput(idx=0), GradAOTOutput(grad_of=ParamAOTInput(target='weight')),
+ GradAOTOutput(grad_of=ParamAOTInput(target='bias')), None]
+
+The invariants (the same as torch's, checked by tests/test_joint.py against torch)::
+
+    placeholders: params, buffers, plain inputs, tangents     # OK  torch's order
+    outputs: input mutations, user outputs, grads             # OK  torch's order
+    grads: one per primal, None where it does not require grad
+    a tangent for an output that aliases an input             # BAD torch gives none
+
+Differences from torch
+----------------------
+
+* The export does torch's work: one untraced metadata pass under ``FunctionalTensorMode``
+  (``collect_metadata``, torch's ``run_functionalized_fw_and_collect_metadata``), then the
+  joint traced once (stage 4) and its descriptors (stage 5). The other stages are built the
+  first time you ask (``jd.stages``, ``jd.stage(name)``, ``jd.fw_module``; NOTE [Stages on
+  demand] in :mod:`course.aot.stage`): the forward (stage 1), the functionalized forward
+  (stage 2; a forward with no in-place op is functional already, so stage 2 *is* stage 1's
+  graph), and the partitioner (stages 6-7). Each traces the program, never the previous
+  stage's graph: a custom ``autograd.Function``, a ``no_grad`` block or a hook changes
+  gradients without leaving an aten op behind. The joint is traced without
+  ``FunctionalTensorMode`` when the metadata pass saw no in-place op (NOTE [Functionalizing
+  the joint only when needed] in :mod:`course.aot.staged`).
+* torch clones a mutated input before the forward (``clone``, ``clone_1``); our joint
+  returns the mutated wrapper's new value directly and has no such clones.
+* We build only plain-tensor graphs. Tensor subclasses, mutated inputs that alias each other
+  (synthetic bases), several outputs viewing one intermediate (intermediate bases), metadata
+  mutations, in-place updates of inputs that require grad, and RNG functionalization
+  (``functionalize_rng_ops``: Philox seed inputs) raise ``NotImplementedError`` naming the
+  feature. Plain dropout works, as in torch by default.
+* Inputs and outputs must be tensors (torch also bakes in ints and floats), and something
+  must require grad (torch would return an inference graph).
+* We also partition (torch's ``default_partition`` unless you pass ``partition_fn``); torch
+  leaves that to ``aot_compile_joint_with_descriptors``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import torch
+import torch.fx as fx
+import torch.utils._pytree as pytree
+from torch._functorch.partitioners import default_partition
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+from course.aot import descriptors
+from course import require_supported_torch
+from course.aot import staged
+from course.aot.stage import Stage, StageBuilder, fakes
+
+require_supported_torch("course.aot.joint")
+
+__all__ = ["JointWithDescriptors", "Stage", "export_joint"]
+
+class JointWithDescriptors:
+    """What :func:`export_joint` returns (torch's ``JointWithDescriptors``, plus stages).
+
+    Attributes:
+        graph_module: the joint graph; call it as ``graph_module(primals, tangents)``.
+        params_spec, buffers_spec: parameter and buffer FQNs, in placeholder order.
+        stages: the :class:`Stage` snapshots, in order; ``stage(name)`` picks one. Stages
+            1-3 and 6-7 are built on first access (NOTE [Stages on demand]).
+        fw_module, bw_module: the partitioned graphs (the partitioner runs on first access).
+        num_fwd_outputs: how many leading outputs are forward ones (mutations + user outputs).
+        tangent_mask: per forward output, whether it has a tangent placeholder.
+        timings: ``{step: seconds}`` it took to build each stage built so far, plus
+            ``"metadata"``, the export's untraced metadata pass (not printed anywhere).
+    """
+
+    def __init__(self, **fields: Any) -> None:
+        self.__dict__.update(fields)
+
+    @property
+    def stages(self) -> list[Stage]:
+        """All seven stages, in order; the first access builds those not built yet."""
+        return self._stage_builder.stages()
+
+    def stage(self, name: str) -> Stage:
+        """One stage by name, built (with what it needs) on first access."""
+        return self._stage_builder.stage(name)
+
+    @property
+    def fw_module(self) -> fx.GraphModule:
+        return self.stage("partitioned_forward").graph_module
+
+    @property
+    def bw_module(self) -> fx.GraphModule:
+        return self.stage("partitioned_backward").graph_module
+
+    def __call__(self, primals: list, tangents: list) -> tuple[tuple, tuple]:
+        """Run the joint graph on real tensors: ``(outs, grads)``, torch's calling convention."""
+        with torch.no_grad():
+            return self.graph_module(list(primals), list(tangents))
+
+    def run(self, args=(), kwargs=None, *, params=None, buffers=None, tangents=None) -> dict:
+        """Run the joint on new inputs; returns ``{output descriptor: tensor}``.
+
+        Args:
+            args, kwargs: the module's inputs (tensors).
+            params, buffers: ``{fqn: tensor}``; default: the module's current ones.
+            tangents: one per tangent placeholder; default: ``ones_like`` each output.
+        """
+        params = {**self.params, **(params or {})}
+        buffers = {**self.buffers, **(buffers or {})}
+        flat, _ = pytree.tree_flatten((tuple(args), dict(kwargs or {})))
+        primals = [params[k] for k in self.params_spec] + [buffers[k] for k in self.buffers_spec]
+        primals += flat
+        if tangents is None:
+            fw_outs = self.fw_module(*primals)[: self.num_fwd_outputs]
+            tangents = [torch.ones_like(o) for o, m in zip(fw_outs, self.tangent_mask) if m]
+        outs, grads = self(primals, tangents)
+        descs = self.graph_module.graph.output_node().meta["desc"]
+        return {d: v for d, v in zip(descs, [*outs, *grads]) if d is not None}
+
+
+def _flat_inputs(args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    flat, _ = pytree.tree_flatten((tuple(args), kwargs))
+    for i, a in enumerate(flat):
+        if not isinstance(a, torch.Tensor):
+            raise TypeError(
+                f"export_joint: input {i} is {type(a).__name__}, not a Tensor; only tensor "
+                "inputs become placeholders. Bind other arguments with functools.partial or "
+                "a module attribute."
+            )
+        if is_traceable_wrapper_subclass(a) or type(a) not in (torch.Tensor, torch.nn.Parameter):
+            raise NotImplementedError(
+                f"input {i} is a tensor subclass ({type(a).__name__}): torch flattens it into "
+                "SubclassGetAttrAOTInput placeholders" + staged.NOT_BUILT
+            )
+    return flat
+
+
+def _functional_call(mod: Any, fqns: list[str], n_args: int, in_spec: Any) -> Callable:
+    """``fn(*params_and_buffers, *flat_args) -> flat outputs``, like torch's create_functional_call."""
+
+    def fn(*primals: torch.Tensor) -> list[torch.Tensor]:
+        state, flat = dict(zip(fqns, primals)), primals[len(fqns):]
+        args, kwargs = pytree.tree_unflatten(list(flat), in_spec)
+        if isinstance(mod, torch.nn.Module):
+            # tie_weights=False: a Parameter under two names is two inputs, as in torch.
+            out = torch.func.functional_call(mod, state, args, kwargs, tie_weights=False)
+        else:
+            out = mod(*args, **kwargs)
+        outs, _ = pytree.tree_flatten(out)
+        if not outs or any(not isinstance(o, torch.Tensor) for o in outs):
+            kinds = sorted({type(o).__name__ for o in outs if not isinstance(o, torch.Tensor)})
+            raise TypeError(
+                f"export_joint: the function must return tensors (or tuples/lists/dicts of "
+                f"them); it returned {type(out).__name__} holding {kinds or 'nothing'}"
+            )
+        return outs
+
+    return fn
+
+
+def export_joint(
+    module_or_fn: Callable,
+    args: tuple,
+    kwargs: dict | None = None,
+    *,
+    decompositions: dict | None = None,
+    partition_fn: Callable = default_partition,
+) -> JointWithDescriptors:
+    """Build the joint graph of ``module_or_fn(*args, **kwargs)`` in named stages.
+
+    Args:
+        module_or_fn: an ``nn.Module`` (its parameters and buffers become placeholders) or a
+            plain function of tensors.
+        args, kwargs: example inputs; only their shapes, dtypes and ``requires_grad`` are used
+            (tracing runs under a ``FakeTensorMode``).
+        decompositions: an aten decomposition table (torch's argument). Like torch, we apply
+            it in the joint trace only, below autograd: ``addmm`` still differentiates as
+            ``addmm``, and then both it and its backward ops are decomposed.
+        partition_fn: torch's ``default_partition`` or ``min_cut_rematerialization_partition``.
+
+    Returns:
+        A :class:`JointWithDescriptors`.
+
+    Raises:
+        TypeError: an input or output is not a tensor.
+        ValueError: nothing requires grad, or no output requires grad (no tangents).
+        NotImplementedError: a feature torch's exporter handles and we do not build.
+
+    Example:
+        >>> import torch
+        >>> jd = export_joint(torch.nn.Linear(3, 2), (torch.randn(4, 3),))
+        >>> jd.params_spec, jd.buffers_spec
+        (['weight', 'bias'], [])
+        >>> sorted(repr(d) for d in jd.run((torch.randn(4, 3),)))[0]
+        "GradAOTOutput(grad_of=ParamAOTInput(target='bias'))"
+    """
+    kwargs = dict(kwargs or {})
+    is_mod = isinstance(module_or_fn, torch.nn.Module)
+    params = dict(module_or_fn.named_parameters(remove_duplicate=False)) if is_mod else {}
+    buffers = dict(module_or_fn.named_buffers(remove_duplicate=False)) if is_mod else {}
+    flat_args = _flat_inputs(args, kwargs)
+    _, in_spec = pytree.tree_flatten((tuple(args), kwargs))
+    for name, t in {**params, **buffers}.items():
+        if is_traceable_wrapper_subclass(t):
+            raise NotImplementedError(f"{name} is a tensor subclass" + staged.NOT_BUILT)
+    real = [*params.values(), *buffers.values(), *flat_args]
+    requires_grad = [t.requires_grad for t in real]
+    if not any(requires_grad):
+        raise ValueError(
+            "export_joint: nothing requires grad (no parameter that requires grad and no input "
+            "with requires_grad=True), so there is no backward to build. torch would return an "
+            "inference graph; use make_fx for that."
+        )
+    primal_descs = [descriptors.ParamAOTInput(k) for k in params] + [descriptors.BufferAOTInput(k) for k in buffers]
+    primal_descs += [descriptors.PlainAOTInput(i) for i in range(len(flat_args))]
+    fn = _functional_call(module_or_fn, [*params, *buffers], len(flat_args), in_spec)
+
+    timings: dict[str, float] = {}
+    clock = time.perf_counter()
+    mode, primals = fakes(real)
+    try:
+        with mode:
+            meta, mutates, outs = staged.collect_metadata(fn, primals)
+    except NotImplementedError:
+        _check_forward(fn, real)  # in the staged build, stage 1's errors come first
+        raise
+    timings["metadata"] = time.perf_counter() - clock
+    if torch._functorch.config.functionalize_rng_ops:  # the check reads stage 1's graph
+        _check_forward(fn, real)
+    if not any(meta.tangent_mask):
+        raise ValueError(
+            "export_joint: no output requires grad (e.g. it is detached, or aliases an input), "
+            "so the joint would have no tangents and no backward. torch would return an "
+            "inference graph; use make_fx for that."
+        )
+    with mode:
+        clock = time.perf_counter()
+        tangents = _tangents(meta, outs)
+        joint = staged.trace_joint(fn, meta, primals, tangents, mutates=mutates,
+                              decompositions=decompositions)
+        timings["traced_joint"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    staged.attach_descriptors(joint, primal_descs, meta, requires_grad)
+    timings["descriptors"] = time.perf_counter() - clock
+    return JointWithDescriptors(
+        graph_module=joint,
+        params_spec=list(params),
+        buffers_spec=list(buffers),
+        params=params,
+        buffers=buffers,
+        in_spec=in_spec,
+        num_fwd_outputs=len(meta.mutated_inp_indices) + meta.num_user_outputs,
+        tangent_mask=meta.tangent_mask,
+        timings=timings,
+        _stage_builder=StageBuilder(
+            fn=fn, real=real, module=module_or_fn, meta=meta, joint=joint,
+            joint_inputs=(primals, tangents), fake_mode=mode, partition_fn=partition_fn,
+            timings=timings,
+        ),
+    )
+
+
+def _tangents(meta: staged.ForwardMeta, outs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """One fake tangent per forward output that gets one (contiguous, like torch's)."""
+    return [torch.empty_like(o, memory_format=torch.contiguous_format)
+            for o, m in zip(outs, meta.tangent_mask) if m]
+
+
+def _check_forward(fn: Callable, real: list[torch.Tensor]) -> None:
+    """Trace stage 1 for its errors only: eager's own (an in-place op on a leaf that requires
+    grad) and, under ``functionalize_rng_ops``, random ops we would need seeds for."""
+    mode, primals = fakes(real)
+    with mode:
+        fw, _ = staged.trace_forward(fn, primals)
+    seeded = (torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ()) for n in fw.graph.nodes)
+    if torch._functorch.config.functionalize_rng_ops and any(seeded):
+        raise NotImplementedError(
+            "random ops with functionalize_rng_ops=True: torch adds Philox seed and offset "
+            "inputs (PhiloxForwardSeedAOTInput)" + staged.NOT_BUILT
+        )

@@ -1,0 +1,12 @@
+"""The course's side of ``torch/autograd/graph.py``, one concept per module.
+
+- :mod:`course.autograd.graph`: ``Node``, ``GradientEdge``, ``get_gradient_edge``,
+  ``increment_version`` (lesson 01);
+- :mod:`course.autograd.hooks`: ``register_multi_grad_hook`` and the engine's whole-graph
+  logging (lesson 02);
+- :mod:`course.autograd.saved_tensors`: ``saved_tensors_hooks``, ``save_on_cpu``,
+  ``disable_saved_tensors_hooks`` (lesson 03);
+- :mod:`course.autograd.mutation`: ``allow_mutation_on_saved_tensors`` (lesson 05).
+
+:mod:`course.autograd_graph` gathers their public names under torch's module name.
+"""
