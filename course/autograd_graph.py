@@ -21,7 +21,9 @@ Example:
     >>> autograd_graph.get_gradient_edge(a * 2)
     GradientEdge(MulBackward0, output_nr=0)
 
-Differences from torch: see each module's docstring. torch's prototype extras
+What is ours and what is torch's: the engine and the graph are torch's C++; the modules
+behind these names are annotated copies of torch's Python layer over it (see
+:mod:`course.autograd`). Differences from torch: see each module's docstring. torch's prototype extras
 (``region_activation_memory_budget`` and the two CUDA stream switches) are not part
 of the course.
 """

@@ -1,7 +1,8 @@
 """Public face of :mod:`course.aot.descriptors` (kept at this path: lessons and tests import it).
 
 ``import course.descriptors as cd`` gives every descriptor class, ``from_torch``, ``to_torch``
-and ``validate``; the code and its explanations live in :mod:`course.aot.descriptors`.
+and ``validate``; the code and its explanations live in :mod:`course.aot.descriptors`, a
+re-implementation of torch's classes whose instances equal torch's twins.
 """
 
 from course.aot.descriptors import (

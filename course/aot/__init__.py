@@ -9,4 +9,9 @@
 - :mod:`course.aot.printing`: the deterministic printout of a joint graph's inputs and outputs.
 
 The public paths stay ``course.descriptors``, ``course.fx_utils`` and ``course.joint``.
+
+What is ours and what is torch's: descriptors and fx_utils are plain-Python
+re-implementations of torch's plain-Python modules (same names, reprs and results). The
+staged builder is ours, assembled from torch's tracing (``make_fx``), functionalization
+and partitioner, and is checked against ``aot_export_joint_with_descriptors``.
 """

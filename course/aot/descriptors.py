@@ -1,11 +1,16 @@
 """AOTAutograd descriptors: what each input and output of a joint graph means.
 
-This is a readable copy of ``torch._functorch._aot_autograd.descriptors``
-(torch 2.13). A joint graph from ``aot_export_joint_with_descriptors`` has no
-fixed calling convention; instead every placeholder carries
-``node.meta["desc"]`` (an ``AOTInput``) and the output node carries a list of
-``AOTOutput`` (``None`` where a gradient does not exist). A descriptor is a
-little path: it says how to get from the user's inputs and outputs to this one.
+What is ours and what is torch's: the 35 classes are re-implemented here as plain
+Python (torch's are plain Python too, in ``torch._functorch._aot_autograd.descriptors``,
+torch 2.13); names, fields, ``repr``, ``hash``, ``expr()`` and ``is_*()`` are kept
+identical on purpose, the explanations are ours. Nothing here calls into torch except
+``from_torch`` / ``to_torch``, which convert between the two families of classes.
+
+A joint graph from ``aot_export_joint_with_descriptors`` has no fixed calling
+convention; instead every placeholder carries ``node.meta["desc"]`` (an ``AOTInput``)
+and the output node carries a list of ``AOTOutput`` (``None`` where a gradient does not
+exist). A descriptor is a little path: it says how to get from the user's inputs and
+outputs to this one.
 
 Examples
 --------
@@ -30,7 +35,7 @@ More exotic ones, each made by one stage of AOTAutograd (all from tests/corpus.p
 GradAOTOutput(grad_of=ParamAOTInput(target='weight'))
 >>> d.expr(), d.is_grad(), d.grad_of.is_param()
 ("__grad(self.get_parameter('weight'))", True, True)
->>> to_torch(d) == d, from_torch(to_torch(d)) == d   # different classes, same value
+>>> type(to_torch(d)) is type(d), to_torch(d) == d   # different classes, equal values
 (False, True)
 
 The pipeline and which nestings are legal
@@ -92,8 +97,10 @@ Index
 Differences from torch
 ----------------------
 
-* The classes are ours, so ``to_torch(d) != d``; compare through ``from_torch``.
-  Repr, field names, equality among our classes and ``hash`` match torch's.
+* The classes are ours, but a descriptor equals its torch twin, both ways
+  (``PlainAOTInput(0) == torch's PlainAOTInput(0)`` and the reverse), with the same
+  hash, so a dict keyed by either family finds the other's keys. Among torch's own
+  classes torch compares by class and fields; among ours, so do we.
 * The ``AssertionError`` of ``TangentAOTInput`` / ``GradAOTOutput`` for a wrong kind
   starts with torch's text and then explains the pipeline order.
 * ``validate``, ``from_torch`` and ``to_torch`` are ours.
@@ -111,56 +118,111 @@ require_supported_torch("course.aot.descriptors")
 
 # ---- bases -------------------------------------------------------------------------------
 
+# Every class below is a frozen dataclass whose equality and hash come from its base
+# (eq=False keeps the dataclass machinery from writing its own), so that a course
+# descriptor and its torch twin are interchangeable as dict keys; see _same_value.
+_descriptor = dataclasses.dataclass(frozen=True, eq=False)
 
-@dataclasses.dataclass(frozen=True)
+
+def _field_values(desc: Any) -> tuple:
+    return tuple(getattr(desc, f.name) for f in dataclasses.fields(desc))
+
+
+def _same_value(ours: Any, other: Any) -> Any:
+    """``ours == other``: True for the same class, or torch's class of the same name, and equal fields.
+
+    torch's dataclass ``__eq__`` answers ``NotImplemented`` for a class not its own, so
+    Python then asks ours: ``torch_desc == course_desc`` lands here too. Fields compare
+    with ``==`` as well, so nested descriptors may come from either side.
+    """
+    twin = getattr(_torch_descriptors, type(ours).__name__, None)
+    if type(other) is not type(ours) and type(other) is not twin:
+        return NotImplemented
+    return _field_values(ours) == _field_values(other)
+
+
+def _hash(desc: Any) -> int:
+    # What a frozen dataclass hashes (the tuple of its fields), so torch's twin hashes the same.
+    return hash(_field_values(desc))
+
+
+
+@_descriptor
 class AOTInput:
-    """Describes where an input from an AOTAutograd produced FX graph comes from"""
+    """Base of every input descriptor: what one placeholder of a joint graph holds.
+
+    Never on a graph itself; a placeholder carries one of its subclasses in
+    ``node.meta["desc"]``, e.g. ``in primals_1 ParamAOTInput(target='weight')``.
+    """
+
+    __eq__ = _same_value
+    __hash__ = _hash
 
     def expr(self) -> str:
         raise NotImplementedError("Subclasses must implement expr()")
 
     def is_param(self) -> bool:
-        """True if this input is a parameter or derived from a parameter (e.g., subclass attr)"""
+        """Does this input come from a parameter (itself, or a piece of a subclass parameter)?"""
         return False
 
     def is_buffer(self) -> bool:
-        """True if this input is a buffer or derived from a buffer (e.g., subclass attr)"""
+        """Does this input come from a buffer (itself, or a piece of a subclass buffer)?"""
         return False
 
     def is_tangent(self) -> bool:
-        """True if this input is a tangent or derived from a tangent (e.g., subclass attr)"""
+        """Is this input a tangent (itself, or a piece of a subclass tangent)?"""
         return False
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class DifferentiableAOTInput(AOTInput):
-    """A subclass that classifies AOTInput that can be wrapped by GradAOTOutput"""
+    """Base of the input descriptors a gradient can be taken for.
+
+    ``GradAOTOutput(grad_of=...)`` accepts only these: plain inputs, parameters, buffers,
+    view and synthetic bases, and tangents. Tokens, RNG state, dummies and subclass
+    pieces are plain ``AOTInput``.
+    """
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class AOTOutput:
-    """Describes where an output from an AOTAutograd produced FX graph will
-    eventually be bundled into the final output"""
+    """Base of every output descriptor: what one element of the output node holds.
+
+    Never on a graph itself; the output node's ``meta["desc"]`` lists its subclasses
+    (``None`` for a missing grad), e.g. ``out addmm PlainAOTOutput(idx=0)``.
+    """
+
+    __eq__ = _same_value
+    __hash__ = _hash
 
     def expr(self) -> str:
         raise NotImplementedError("Subclasses must implement expr()")
 
     def is_grad(self) -> bool:
-        """True if this output is a grad or derived from a grad (e.g., subclass attr)"""
+        """Is this output a gradient (itself, or a piece of a subclass gradient)?"""
         return False
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class DifferentiableAOTOutput(AOTOutput):
-    """A subclass that classifies AOTOutput that can be wrapped by TangentAOTInput"""
+    """Base of the output descriptors a tangent can be fed in for.
+
+    ``TangentAOTInput(output=...)`` accepts only these: user outputs, mutated inputs,
+    intermediate bases, metadata mutations and grads.
+    """
 
 
 # ---- inputs ------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class ParamAOTInput(DifferentiableAOTInput):
-    """The input is a parameter, whose FQN is target"""
+    """An ``nn.Parameter`` of the traced module; ``target`` is its qualified name.
+
+    Parameters come first in the joint's inputs, in ``named_parameters()`` order::
+
+        in  primals_1   ParamAOTInput(target='weight')     # self.weight of nn.Linear
+    """
 
     target: str
 
@@ -174,9 +236,14 @@ class ParamAOTInput(DifferentiableAOTInput):
         return False
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class BufferAOTInput(DifferentiableAOTInput):
-    """The input is a buffer, whose FQN is target"""
+    """A registered buffer of the traced module; ``target`` is its qualified name.
+
+    Buffers follow the parameters (BatchNorm's running statistics, for example)::
+
+        BufferAOTInput(target='running_mean')       # BatchNorm's running mean
+    """
 
     target: str
 
@@ -190,9 +257,12 @@ class BufferAOTInput(DifferentiableAOTInput):
         return True
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class DummyAOTInput(AOTInput):
-    """A stand-in for code that needs an AOTInput but ignores it (compile vs run time)."""
+    """A placeholder descriptor, for code that must be handed an AOTInput but reads none.
+
+    Not found on an exported joint graph; ``idx`` only tells dummies apart.
+    """
 
     idx: int
 
@@ -200,10 +270,14 @@ class DummyAOTInput(AOTInput):
         return f"__dummy{self.idx}"
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class PlainAOTInput(DifferentiableAOTInput):
-    """The input is a plain input, corresponding to a particular positional index
-    of the *flat* calling convention."""
+    """A user argument, by its position in the *flattened* argument list.
+
+    ``idx`` counts after pytree flattening, so ``f((x, y), z)`` gives idx 0, 1, 2::
+
+        in  primals_3   PlainAOTInput(idx=0)    # x of nn.Linear's forward(x)
+    """
 
     idx: int
 
@@ -211,9 +285,15 @@ class PlainAOTInput(DifferentiableAOTInput):
         return f"args[{self.idx}]"
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class SubclassGetAttrAOTInput(AOTInput):
-    """Which attribute (inner tensor) of the subclass input ``base`` this input is."""
+    """One inner tensor of a tensor-subclass input (its attribute ``attr``).
+
+    Joint graphs take plain tensors only, so a subclass input such as ``TwoTensor`` is
+    split into its inner tensors, one placeholder each (nested subclasses nest)::
+
+        SubclassGetAttrAOTInput(base=PlainAOTInput(idx=0), attr='a')   # TwoTensor's .a
+    """
 
     base: AOTInput
     attr: str
@@ -231,9 +311,14 @@ class SubclassGetAttrAOTInput(AOTInput):
         return self.base.is_tangent()
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class SubclassSizeAOTInput(AOTInput):
-    """Which subclass this particular outer size SymInt input (at dim idx) came from."""
+    """The outer size at dimension ``idx`` of a subclass input, as a SymInt.
+
+    Appears beside the subclass's inner tensors when its sizes are symbolic (dynamic
+    shapes); it is an integer, not a tensor, so no gradient flows to it:
+    ``SubclassSizeAOTInput(base=PlainAOTInput(idx=0), idx=1)`` is ``args[0].size(1)``.
+    """
 
     base: AOTInput
     idx: int
@@ -242,9 +327,13 @@ class SubclassSizeAOTInput(AOTInput):
         return f"{self.base.expr()}.size({self.idx})"
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class SubclassStrideAOTInput(AOTInput):
-    """Which subclass this particular outer stride SymInt input (at dim idx) came from."""
+    """The outer stride at dimension ``idx`` of a subclass input, as a SymInt.
+
+    The stride twin of :class:`SubclassSizeAOTInput`:
+    ``SubclassStrideAOTInput(base=PlainAOTInput(idx=0), idx=0)`` is ``args[0].stride(0)``.
+    """
 
     base: AOTInput
     idx: int
@@ -253,9 +342,16 @@ class SubclassStrideAOTInput(AOTInput):
         return f"{self.base.expr()}.stride({self.idx})"
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class ViewBaseAOTInput(DifferentiableAOTInput):
-    """The single base that replaced several differentiable inputs viewing the same tensor."""
+    """The base that stands in for several inputs that are views of one tensor.
+
+    Two or more differentiable inputs that view one tensor are replaced by that tensor
+    (their ``._base``), taken once; the grad is computed for it, and ``base_of`` names
+    one of the inputs it replaced (clone the views beforehand to avoid this)::
+
+        ViewBaseAOTInput(base_of=PlainAOTInput(idx=0))
+    """
 
     base_of: AOTInput
 
@@ -263,9 +359,13 @@ class ViewBaseAOTInput(DifferentiableAOTInput):
         return f"{self.base_of.expr()}._base"
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class SyntheticBaseAOTInput(DifferentiableAOTInput):
-    """Like ViewBaseAOTInput, but no view was differentiable, so the base was synthesized."""
+    """A base AOTAutograd made up for aliased inputs that are not differentiable views.
+
+    Like :class:`ViewBaseAOTInput`, but no input's ``._base`` could serve, so a base is
+    built from the aliased inputs: ``SyntheticBaseAOTInput(base_of=PlainAOTInput(idx=1))``.
+    """
 
     base_of: AOTInput
 
@@ -273,41 +373,58 @@ class SyntheticBaseAOTInput(DifferentiableAOTInput):
         return f"__make_synthetic_base({self.base_of.expr()})"
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class PhiloxForwardSeedAOTInput(AOTInput):
-    """The seed for functionalized Philox RNG calls, specifically for forward graph."""
+    """The RNG seed the forward graph's random ops draw from.
+
+    Appears when random ops (dropout) are made functional with the Philox generator,
+    so the graph takes its RNG state as inputs: ``PhiloxForwardSeedAOTInput()``.
+    """
 
     def expr(self) -> str:
         return "__philox_forward_seed"
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class PhiloxForwardBaseOffsetAOTInput(AOTInput):
-    """The offset for functionalized Philox RNG calls, specifically for forward graph."""
+    """The RNG offset the forward graph's random ops start from.
+
+    The partner of :class:`PhiloxForwardSeedAOTInput`: ``PhiloxForwardBaseOffsetAOTInput()``.
+    """
 
     def expr(self) -> str:
         return "__philox_forward_base_offset"
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class PhiloxBackwardSeedAOTInput(AOTInput):
-    """The seed for functionalized Philox RNG calls, specifically for backward graph."""
+    """The RNG seed the backward graph's random ops draw from.
+
+    The backward's copy of :class:`PhiloxForwardSeedAOTInput`: ``PhiloxBackwardSeedAOTInput()``.
+    """
 
     def expr(self) -> str:
         return "__philox_backward_seed"
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class PhiloxBackwardBaseOffsetAOTInput(AOTInput):
-    """The offset for functionalized Philox RNG calls, specifically for backward graph."""
+    """The RNG offset the backward graph's random ops start from.
+
+    ``PhiloxBackwardBaseOffsetAOTInput()``, beside :class:`PhiloxBackwardSeedAOTInput`.
+    """
 
     def expr(self) -> str:
         return "__philox_backward_base_offset"
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class ForwardTokenAOTInput(AOTInput):
-    """The world token which is threaded through side-effectful operations"""
+    """An effect token passed into the forward, ordering ops with side effects.
+
+    Ops with side effects (printing, some custom ops) take and return a token so that
+    the compiler keeps them in order; ``idx`` numbers the tokens: ``ForwardTokenAOTInput(idx=0)``.
+    """
 
     idx: int
 
@@ -315,9 +432,12 @@ class ForwardTokenAOTInput(AOTInput):
         return f"__forward_token{self.idx}"
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class BackwardTokenAOTInput(AOTInput):
-    """The world token which is threaded through side-effectful operations, for backwards"""
+    """An effect token passed into the backward, as :class:`ForwardTokenAOTInput` is to the forward.
+
+    ``BackwardTokenAOTInput(idx=0)``.
+    """
 
     idx: int
 
@@ -326,7 +446,8 @@ class BackwardTokenAOTInput(AOTInput):
 
 
 def _wrong_kind(owner: str, field: str, expected: str, got: object) -> AssertionError:
-    # torch's message first, then why: only an earlier stage can be wrapped.
+    # Conformance: the first sentence is torch's AssertionError, word for word (tests/
+    # test_descriptors.py checks that ours starts with it); the rest, why, is ours.
     return AssertionError(
         f"expected {field} to be {expected}, got {type(got)}. {owner} is made by the "
         f"autograd stage, which runs after views/mutations and before subclasses and tokens, "
@@ -335,9 +456,15 @@ def _wrong_kind(owner: str, field: str, expected: str, got: object) -> Assertion
     )
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class TangentAOTInput(DifferentiableAOTInput):
-    """An input to the joint graph representing the tangent of an output."""
+    """The incoming gradient (tangent) for one differentiable output of the forward.
+
+    The backward half of the joint starts from these, one per output that needs a grad;
+    ``output`` says which output it belongs to::
+
+        in  tangents_1  TangentAOTInput(output=PlainAOTOutput(idx=0))
+    """
 
     output: DifferentiableAOTOutput
 
@@ -355,9 +482,14 @@ class TangentAOTInput(DifferentiableAOTInput):
 # ---- outputs -----------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class PlainAOTOutput(DifferentiableAOTOutput):
-    """A plain tensor output at position idx of the output tuple"""
+    """A value the user's function returns, by position in its flattened outputs.
+
+    ::
+
+        out addmm       PlainAOTOutput(idx=0)    # what nn.Linear's forward returns
+    """
 
     idx: int
 
@@ -365,9 +497,15 @@ class PlainAOTOutput(DifferentiableAOTOutput):
         return f"output[{self.idx}]"
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class InputMutationAOTOutput(DifferentiableAOTOutput):
-    """The mutated value of an input tensor, returned so we can appropriately propagate autograd."""
+    """The new value of an input the function mutated in place.
+
+    The functional graph cannot write into its inputs, so it returns the new value and
+    the runtime copies it back (and autograd sees it)::
+
+        InputMutationAOTOutput(mutated_input=BufferAOTInput(target='running_mean'))
+    """
 
     mutated_input: AOTInput
 
@@ -375,9 +513,14 @@ class InputMutationAOTOutput(DifferentiableAOTOutput):
         return f"__input_mutation({self.mutated_input.expr()})"
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class IntermediateBaseAOTOutput(DifferentiableAOTOutput):
-    """An intermediate base of multiple outputs which alias each other (we name ONE of them)."""
+    """A tensor returned so that outputs viewing it can be rebuilt outside the graph.
+
+    When several outputs alias one intermediate, the graph returns their common base as an
+    extra output; ``base_of`` names one of those outputs:
+    ``IntermediateBaseAOTOutput(base_of=PlainAOTOutput(idx=0))``.
+    """
 
     base_of: AOTOutput
 
@@ -385,9 +528,13 @@ class IntermediateBaseAOTOutput(DifferentiableAOTOutput):
         return f"__intermediate_base({self.base_of.expr()})"
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class MetadataMutationAOTOutput(DifferentiableAOTOutput):
-    """An aliased argument whose metadata (sizes, strides) was mutated."""
+    """An aliased input whose metadata (sizes, strides) the function changed in place.
+
+    ``idx`` numbers such inputs; an in-place transpose (``t.t_()``) is one example:
+    ``MetadataMutationAOTOutput(idx=0)``.
+    """
 
     idx: int
 
@@ -395,9 +542,15 @@ class MetadataMutationAOTOutput(DifferentiableAOTOutput):
         return f"__aliased_arg_with_metadata_mutation{self.idx}"
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class GradAOTOutput(DifferentiableAOTOutput):
-    """An output representing the computed gradient for a differentiable input, in the joint graph"""
+    """The gradient the backward half computes for one differentiable input.
+
+    ``grad_of`` says whose gradient it is; an input that gets no grad has ``None`` in
+    its output slot instead::
+
+        out t_3         GradAOTOutput(grad_of=ParamAOTInput(target='weight'))
+    """
 
     grad_of: DifferentiableAOTInput
 
@@ -412,25 +565,34 @@ class GradAOTOutput(DifferentiableAOTOutput):
         return True
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class PhiloxUpdatedForwardOffsetAOTOutput(AOTOutput):
-    """The final offset from the functionalized RNG calls, forward only"""
+    """The forward's RNG offset after its random ops, returned to advance the generator.
+
+    ``PhiloxUpdatedForwardOffsetAOTOutput()``, the end of :class:`PhiloxForwardBaseOffsetAOTInput`.
+    """
 
     def expr(self) -> str:
         return "__philox_updated_forward_offset"
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class PhiloxUpdatedBackwardOffsetAOTOutput(AOTOutput):
-    """The final offset from the functionalized RNG calls, backward only"""
+    """The backward's RNG offset after its random ops, returned to advance the generator.
+
+    ``PhiloxUpdatedBackwardOffsetAOTOutput()``, the end of :class:`PhiloxBackwardBaseOffsetAOTInput`.
+    """
 
     def expr(self) -> str:
         return "__philox_updated_backward_offset"
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class ForwardTokenAOTOutput(AOTOutput):
-    """The world token output for side-effectful calls, returned so we cannot DCE it, forward only"""
+    """The effect token the forward hands back, so dead-code elimination keeps its effects.
+
+    Returning the token makes the side-effecting ops "used": ``ForwardTokenAOTOutput(idx=0)``.
+    """
 
     idx: int
 
@@ -438,9 +600,12 @@ class ForwardTokenAOTOutput(AOTOutput):
         return f"__forward_token{self.idx}"
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class BackwardTokenAOTOutput(AOTOutput):
-    """The world token output for side-effectful calls, returned so we cannot DCE it, backward only"""
+    """The effect token the backward hands back, as :class:`ForwardTokenAOTOutput` does.
+
+    ``BackwardTokenAOTOutput(idx=0)``.
+    """
 
     idx: int
 
@@ -448,9 +613,13 @@ class BackwardTokenAOTOutput(AOTOutput):
         return f"__backward_token{self.idx}"
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class SubclassGetAttrAOTOutput(AOTOutput):
-    """This output will be bundled into a subclass at this location"""
+    """One inner tensor of a tensor-subclass output (its attribute ``attr``).
+
+    The runtime wraps these plain outputs back into the subclass:
+    ``SubclassGetAttrAOTOutput(base=PlainAOTOutput(idx=0), attr='a')``.
+    """
 
     base: AOTOutput
     attr: str
@@ -462,9 +631,13 @@ class SubclassGetAttrAOTOutput(AOTOutput):
         return self.base.is_grad()
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class SubclassSizeAOTOutput(AOTOutput):
-    """This output size will be bundled into a subclass at this location"""
+    """The outer size at dimension ``idx`` of a subclass output, as a SymInt.
+
+    Used with dynamic shapes to rebuild the subclass:
+    ``SubclassSizeAOTOutput(base=PlainAOTOutput(idx=0), idx=0)``.
+    """
 
     base: AOTOutput
     idx: int
@@ -473,9 +646,12 @@ class SubclassSizeAOTOutput(AOTOutput):
         return f"{self.base.expr()}.size({self.idx})"
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class SubclassStrideAOTOutput(AOTOutput):
-    """This output stride will be bundled into a subclass at this location"""
+    """The outer stride at dimension ``idx`` of a subclass output, as a SymInt.
+
+    ``SubclassStrideAOTOutput(base=PlainAOTOutput(idx=0), idx=0)``.
+    """
 
     base: AOTOutput
     idx: int
@@ -484,9 +660,12 @@ class SubclassStrideAOTOutput(AOTOutput):
         return f"{self.base.expr()}.stride({self.idx})"
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class DummyAOTOutput(AOTOutput):
-    """For cases when you don't care about descriptor propagation; avoid normally."""
+    """A placeholder descriptor, for code that must be handed an AOTOutput but reads none.
+
+    Not found on an exported joint graph; ``idx`` only tells dummies apart.
+    """
 
     idx: int
 
@@ -494,9 +673,13 @@ class DummyAOTOutput(AOTOutput):
         return f"__dummy{self.idx}"
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class SavedForBackwardsAOTOutput(AOTOutput):
-    """An activation the partitioned forward saves for the backward."""
+    """An activation the forward graph returns so that the backward graph can use it.
+
+    Made by the partitioner, which splits the joint into forward and backward:
+    ``SavedForBackwardsAOTOutput(idx=0)`` is the first saved value.
+    """
 
     idx: int
 
@@ -504,9 +687,13 @@ class SavedForBackwardsAOTOutput(AOTOutput):
         return f"__saved_for_backwards_{self.idx}"
 
 
-@dataclasses.dataclass(frozen=True)
+@_descriptor
 class SavedForBackwardsNoVcCheckAOTOutput(AOTOutput):
-    """A saved activation stashed on ctx directly, so no version-counter check in backward."""
+    """A saved activation that skips the version-counter check in backward.
+
+    Like :class:`SavedForBackwardsAOTOutput`, but kept on ``ctx`` directly rather than
+    through ``save_for_backward``: ``SavedForBackwardsNoVcCheckAOTOutput(idx=0)``.
+    """
 
     idx: int
 

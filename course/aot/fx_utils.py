@@ -1,6 +1,9 @@
 """Find parameters, inputs, outputs and their grads and tangents in a joint graph.
 
-A readable copy of ``torch._functorch._aot_autograd.fx_utils`` (torch 2.13). A joint
+What is ours and what is torch's: the nine functions are re-implemented here in plain
+Python over ``torch.fx`` (as torch's ``torch._functorch._aot_autograd.fx_utils`` is, torch
+2.13), with torch's names, signatures and results; the two error messages about tensor
+subclasses are torch's, word for word, because tests compare them with torch's. A joint
 graph with descriptors (from torch's ``aot_export_joint_with_descriptors`` or
 ``course.aot.joint.export_joint``) has no fixed calling convention: the meaning of each
 placeholder is in ``node.meta["desc"]`` and the meaning of each output in the output
@@ -26,7 +29,10 @@ grad, in repr notation::
 
 The pairing is 1-1 only without tensor subclasses: a subclass input is flattened into
 several plain placeholders (``SubclassGetAttrAOTInput``), and its tangent may flatten
-differently, so every function raises ``RuntimeError`` on a graph that has any.
+differently, so every function raises ``RuntimeError`` on a graph that has such inner
+tensors (``SubclassGetAttrAOTInput`` or ``SubclassGetAttrAOTOutput``). The subclass's
+outer sizes and strides (``SubclassSizeAOTInput``, ``SubclassStrideAOTOutput``, ...)
+are SymInts, not tensors: no function pairs them, so like torch we let them pass.
 
 Differences from torch
 ----------------------
@@ -35,11 +41,13 @@ Differences from torch
   checks are narrower: its input/grad functions only look at subclass outputs and the
   others only at subclass inputs (a ``SubclassGetAttrAOTInput`` is not differentiable, so
   the input/grad loop skips it before checking). We follow the documentation: every
-  function scans all placeholders and outputs first and raises on the first subclass
-  descriptor (``SubclassGetAttr``, ``SubclassSize`` or ``SubclassStride``) in graph order.
-  The message is torch's; the node it names may differ from the one torch names.
+  function scans all placeholders and outputs first and raises on the first
+  ``SubclassGetAttrAOTInput`` / ``SubclassGetAttrAOTOutput`` in graph order (the same
+  two classes torch raises for). The message is torch's; the node it names may differ
+  from the one torch names.
 * ``node.meta["desc"]`` may hold torch's descriptors or course's; returned keys are always
-  course descriptors (their repr equals torch's).
+  course descriptors (their repr equals torch's). A course descriptor equals its torch
+  twin, so ``result[torch_desc]`` finds the entry too.
 * A ``GraphModule`` (or torch's ``JointWithDescriptors``) is accepted as well as a
   ``Graph``; anything else is a ``TypeError``. A graph without descriptors raises
   ``ValueError`` saying how to make one (torch raises ``KeyError`` or ``AssertionError``).
@@ -62,10 +70,6 @@ from course.aot.descriptors import (
     PlainAOTOutput,
     SubclassGetAttrAOTInput,
     SubclassGetAttrAOTOutput,
-    SubclassSizeAOTInput,
-    SubclassSizeAOTOutput,
-    SubclassStrideAOTInput,
-    SubclassStrideAOTOutput,
     TangentAOTInput,
     from_torch,
 )
@@ -84,14 +88,9 @@ __all__ = [
     "get_plain_output_and_tangent_nodes",
 ]
 
-_SUBCLASS_DESCS = (
-    SubclassGetAttrAOTInput,
-    SubclassSizeAOTInput,
-    SubclassStrideAOTInput,
-    SubclassGetAttrAOTOutput,
-    SubclassSizeAOTOutput,
-    SubclassStrideAOTOutput,
-)
+# The inner tensors of a subclass, the only descriptors torch refuses (sizes and strides
+# of a subclass are SymInts, which no function here pairs with anything).
+_SUBCLASS_DESCS = (SubclassGetAttrAOTInput, SubclassGetAttrAOTOutput)
 
 # ---- reading descriptors -----------------------------------------------------------------
 
@@ -144,6 +143,9 @@ def _check_no_subclasses(g: fx.Graph, raise_fn: Any) -> None:
 
 
 def _raise_autograd_subclass_not_implemented(n: fx.Node, desc: AOTInput | AOTOutput) -> NoReturn:
+    # Conformance: torch's message, word for word (tests/test_fx_utils.py compares the two).
+    # In short: a subclass splits into several plain tensors, and its primal, tangent and
+    # grad may split differently, so "input -> grad" stops being one node to one node.
     raise RuntimeError(
         "Subclasses are currently not supported by this function, but a desugared subclass input "
         f"was found at {n} ({desc}).  The problem is "
@@ -158,6 +160,9 @@ def _raise_autograd_subclass_not_implemented(n: fx.Node, desc: AOTInput | AOTOut
 
 
 def _raise_fqn_subclass_not_implemented(n: fx.Node, desc: AOTInput | AOTOutput) -> NoReturn:
+    # Conformance: torch's message, word for word (tests/test_fx_utils.py compares the two).
+    # In short: a subclass parameter splits into several placeholders, so one name (FQN)
+    # would have to map to several nodes.
     raise RuntimeError(
         "Subclasses are currently not supported by this function, but a desugared subclass input "
         f"was found at {n} ({desc}).  The problem is "

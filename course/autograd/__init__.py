@@ -9,4 +9,9 @@
 - :mod:`course.autograd.mutation`: ``allow_mutation_on_saved_tensors`` (lesson 05).
 
 :mod:`course.autograd_graph` gathers their public names under torch's module name.
+
+What is ours and what is torch's: the autograd graph, its engine, the hook stacks and the
+version counters are torch's C++. These modules are annotated copies of torch's thin Python
+layer over them, making the same ``torch._C`` calls; ``register_multi_grad_hook`` and
+``allow_mutation_on_saved_tensors`` keep torch's algorithm with re-written bookkeeping.
 """

@@ -24,8 +24,14 @@ The invariants the engine relies on::
     get_gradient_edge(torch.ones(2))                         # BAD: RuntimeError, no gradient
 
 Index: :class:`Node`, :class:`GradientEdge`, :func:`get_gradient_edge`,
-:func:`increment_version`, :func:`node_repr`, and torch's private helper
-:func:`get_grad_fn_or_grad_acc`.
+:func:`increment_version`, :func:`node_repr`, :func:`short_type`, and torch's private
+helper :func:`get_grad_fn_or_grad_acc`.
+
+What is ours and what is torch's: the graph itself (nodes, edges, version counters) is
+torch's C++ engine; this module is an annotated copy of torch's thin Python layer over it,
+with the same names, signatures and calls into ``torch._C``. ``Node`` and
+``GradientEdge`` are torch's classes (or a subclass of one), not a second graph. The
+explanations, :func:`node_repr` and :func:`short_type` are ours.
 
 Differences from torch:
 
@@ -43,9 +49,10 @@ from typing import Any, Optional, Union
 
 import torch
 import torch.autograd.graph as _torch_graph
+from torch.utils._dtype_abbrs import dtype_abbrs  # torch.float32 -> "f32", as FX prints
 from torch.utils.hooks import RemovableHandle
 
-__all__ = ["GradientEdge", "Node", "get_gradient_edge", "increment_version", "node_repr"]
+__all__ = ["GradientEdge", "Node", "get_gradient_edge", "increment_version", "node_repr", "short_type"]
 
 
 class Node(abc.ABC):
@@ -210,6 +217,24 @@ def node_repr(node: Optional[Node]) -> str:
     return name
 
 
+def short_type(t: Optional[torch.Tensor]) -> str:
+    """A tensor's dtype and shape in the compact notation FX graphs print: ``f32[2, 3]``.
+
+    Args:
+        t: a tensor, or None (a gradient that was not computed).
+
+    Returns:
+        The dtype's short name and the sizes (``i64[]`` for a 0-d tensor); ``'None'`` for None.
+
+    Example:
+        >>> short_type(torch.ones(2, 3)), short_type(torch.tensor(1)), short_type(None)
+        ('f32[2, 3]', 'i64[]', 'None')
+    """
+    if t is None:
+        return "None"
+    return f"{dtype_abbrs[t.dtype]}[{', '.join(map(str, t.shape))}]"
+
+
 class GradientEdge(_torch_graph.GradientEdge):
     """One input slot of a backward node: ``(node, output_nr)``, plus an ownership token.
 
@@ -250,12 +275,12 @@ def get_grad_fn_or_grad_acc(t: Union[torch.Tensor, _torch_graph.GradientEdge]) -
     else:
         node = t.grad_fn
     if node is None:
-        raise AssertionError("Expected gradient function to be set")
+        raise AssertionError("Expected gradient function to be set")  # torch's message (conformance)
     return node
 
 
 def get_gradient_edge(tensor: torch.Tensor) -> GradientEdge:
-    """Get the gradient edge where ``tensor``'s gradient will be computed.
+    """The edge that feeds ``tensor``'s gradient into the graph: ``(node, output_nr)``.
 
     ``autograd.grad(loss, tensor)`` and ``autograd.grad(loss, get_gradient_edge(tensor))``
     agree. The edge is useful when the tensor itself is gone or will be changed in
@@ -282,6 +307,7 @@ def get_gradient_edge(tensor: torch.Tensor) -> GradientEdge:
                 [4., 4., 4.]])
     """
     if not tensor.requires_grad:
+        # Conformance: torch's message, word for word (tests/test_graph.py compares them).
         raise RuntimeError(
             "It is not possible to get the gradient edge for a Tensor that does not require gradients",
         )
@@ -295,7 +321,7 @@ def get_gradient_edge(tensor: torch.Tensor) -> GradientEdge:
 
 
 def increment_version(tensor: Union[torch.Tensor, Iterable[torch.Tensor]]) -> None:
-    """Bump the version counter of a tensor (or of each tensor in an iterable).
+    """Add one to a tensor's version counter, as an in-place op would (or to each tensor's).
 
     Every in-place op bumps ``t._version``; a node that saved ``t`` remembers the
     version it saw and refuses to run backward if it changed. Call this yourself when

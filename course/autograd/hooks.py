@@ -36,6 +36,12 @@ RuntimeError). We ask before storing anything, so that failed graph task leaves 
 Index: :func:`register_multi_grad_hook`, :class:`_MultiHandle`,
 :func:`_register_logging_hooks_on_whole_graph`, :func:`_engine_run_backward`.
 
+What is ours and what is torch's: hooks run inside torch's C++ engine, which we call as
+torch does (``Tensor.register_hook``, ``Node.register_prehook``, ``run_backward``). The
+group logic of ``register_multi_grad_hook`` is torch's Python algorithm, re-written with
+bounded per-graph-task state (below); the logging hooks and ``_engine_run_backward``
+are annotated copies of torch's few lines.
+
 Differences from torch:
 
 - bounded state in both modes (see the NOTE); "all" also counts gradients per graph
@@ -66,7 +72,7 @@ from torch.autograd.variable import Variable
 from torch.utils.hooks import RemovableHandle
 
 from course import trace
-from course.autograd.graph import GradientEdge, Node, get_grad_fn_or_grad_acc, node_repr
+from course.autograd.graph import GradientEdge, Node, get_grad_fn_or_grad_acc, node_repr, short_type
 
 __all__ = ["register_multi_grad_hook"]
 
@@ -95,7 +101,7 @@ class _MultiHandle(RemovableHandle):
 def _current_graph_task_id() -> int:
     id = torch._C._current_graph_task_id()  # -1 outside backward
     if id == -1:
-        raise AssertionError("expected this hook to be called inside a backward call")
+        raise AssertionError("a multi-grad hook ran outside backward(): there is no graph task to count in")
     return id
 
 
@@ -151,23 +157,22 @@ def register_multi_grad_hook(
         AssertionError: mode "all" and a tensor does not require grad.
 
     Example:
-        >>> a = torch.rand(2, 3, requires_grad=True)
-        >>> b = torch.rand(2, 3, requires_grad=True)
-        >>> c = a * b
-        >>> d = a * b
-        >>> def fn(grads):
-        ...     print([g is not None for g in grads])
-        >>> handle = register_multi_grad_hook((a, b, c, d), fn)
-        >>> c.sum().backward(retain_graph=True)
-        [True, True, True, False]
-        >>> c.sum().backward(inputs=(a,), retain_graph=True)
-        [True, False, True, False]
+        >>> w = torch.ones(3, requires_grad=True)
+        >>> x = torch.full((3,), 2.0, requires_grad=True)
+        >>> y = w * x
+        >>> unused = w + x                    # not on the path from y.sum() to w and x
+        >>> handle = register_multi_grad_hook((w, x, y, unused), lambda gs: print([short_type(g) for g in gs]))
+        >>> y.sum().backward(retain_graph=True)
+        ['f32[3]', 'f32[3]', 'f32[3]', 'None']
+        >>> y.sum().backward(inputs=(w,), retain_graph=True)    # x's grad is not asked for
+        ['f32[3]', 'None', 'f32[3]', 'None']
         >>> handle.remove()
-        >>> c.sum().backward(retain_graph=True)   # removed: nothing printed
+        >>> y.sum().backward(retain_graph=True)   # removed: nothing printed
     """
     supported_modes = ("all", "any")
     lock = threading.Lock()
     if mode not in supported_modes:
+        # Conformance: torch's message (tests/test_hooks.py compares the two).
         raise ValueError(f"Expects mode to be one of {supported_modes} but got {mode}")
     tensors = _check_tensors(tensors, mode)
     fn_name = getattr(fn, "__qualname__", type(fn).__name__)
@@ -243,14 +248,6 @@ def _iter_graph(roots: list[Node]) -> Iterator[Node]:
         yield node
 
 
-def _fmt(t: Union[torch.Tensor, None]) -> str:
-    from torch.utils._dtype_abbrs import dtype_abbrs  # "f32", "i64", ...
-
-    if t is None:
-        return "None"
-    return f"{dtype_abbrs[t.dtype]}[{', '.join(map(str, t.shape))}]"
-
-
 def _register_logging_hooks_on_whole_graph(
     t_outputs: Sequence[Union[torch.Tensor, GradientEdge]],
 ) -> Callable[[], None]:
@@ -273,7 +270,7 @@ def _register_logging_hooks_on_whole_graph(
 
     def prehook(grad_outputs: Sequence[Union[torch.Tensor, None]]) -> None:
         node = torch._C._current_autograd_node()
-        grad_outputs_str = f"[{','.join(_fmt(t) for t in grad_outputs)}]"
+        grad_outputs_str = f"[{','.join(short_type(t) for t in grad_outputs)}]"
         log.debug(f"Executing: {node_repr(node)} with grad_outputs: {grad_outputs_str}")
 
     handles = [node.register_prehook(prehook) for node in _iter_graph(grad_fns)]

@@ -7,8 +7,10 @@ hooks can take over the storing::
     pack_hook(tensor) -> Any          # runs in forward, each time a tensor is saved
     unpack_hook(packed) -> Tensor     # runs in backward, each time a node reads it back
 
-These are torch's ``torch.autograd.graph`` context managers, written on the same C++
-primitives torch's own Python layer uses: the hooks live on a thread-local *stack* in C++
+What is ours and what is torch's: the saving, the hook stack and the checks are torch's
+C++; these three context managers are annotated copies of torch's thin Python layer in
+``torch.autograd.graph``, making the same calls into ``torch._C``, with a repr and
+``course.trace`` events added. The hooks live on a thread-local *stack* in C++
 (``torch._C._autograd._push_saved_tensors_default_hooks`` / ``_pop_...``), and a second
 piece of thread-local state can switch the whole feature off with a message
 (``_saved_tensors_hooks_disable`` / ``_enable`` / ``_get_disabled_error_message``).
@@ -92,7 +94,7 @@ def _traced(pack_hook: Callable, unpack_hook: Callable) -> tuple[Callable, Calla
 
 
 class saved_tensors_hooks:
-    """Context manager that sets a pair of pack / unpack hooks for saved tensors.
+    """Inside the ``with`` block, tensors saved for backward go through your two hooks.
 
     Inside the block, ``pack_hook`` runs every time an op saves a tensor for backward (built-in
     ops and ``ctx.save_for_backward`` alike) and its result is stored on the graph instead of
@@ -207,12 +209,13 @@ class save_on_cpu(saved_tensors_hooks):
 
 @contextlib.contextmanager
 def disable_saved_tensors_hooks(error_message: str) -> Generator[None, None, None]:
-    """Context manager that switches the saved-tensors-hooks feature off.
+    """A ``with`` block in which saved-tensor hooks are refused, with your message.
 
-    Inside it, entering :class:`saved_tensors_hooks` raises ``RuntimeError(error_message)``.
-    On exit, the state *before* the block comes back, even after an exception: enabled, or
-    disabled with the outer block's message (blocks nest). Hooks already pushed before the
-    block keep working; only pushing new ones is refused.
+    Inside it, entering :class:`saved_tensors_hooks` (or :class:`save_on_cpu`) raises
+    ``RuntimeError(error_message)``. On exit, the state *before* the block comes back, even
+    after an exception: enabled, or disabled with the outer block's message (blocks nest).
+    The block cannot start while hooks are already pushed: entering it inside a
+    :class:`saved_tensors_hooks` block raises at once (torch's C++ checks the hook stack).
 
     Args:
         error_message: the message of the RuntimeError raised on a push while disabled.
@@ -221,7 +224,8 @@ def disable_saved_tensors_hooks(error_message: str) -> Generator[None, None, Non
         A context manager yielding None.
 
     Raises:
-        Nothing itself; see above for what it makes others raise.
+        RuntimeError: ``RuntimeError(error_message)`` on entering, when saved-tensor hooks
+            are active (pushed and not yet popped); the previous state is kept.
 
     Example:
         >>> import torch
@@ -234,6 +238,12 @@ def disable_saved_tensors_hooks(error_message: str) -> Generator[None, None, Non
         no hooks in here
         >>> torch._C._autograd._saved_tensors_hooks_is_enabled()
         True
+        >>> with saved_tensors_hooks(lambda t: t.detach(), lambda t: t):
+        ...     with disable_saved_tensors_hooks("not while hooks are on"):
+        ...         pass
+        Traceback (most recent call last):
+        ...
+        RuntimeError: not while hooks are on
     """
     maybe_prev_message = None
     try:
