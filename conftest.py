@@ -12,8 +12,10 @@ itself, with nbval's own collector, choosing the mode by folder:
   ``raises-exception`` (``course assign`` adds the tag), which nbval accepts.
 
 Kernels are ipykernel in the running Python (nbval's ``--nbval-current-env``), never some
-``python3`` kernelspec found elsewhere. With pytest-xdist, ``-n N`` switches the default
-``load`` distribution to ``loadscope`` so each notebook's cells stay on one worker, in order.
+``python3`` kernelspec found elsewhere. With pytest-xdist (``-n auto``, the README's
+command), a scheduler of ours keeps each notebook's cells together (they share a kernel and
+must run on one worker, in order) and hands every other test out on its own, so one long
+test module cannot leave a core idle.
 Fixture notebooks under ``tests/data`` are never collected as notebooks. Every notebook cell
 carries the ``notebook`` marker (``-m "not notebook"`` skips them).
 
@@ -43,8 +45,19 @@ def pytest_configure(config: pytest.Config) -> None:
         opt.nbval_sanitize_with = str(SANITIZE)
     if hasattr(opt, "nbval_current_env") and not getattr(opt, "nbval_kernel_name", None):
         opt.nbval_current_env = True
-    if getattr(opt, "dist", "no") == "load":  # nbval needs a notebook's cells on one worker
-        opt.dist = "loadscope"
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``-n N``: notebooks as units, every other test on its own (see the module docstring)."""
+    if getattr(config.option, "dist", "no") != "load":
+        return None  # an explicit --dist keeps xdist's own scheduler
+    from xdist.scheduler import LoadScopeScheduling
+
+    class NotebooksTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if path.endswith(".ipynb") else nodeid
+
+    return NotebooksTogether(config, log)
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

@@ -189,9 +189,65 @@ def test_does_each_graph_task_fire_once_with_threads_like_torch(mode):
         assert len(ids) == 6 * 15 and len(set(ids)) == len(ids), impl
 
 
+def interleaved_full_and_partial_backward(impl):
+    """Two graph tasks interleaved at one chosen moment, with events (no sleeps).
+
+    Thread 1 runs a full backward (the hook waits for a's and b's gradients); we stop it
+    between its two hook calls. Thread 2 then runs ``grad(out, a)`` (the hook waits for a's
+    alone) to the end. Then thread 1 goes on. Returns how often each thread's hook fired.
+
+    torch 2.13 keeps one ``nb_calls`` for all graph tasks: thread 2 sets it to 1 while
+    thread 1 (which counted on 2) is paused, so thread 1's second call never reaches the
+    count and its hook is lost. The course counts per graph task, so both fire once.
+    """
+    a0 = torch.ones(4, requires_grad=True)
+    b0 = torch.ones(4, requires_grad=True)
+    a, b = a0 * 1, b0 * 1  # non-leaves: grad() captures them
+    fired = {"full": 0, "partial": 0}
+    role = threading.local()
+    paused, resume = threading.Event(), threading.Event()
+    gate_calls = []
+
+    def gate(grad):  # registered first, so it runs before the multi-grad hook's own part
+        if getattr(role, "name", None) == "full":
+            gate_calls.append(1)
+            if len(gate_calls) == 2:  # one of the two parts has run: stop here
+                paused.set()
+                assert resume.wait(timeout=30), "thread 2 never finished"
+
+    a.register_hook(gate)
+    b.register_hook(gate)
+    IMPLS[impl]((a, b), lambda grads: fired.__setitem__(role.name, fired[role.name] + 1), mode="all")
+    errors = []
+
+    def full():
+        role.name = "full"
+        try:
+            (a * b).sum().backward(retain_graph=True)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    t1 = threading.Thread(target=full)
+    t1.start()
+    assert paused.wait(timeout=30), "thread 1 never reached its second hook call"
+    role.name = "partial"  # this (the main) thread plays thread 2
+    torch.autograd.grad((a * b).sum(), a)
+    resume.set()
+    t1.join(timeout=30)
+    assert not t1.is_alive() and not errors, errors
+    return fired
+
+
+def test_does_all_mode_count_per_graph_task_when_tasks_interleave():
+    # The course's hook fires once per graph task whatever the interleaving.
+    assert interleaved_full_and_partial_backward("course") == {"full": 1, "partial": 1}
+    # The same program through torch 2.13 loses thread 1's call: the race the course fixes,
+    # forced deterministically (a shared counter in course.autograd.hooks would fail above).
+    assert interleaved_full_and_partial_backward("torch") == {"full": 0, "partial": 1}
+
+
 def test_does_all_mode_count_per_graph_task_when_threads_ask_for_different_inputs():
-    # torch 2.13 shares one nb_calls between graph tasks, which can race here; ours counts
-    # per graph task, so every call fires once with the mask its own inputs ask for.
+    # Free-running threads (no forced order): every call fires once, with its own mask.
     seen = threaded_ids("course", "all", mixed_inputs=True)
     assert len(seen) == 6 * 15 and len({i for i, _ in seen}) == len(seen)
     assert sorted(m for _, m in seen) == [(True, False)] * 45 + [(True, True)] * 45
