@@ -369,3 +369,19 @@ def test_typing_names_resolve():
     for cls in C._CLASSES.values():
         for hint in typing.get_type_hints(cls).values():
             assert hint in (int, str) or hint.__module__ == "course.aot.descriptors"
+
+
+# ---- validate, with torch as the oracle --------------------------------------------------
+# validate is the course's own rule; its oracle is what torch really builds: every descriptor
+# torch's aot_export_joint_with_descriptors puts on a corpus graph must pass it unchanged.
+
+from corpus import CASES, torch_joint  # noqa: E402  (pytest puts tests/ on sys.path)
+
+
+@pytest.mark.parametrize("name", [c.name for c in CASES])
+def test_every_descriptor_torch_exports_validates(name):
+    descs = [n.meta["desc"] for n in torch_joint(name).graph.nodes if "desc" in n.meta]
+    flat = [d for desc in descs for d in (desc if isinstance(desc, (list, tuple)) else [desc]) if d is not None]
+    assert flat, name
+    for desc in flat:
+        assert C.validate(desc) is desc
