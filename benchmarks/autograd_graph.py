@@ -7,11 +7,23 @@ workload, the median time of each and the median of the paired ratios course/tor
 workload (torch/plain), for scale, and the ratio of the best runs of each (the
 machine's other load disturbs those least).
 
-Workloads (small on purpose: per-op Python overhead is what the APIs add):
+Workloads, small (per-op Python overhead is what the APIs add):
   chain  200 small elementwise ops on a (64,) tensor, a third of them in place, + backward
   mlp    8 layers Linear(64, 64) + tanh on a (32, 64) batch, forward + backward
 
-Usage:  python benchmarks/autograd_graph.py [--quick] [--repeats N]
+and, for allow_mutation_on_saved_tensors, three at the sizes people train with; each writes
+in place to memory that backward has saved, between forward and backward:
+  linear2048     Linear(2048, 2048) on a (64, 2048) batch; weight.mul_(0.999) under no_grad
+                 (addmm saved weight.t(): the whole weight is cloned, in torch and in course)
+  odd_columns    (1024, 1024) tensor b whose b[:, ::2] was saved; b[:, 1::2].mul_(2)
+                 (other bytes: nothing to clone)
+  encoder512     TransformerEncoderLayer(512, 8, 2048) on a (4, 32, 512) batch; every
+                 parameter p.mul_(0.999) under no_grad (an optimizer step before backward)
+Each is also run once per context for correctness: the gradients must equal the same
+program's without the context, with the write moved after backward ("right" columns).
+Their "plain" is that program: torch/plain is what the context costs.
+
+Usage:  python benchmarks/autograd_graph.py [--quick] [--repeats N] [--large-repeats N]
 """
 
 from __future__ import annotations
@@ -74,6 +86,78 @@ def make_mlp():
             handle.remove()
 
     return run
+
+
+def make_linear2048():
+    """One step: forward in the context, weight.mul_ under no_grad, backward."""
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(2048, 2048)
+    x = torch.randn(64, 2048, requires_grad=True)  # a hidden layer's input: addmm saves weight.t()
+    params = [x, *layer.parameters()]
+
+    def update():
+        with torch.no_grad():
+            layer.weight.mul_(0.999)
+
+    return _step(lambda: layer(x).square().sum(), update, params)
+
+
+def make_odd_columns():
+    torch.manual_seed(0)
+    a = torch.randn(1024, 1024, requires_grad=True)
+    kept = {}
+
+    def loss():
+        kept["b"] = b = a * 1.0
+        return (b[:, ::2] ** 2).sum()  # pow saves the strided view b[:, ::2]
+
+    return _step(loss, lambda: kept.pop("b")[:, 1::2].mul_(2), [a])
+
+
+def make_encoder512():
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(512, 8, 2048, dropout=0.0, batch_first=True)
+    x = torch.randn(4, 32, 512, requires_grad=True)
+    params = [x, *layer.parameters()]
+
+    def update():
+        with torch.no_grad():
+            for p in layer.parameters():
+                p.mul_(0.999)
+
+    return _step(lambda: layer(x).square().sum(), update, params)
+
+
+def _step(loss_fn, write, params):
+    """``run(allow)``: forward, ``write()``, backward inside ``allow()``; returns the grads.
+
+    ``allow=None`` is the plain program: no context, and the write comes after backward, so
+    it changes nothing backward reads (the oracle for "right", and "plain" for scale).
+    """
+
+    def run(allow=None):
+        for p in params:
+            p.grad = None
+        if allow is None:
+            loss_fn().backward()
+            write()
+        else:
+            with allow():
+                loss = loss_fn()
+                write()
+                loss.backward()
+        return [p.grad for p in params]
+
+    return run
+
+
+LARGE = {"linear2048": make_linear2048, "odd_columns": make_odd_columns, "encoder512": make_encoder512}
+
+
+def is_right(make, allow):
+    """Does ``allow``'s context give the plain program's gradients (fresh state each)?"""
+    expected, got = make()(None), make()(allow)
+    return all(torch.allclose(g, e, rtol=1e-5, atol=1e-6) for g, e in zip(got, expected))
 
 
 def _identity_pack(t):
@@ -146,6 +230,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run: 3 repeats")
     parser.add_argument("--repeats", type=int, default=150)
+    parser.add_argument("--large-repeats", type=int, default=15, help="repeats of the large workloads")
     args = parser.parse_args(argv)
     repeats = 3 if args.quick else args.repeats
     torch.set_num_threads(1)  # less noise on a shared machine
@@ -162,6 +247,23 @@ def main(argv=None):
             plain, tt, tc, ratio, best = measure(work, torch_variant, course_variant, repeats)
             print(f"{api:34s} {name:8s} {tt * 1e3:9.3f} {tc * 1e3:10.3f} "
                   f"{ratio:13.2f} {best:12.2f} {tt / plain:12.2f}")
+    large(3 if args.quick else args.large_repeats)
+
+
+def large(repeats):
+    """allow_mutation_on_saved_tensors at real sizes: the same columns, plus who is right."""
+    contexts = {"torch": torch_graph.allow_mutation_on_saved_tensors,
+                "course": course_mutation.allow_mutation_on_saved_tensors}
+    print(f"\nallow_mutation_on_saved_tensors at real sizes, {repeats} interleaved repeats")
+    print(f"{'workload':14s} {'torch ms':>9s} {'course ms':>10s} {'course/torch':>13s} {'(best runs)':>12s} "
+          f"{'torch/plain':>12s} {'torch right':>12s} {'course right':>13s}")
+    for name, make in LARGE.items():
+        right = {who: "yes" if is_right(make, allow) else "NO" for who, allow in contexts.items()}
+        run = make()
+        plain, tt, tc, ratio, best = measure(
+            run, lambda work: work(contexts["torch"]), lambda work: work(contexts["course"]), repeats)
+        print(f"{name:14s} {tt * 1e3:9.2f} {tc * 1e3:10.2f} {ratio:13.2f} {best:12.2f} "
+              f"{tt / plain:12.2f} {right['torch']:>12s} {right['course']:>13s}")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ four things cost it time or memory on a GPU:
    again by the next ``addmm``: two copies of one buffer);
 3. its copies run on the compute stream (with ``pin_memory=True``) or block it (without);
 4. it allocates a fresh host buffer per tensor per step, and fetches each tensor only when
-   backward asks for it.
+   backward asks for it, once per unpack (a storage saved by two nodes comes back twice).
 
 :class:`Offloader` keeps the hook shape and fixes those four, in the notation lessons print::
 
@@ -27,6 +27,12 @@ The rules it keeps, per saved tensor ``t``::
     a view of a storage already offloaded (same version)                      # shares that copy
     otherwise                                                                 # one host copy per storage
 
+and in backward each host copy comes back to the device once: the first unpack fetches it,
+later unpacks of the same storage (``relu``'s output, saved by ``relu`` and by the next
+``addmm``) share that device copy, and we let go of it at the last unpack, so it lives
+exactly as long as the storage would have without offloading. ``mode='copy'`` thus moves
+every offloaded byte twice, out once and back once (``h2d_bytes == offloaded_bytes``).
+
 NOTE [Streams, events and who waits for whom] (``mode='stream'``)
 
 - pack: the side stream waits for the compute stream (the tensor must exist), copies the
@@ -38,6 +44,11 @@ NOTE [Streams, events and who waits for whom] (``mode='stream'``)
   Then we start host-to-device copies of the next ``prefetch`` storages in reverse pack order.
 - a host buffer goes back to the pool when the graph lets go of it, tagged with its last
   event; the pool hands it out again only once that event has completed.
+
+What is whose: torch has no offloader class; this module is the course's own code. It
+plugs into torch's saved-tensor hooks (the C++ engine calls our pack and unpack) and uses
+torch's copies, streams, events and caching allocator as they are. Its starting point is
+torch's ``save_on_cpu`` (re-told in :mod:`course.autograd.saved_tensors`).
 
 Index: :class:`Offloader`, :class:`OffloadStats`, :class:`HostBufferPool`; re-exported from
 ``course.offload.model`` (the timing model) and ``course.offload.bench`` (the harness).
@@ -160,6 +171,9 @@ class _HostCopy:
         self.pending = None  # device bytes held until the device-to-host copy is done
         self.resident: StorageWeakRef | None = None  # device storage while it is alive
         self.prefetch: tuple[torch.Tensor, Any] | None = None  # (device bytes, event)
+        self.users = 0  # saved tensors (pack calls) that read this copy
+        self.unpacks = 0  # of those, unpacked in the backward running now
+        self.held: torch.Tensor | None = None  # device bytes kept for the remaining unpacks
 
     def __del__(self) -> None:  # the graph let go of us: the buffer goes back to the pool
         self.pool.release(self.host, self.event)
@@ -362,6 +376,7 @@ class Offloader(saved_tensors_hooks):
             else:
                 copy = self._offload(t, nbytes)
                 entry[2] = (weakref.ref(copy), t._version)
+            copy.users += 1
             if trace.ACTIVE:
                 trace.emit("pack", tensor=t, offloaded=True, storage=copy.index, alias=alias)
             return _Packed(copy, t)
@@ -415,11 +430,30 @@ class Offloader(saved_tensors_hooks):
             storage, source = self._fetch(copy)
             out = torch.empty(0, dtype=packed.dtype, device=copy.device)
             out.set_(storage, packed.offset, packed.size, packed.stride)  # the saved view, rebuilt
+            self._hold_until_last_unpack(copy, out)
             if self.mode == "stream":
                 self._prefetch_before(copy)
             if trace.ACTIVE:
                 self._emit_unpack(packed, out, offloaded=True, storage=copy.index, source=source)
             return out
+
+    @staticmethod
+    def _hold_until_last_unpack(copy: _HostCopy, out: torch.Tensor) -> None:
+        """Keep the device copy for the other saved tensors of its storage, then let it go.
+
+        Counted per backward: after ``copy.users`` unpacks the count starts again (a second
+        backward with ``retain_graph`` fetches once more). An unpack outside backward
+        (``y.grad_fn._saved_result``) is not counted and holds nothing. A backward that
+        skips some of the users (``torch.autograd.grad`` of a few inputs) leaves the device
+        copy held until the graph is freed: memory the graph would have held anyway.
+        """
+        if torch._C._current_autograd_node() is None:
+            return
+        copy.unpacks += 1
+        if copy.unpacks < copy.users:
+            copy.held = out  # a view of the device bytes: keeps them alive
+        else:  # the last one: the node's own tensor keeps them until the node is done
+            copy.unpacks, copy.held = 0, None
 
     @staticmethod
     def _emit_unpack(packed: _Kept | _Packed, out: torch.Tensor, **detail: Any) -> None:
@@ -429,6 +463,8 @@ class Offloader(saved_tensors_hooks):
 
     def _fetch(self, copy: _HostCopy) -> tuple[torch.UntypedStorage, str]:
         """The device storage of ``copy``: still resident, prefetched, or copied now."""
+        if copy.held is not None:  # an earlier unpack of this backward fetched it
+            return copy.held.untyped_storage(), "resident"
         if copy.resident is not None:  # another view (or retain_graph) brought it back
             storage = torch.UntypedStorage._new_with_weak_ptr(copy.resident.cdata)
             if storage is not None:
@@ -466,7 +502,7 @@ class Offloader(saved_tensors_hooks):
         while started < self.prefetch and i >= 0:
             other = copy.order[i]()
             i -= 1
-            if other is None or other.prefetch is not None:
+            if other is None or other.prefetch is not None or other.held is not None:
                 continue
             if other.resident is not None and not other.resident.expired():
                 continue
