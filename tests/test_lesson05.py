@@ -8,6 +8,8 @@
   clones before a mul_ of a saved tensor?
 - Does the program of exercise 5.1 leave course's and torch's contexts in the states the
   lesson prints?
+- Does backward outside the context fail on the global switch alone, state intact (torch's
+  unpack checks the switch first), in torch and in course?
 """
 
 import pytest
@@ -17,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import course.autograd_graph as cg
+import course.autograd.mutation as cm
 from course.checks.lesson05 import (
     MUL_PROGRAMS,
     VIEW_PAIRS,
@@ -25,7 +28,8 @@ from course.checks.lesson05 import (
     clone_state,
     same_saved_tensor,
 )
-from course.autograd.mutation import _get_sid, _overlaps
+from course.autograd.mutation import _get_sid
+from course.autograd.overlap import overlaps as _overlaps
 
 pytestmark = pytest.mark.lesson05
 
@@ -110,3 +114,19 @@ def test_exercise_5_1_states_course_and_torch():
     assert clone_state() == {"b": "cloned", "c": "cloned", "q": "original", "e1": "original"}
     theirs = clone_state(context=tg.allow_mutation_on_saved_tensors)
     assert theirs == {"b": "cloned", "c": "original", "q": "original", "e1": "original"}
+
+
+@pytest.mark.parametrize("module, switch_owner", [(tg, tg), (cg, cm)], ids=["torch", "course"])
+def test_backward_outside_fails_on_the_global_switch_before_any_state_is_read(module, switch_owner):
+    """Lesson 5: with the state intact but the switch off, unpack already refuses."""
+    a = torch.randn(2, 3, requires_grad=True)
+    with module.allow_mutation_on_saved_tensors() as ctx:
+        out = (a.clone() ** 2).sum()
+        assert len(ctx.original) == 1
+        switch_owner._allow_mutation_on_saved_tensors_enabled = False
+        try:
+            with pytest.raises(AssertionError, match="outside of the 'allow_mutation_on_saved_tensors'"):
+                out.backward()
+        finally:
+            switch_owner._allow_mutation_on_saved_tensors_enabled = True
+    assert not switch_owner._allow_mutation_on_saved_tensors_enabled

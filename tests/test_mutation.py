@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import course.autograd.mutation as course_graph
+from course.autograd import overlap
 from course import trace
 
 pytestmark = pytest.mark.lesson05
@@ -380,7 +381,7 @@ def test_is_the_schema_scan_cached_per_op(monkeypatch):
 
 def test_does_overlap_tell_views_apart():
     b = torch.zeros(4, 6)
-    ov = course_graph._overlaps
+    ov = overlap.overlaps
     assert ov(b, b[1]) and ov(b[1], b[:, 2]) and ov(b[1:3], b[2])
     assert not ov(b[0], b[1]) and not ov(b[:, 0], b[:, 1]) and not ov(b[::2], b[1])
     assert ov(b[:, ::2], b[:, 2]) and not ov(b[:, ::2], b[:, 1::2])
@@ -389,7 +390,7 @@ def test_does_overlap_tell_views_apart():
     assert ov(expanded, b[1, 0]) and not ov(expanded, b[1, 1:])
     halves = b.view(torch.int16)  # two int16 per float32: bytes, not elements, decide
     assert ov(halves[0, 1], b[0, 0]) and not ov(halves[0, 2], b[0, 0])
-    assert course_graph._offsets(b[1:, ::2]).tolist() == [6, 8, 10, 12, 14, 16, 18, 20, 22]
+    assert overlap.offsets(b[1:, ::2]).tolist() == [6, 8, 10, 12, 14, 16, 18, 20, 22]
 
 
 # One storage of 1024 bytes; every view fits in it whatever its dtype.
@@ -415,12 +416,12 @@ def strided_views(draw, storage):
 def test_does_the_stride_test_agree_with_listing_every_offset(data):
     storage = torch.zeros(STORAGE_BYTES, dtype=torch.uint8).untyped_storage()
     a, b = data.draw(strided_views(storage)), data.draw(strided_views(storage))
-    listed = course_graph._overlaps_elementwise(a, b)
-    assert listed == course_graph._overlaps_elementwise(b, a)  # the reference is symmetric
-    assert course_graph._overlaps(a, b) == listed
-    decided = course_graph._lattice_overlap(a, b)
+    listed = overlap.overlaps_elementwise(a, b)
+    assert listed == overlap.overlaps_elementwise(b, a)  # the reference is symmetric
+    assert overlap.overlaps(a, b) == listed
+    decided = overlap.lattice_overlap(a, b)
     assert decided in (None, listed)  # when the cheap test answers, it is right
-    assert course_graph._lattice_overlap(a, b, budget=10**6) == listed  # and it can always
+    assert overlap.lattice_overlap(a, b, budget=10**6) == listed  # and it can always
 
 
 VIEW_OPS = st.sampled_from(["slice", "step", "select", "transpose", "diagonal", "unfold",
@@ -465,8 +466,8 @@ def test_does_the_stride_test_decide_every_view_that_view_ops_make(data, shape):
     base = torch.zeros(shape)
     a, b = data.draw(made_views(base)), data.draw(made_views(base))
     assert a.untyped_storage().data_ptr() == base.untyped_storage().data_ptr()  # no copies
-    decided = course_graph._lattice_overlap(a, b)
-    assert decided is not None and decided == course_graph._overlaps_elementwise(a, b)
+    decided = overlap.lattice_overlap(a, b)
+    assert decided is not None and decided == overlap.overlaps_elementwise(a, b)
 
 
 def test_do_large_views_never_list_their_offsets(monkeypatch):
@@ -474,9 +475,9 @@ def test_do_large_views_never_list_their_offsets(monkeypatch):
     def listing(a, b):
         raise AssertionError(f"listed {a.numel() + b.numel()} offsets")
 
-    monkeypatch.setattr(course_graph, "_overlaps_elementwise", listing)
+    monkeypatch.setattr(overlap, "overlaps_elementwise", listing)
     w, x = torch.zeros(2048, 2048), torch.zeros(1024, 1024)
-    ov = course_graph._overlaps
+    ov = overlap.overlaps
     assert ov(w.t(), w)  # addmm saved weight.t(); weight.mul_(0.999) writes all of it
     assert not ov(x[:, ::2], x[:, 1::2]) and ov(x[:, ::2], x[:, 2:3])
     assert ov(w.diagonal(), w[:, 7]) and not ov(w.diagonal(), w[1:, 0])
@@ -484,12 +485,12 @@ def test_do_large_views_never_list_their_offsets(monkeypatch):
 
 
 def test_does_an_undecided_large_pair_clone_rather_than_list(monkeypatch):
-    monkeypatch.setattr(course_graph, "_lattice_overlap", lambda a, b: None)
-    monkeypatch.setattr(course_graph, "_SMALL", 4)  # the pair has 8 elements
+    monkeypatch.setattr(overlap, "lattice_overlap", lambda a, b: None)
+    monkeypatch.setattr(overlap, "_SMALL", 4)  # the pair has 8 elements
     x = torch.zeros(4, 6)
-    assert course_graph._overlaps(x[:, 0], x[:, 1])  # a spare clone, never a missed one
-    monkeypatch.setattr(course_graph, "_SMALL", 1 << 16)
-    assert not course_graph._overlaps(x[:, 0], x[:, 1])  # small: the element test decides
+    assert overlap.overlaps(x[:, 0], x[:, 1])  # a spare clone, never a missed one
+    monkeypatch.setattr(overlap, "_SMALL", 1 << 16)
+    assert not overlap.overlaps(x[:, 0], x[:, 1])  # small: the element test decides
 
 
 def test_does_the_benchmark_still_run():
