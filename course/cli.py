@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 # subcommand -> (module, one-line help). Modules are imported only when used, so
@@ -11,6 +12,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("course.doctor", "check torch, CUDA and the JupyterLab widgets extension"),
     "assign": ("course.grading.assign", "generate notebooks/ (learner copies) from solutions/"),
     "grade": ("course.grading.grade", "grade a learner notebook (or a folder of them)"),
+    "gradebook": ("course.grading.gradebook", "grade a class: scores, pass rates and misconceptions met"),
     "lab": ("course.lab", "open your copy of the course in JupyterLab (start or update it first)"),
     "start": ("course.grading.workspace", "copy the learner notebooks into a folder you own"),
     "update": ("course.grading.workspace", "bring new lessons into your folder without overwriting your work"),
@@ -25,15 +27,25 @@ def _usage() -> str:
     return "\n".join(lines)
 
 
+def version() -> str:
+    """``course <version> (<the lesson set>)``: which course a learner has, in one line.
+
+    The lesson set is the one this version teaches (``course.lessons``); a folder made by an
+    older version gets the newer lessons with ``course update``.
+    """
+    import course
+    from course import lessons
+
+    return f"course {course.__version__} ({lessons.lesson_set()})"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in {"-h", "--help", "help"}:
         print(_usage())
         return 0
     if argv[0] in {"--version", "-V"}:
-        import course
-
-        print(f"course {course.__version__}")
+        print(version())
         return 0
     name, rest = argv[0], argv[1:]
     if name not in SUBCOMMANDS:
@@ -42,7 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(SUBCOMMANDS[name][0])
     if name in {"start", "update"}:
         rest = [name, *rest]  # the workspace module takes the verb as its first argument
-    return int(module.main(rest) or 0)
+    try:
+        return int(module.main(rest) or 0)
+    except BrokenPipeError:  # `course progress | head`: the reader left; say nothing more
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush is quiet too
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -88,8 +88,20 @@ def check_widgets_extension() -> Finding:
                    "pip install --force-reinstall 'jupyterlab_widgets>=3', then restart JupyterLab")
 
 
+def check_lessons() -> Finding:
+    """The learner notebooks this install carries (in the wheel, or a checkout's notebooks/)."""
+    from course.grading import workspace
+
+    try:
+        folder = workspace.find_source()
+    except workspace.WorkspaceError as exc:
+        return Finding("lessons", False, "no lesson notebooks found", str(exc).splitlines()[-1])
+    count = sum(1 for p in folder.iterdir() if workspace.LESSON_RE.match(p.name))
+    return Finding("lessons", True, f"{count} lesson notebooks in {folder}")
+
+
 def findings() -> list[Finding]:
-    return [check_torch(), check_cuda(), check_widgets_extension()]
+    return [check_torch(), check_cuda(), check_widgets_extension(), check_lessons()]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     if is_root:
         print("running as root, so JupyterLab gets --allow-root", file=sys.stderr)
     cmd = jupyter_command(root, extra, is_root=is_root)
-    print("+ " + " ".join(cmd[1:]), file=sys.stderr)
+    print("+ " + shlex.join(cmd), file=sys.stderr)  # what runs, interpreter included
     sys.stdout.flush()
     os.execv(cmd[0], cmd)  # replaces this process: Ctrl-C stops JupyterLab as usual
     return 0  # pragma: no cover

@@ -13,9 +13,11 @@ Example:
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
+from pathlib import Path
 
-__all__ = ["LESSONS", "Lesson", "get"]
+__all__ = ["LESSONS", "Lesson", "get", "lesson_set", "notebook_folders"]
 
 
 @dataclass(frozen=True)
@@ -73,10 +75,11 @@ LESSONS: tuple[Lesson, ...] = (
             "build a joint graph by hand with make_fx",
             "predict a module's placeholders and find input-mutation outputs"),
            (1,), ("course/aot/joint.py", "course/aot/staged.py")),
-    Lesson(7, "07_descriptors", "Descriptors and fx_utils", 50,
+    Lesson(7, "07_descriptors", "Descriptors and fx_utils", 65,
            ("name every placeholder and output of a joint graph by its descriptor",
             "pair parameters with gradients and outputs with tangents",
-            "write and test a joint-graph pass"),
+            "write and test a joint-graph pass",
+            "tell which program makes each of the 31 descriptor classes, and why AOTAutograd needs it"),
            (6,), ("course/aot/descriptors.py", "course/aot/fx_utils.py")),
     Lesson(8, "08_capstone", "Capstone: a memory-budgeted training step", 45,
            ("measure saved bytes per layer",
@@ -92,3 +95,32 @@ def get(number: int) -> Lesson:
         if lesson.number == number:
             return lesson
     raise KeyError(f"no lesson {number}; lessons are {[l.number for l in LESSONS]}")
+
+
+def notebook_folders() -> list[Path]:
+    """Where this install keeps the learner notebooks, best first: the one code path by which
+    ``course start`` / ``update`` find the lessons, in a wheel and in a checkout alike.
+
+    A wheel carries them as the data package ``course.lessons_data`` (pyproject maps it to
+    ``notebooks/`` at build time, so the checkout's ``notebooks/`` stays the only source);
+    an editable install of a checkout finds ``notebooks/`` beside the package.
+
+    Returns:
+        Candidate folders; the caller takes the first that holds lesson notebooks.
+    """
+    try:
+        spec = importlib.util.find_spec("course.lessons_data")
+    except ImportError:  # pragma: no cover - only if `course` itself is broken
+        spec = None
+    shipped = [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
+    package = Path(importlib.util.find_spec("course").origin).parent
+    return shipped + [package.parent / "notebooks"]
+
+
+def lesson_set() -> str:
+    """The lessons this version of the course teaches, as one line for ``course --version``.
+
+    >>> lesson_set().startswith("9 lessons: 00_warmup, 01_autograd_graph")
+    True
+    """
+    return f"{len(LESSONS)} lessons: " + ", ".join(lesson.slug for lesson in LESSONS)

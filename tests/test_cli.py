@@ -1,15 +1,21 @@
 """Does the `course` command answer --version and doctor, and name the fix for problems?"""
 
+import os
 import subprocess
 import sys
 
 import course
 from course import cli, doctor
+from course.lessons import LESSONS
 
 
-def test_version_prints_the_package_version(capsys):
+def test_version_names_the_package_version_and_the_lesson_set(capsys):
+    from course.lessons import LESSONS
+
     assert cli.main(["--version"]) == 0
-    assert capsys.readouterr().out.strip() == f"course {course.__version__}"
+    out = capsys.readouterr().out.strip()
+    assert out.startswith(f"course {course.__version__} ({len(LESSONS)} lessons: 00_warmup, ")
+    assert all(lesson.slug in out for lesson in LESSONS) and "\n" not in out
 
 
 def test_unknown_command_is_an_error_that_lists_the_commands(capsys):
@@ -24,6 +30,7 @@ def test_doctor_reports_torch_cuda_and_widgets(capsys):
     assert "torch: 2.13" in out and "supported" in out
     assert "cuda:" in out
     assert "jupyterlab widgets extension" in out
+    assert f"[ok  ] lessons: {len(LESSONS)} lesson notebooks in " in out
     assert rc == (0 if all(f.ok for f in doctor.findings()) else 1)
 
 
@@ -52,3 +59,43 @@ def test_require_supported_torch_raises_a_clear_error(monkeypatch):
 def test_console_entry_point_runs_as_a_module():
     out = subprocess.run([sys.executable, "-m", "course", "--version"], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.startswith("course ")
+
+
+def test_course_lab_echoes_the_command_it_runs_interpreter_included(tmp_path, monkeypatch, capsys):
+    import nbformat
+
+    from course import lab
+
+    nbformat.write(nbformat.v4.new_notebook(), tmp_path / "00_first.ipynb")
+    execs = []
+    monkeypatch.setattr(lab.os, "execv", lambda path, cmd: execs.append(cmd))
+    assert lab.main([str(tmp_path / "ws"), "--source", str(tmp_path), "--", "--no-browser"]) == 0
+    echoed = [line for line in capsys.readouterr().err.splitlines() if line.startswith("+ ")]
+    assert echoed == [f"+ {sys.executable} -m jupyter lab {tmp_path / 'ws'} --no-browser"
+                      + (" --allow-root" if os.geteuid() == 0 else "")]
+    assert execs[0][0] == sys.executable
+
+
+def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
+    """`course start DIR | head -1`: the reader has gone; the command stops without a traceback."""
+    import nbformat
+
+    nbformat.write(nbformat.v4.new_notebook(), tmp_path / "00_first.ipynb")
+    for args in (["start", str(tmp_path / "ws"), "--source", str(tmp_path)], ["progress", str(tmp_path / "ws")]):
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # nobody will ever read: every write fails with EPIPE
+        try:
+            out = subprocess.run([sys.executable, "-m", "course", *args], stdout=write_end,
+                                 stderr=subprocess.PIPE, text=True, timeout=120)
+        finally:
+            os.close(write_end)
+        assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert (tmp_path / "ws" / "00_first.ipynb").exists()  # start did its work before printing
+
+
+def test_doctor_says_when_the_install_carries_no_lessons(monkeypatch, tmp_path):
+    from course import lessons
+
+    monkeypatch.setattr(lessons, "notebook_folders", lambda: [tmp_path / "lessons_data"])
+    finding = doctor.check_lessons()
+    assert not finding.ok and "reinstall" in finding.fix

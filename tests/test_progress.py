@@ -286,3 +286,85 @@ def test_the_real_grader_end_to_end(tmp_path):
     assert progress.collect(tmp_path, grade_fn=spy, grader_id=progress.grader_fingerprint()) == rows
     assert calls == ["mine.ipynb"]  # the second run came from the cache
     assert grading.grade_notebook  # the API we adapt to
+
+
+# --- untouched notebooks are not run (issue 17) -----------------------------------------------------
+
+def test_the_exercises_read_without_importing_are_the_registered_ones():
+    from course import checks
+
+    checks.load_all()
+    for number in range(10):
+        assert progress.registered_exercises(number) == [(ex.id, ex.name) for ex in checks.all_exercises(number)]
+
+
+class Untouched(FakeGrader):
+    """A grader that, like the default one, answers untouched notebooks without grading."""
+
+    def untouched(self, path, lesson, pristine):
+        if pristine is None or progress._code_cells(path) != progress._code_cells(pristine):
+            return None
+        return [(ex, "not attempted", "") for ex, _, _ in FakeGrader()(pristine, lesson)]
+
+
+def test_untouched_notebooks_are_not_graded_and_an_edited_one_is(root):
+    grade = Untouched()
+    rows = collect(root, grade)
+    assert grade.graded == [] and [r.status for r in rows] == ["no exercises"] + ["not attempted"] * 3
+    assert not (root / progress.CACHE).exists()  # nothing graded, nothing written
+    answer(root / "01_graph.ipynb", "1.1", "answer = 42")
+    rows = collect(root, grade)
+    assert grade.graded == ["01_graph.ipynb"] and Row("01_graph.ipynb", "01_graph.ipynb", "1.1", "passed") in rows
+
+
+def fresh_course_folder(tmp_path: Path) -> Path:
+    """`course start` of the real course's learner copies, as a learner gets them (from a
+    snapshot of notebooks/, so a lesson regenerated meanwhile cannot change the test)."""
+    import shutil
+
+    shutil.copytree(workspace.find_source(), tmp_path / "lessons")
+    assert cli.main(["start", str(tmp_path / "mine"), "--source", str(tmp_path / "lessons")]) == 0
+    return tmp_path / "mine"
+
+
+def test_a_fresh_copy_of_the_course_is_all_not_attempted_without_running_anything(tmp_path, monkeypatch, capsys):
+    root = fresh_course_folder(tmp_path)
+    import course.grading.grade as grading
+
+    monkeypatch.setattr(grading, "grade_notebook", lambda *a, **k: pytest.fail("ran a notebook"))
+    capsys.readouterr()
+    assert progress.main([str(root)]) == 0
+    out, err = capsys.readouterr()
+    total = sum(len(progress.registered_exercises(n)) for n in range(10))
+    assert out.startswith(f"{root}: 0 of {total} exercises passed, {total} not attempted\n")
+    assert "grading" not in err
+
+
+def test_deleting_moving_or_repeating_stub_cells_is_still_untouched(tmp_path, monkeypatch):
+    root = fresh_course_folder(tmp_path)
+    nb = nbformat.read(root / "01_autograd_graph.ipynb", as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    nb.cells = [code[-1], *code[1:-1], nbformat.v4.new_code_cell(code[-1].source)]  # moved, repeated, one deleted
+    nb.cells.append(nbformat.v4.new_markdown_cell("my notes"))
+    nbformat.write(nb, root / "01_autograd_graph.ipynb")
+    graded = []
+    grader = progress.default_grader()
+    spy = lambda path, lesson: graded.append(lesson) or []  # noqa: E731
+    spy.untouched = grader.untouched
+    rows = progress.collect(root, grade_fn=spy, grader_id="spy")
+    assert graded == [] and {r.status for r in rows} == {"not attempted"}
+    nb.cells.insert(0, nbformat.v4.new_code_cell("def bfs_names(t):\n    return []"))  # an answer
+    nbformat.write(nb, root / "01_autograd_graph.ipynb")
+    progress.collect(root, grade_fn=spy, grader_id="spy")
+    assert graded == ["01_autograd_graph.ipynb"]
+
+
+def test_a_notebook_the_grader_could_not_grade_is_tried_again(root, grade):
+    def voided(path, lesson):
+        grade.graded.append(path.name)
+        return [("-", "error", "void: the course package changed while grading")]
+
+    progress.collect(root, grade_fn=voided, grader_id="fake 1")
+    grade.graded.clear()
+    collect(root, grade)
+    assert sorted(grade.graded) == ["00_warmup.ipynb", "01_graph.ipynb", "02_hooks.ipynb"]

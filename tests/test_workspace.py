@@ -82,7 +82,7 @@ def test_start_copies_every_lesson_and_records_its_hash(tmp_path, src, capsys):
     dest = tmp_path / "course dir"
     assert cli.main(["start", str(dest), "--source", str(src)]) == 0
     out = capsys.readouterr().out
-    assert "copied 3 lessons" in out and f"jupyter lab {shlex.quote(str(dest))}" in out
+    assert "copied 3 lessons" in out and f" lab {shlex.quote(str(dest))}" in out
     lessons = manifest(dest)["lessons"]
     assert sorted(lessons) == ["00_warmup.ipynb", "01_graph.ipynb", "02_hooks.ipynb"]
     for name, entry in lessons.items():
@@ -128,25 +128,52 @@ def test_the_course_command_dispatches_start_and_update(tmp_path, src, capsys):
 
 # --- finding the notebooks -----------------------------------------------------------------
 
-def test_notebooks_are_found_next_to_the_package_in_a_checkout(tmp_path, src, monkeypatch):
-    checkout = tmp_path  # tmp_path/notebooks is the fixture's source folder
-    monkeypatch.setattr(workspace, "__file__", str(checkout / "course" / "workspace.py"))
+def installed_at(monkeypatch, folder: Path) -> None:
+    """Pretend the course's own notebooks are in ``folder`` (a checkout's, or a wheel's)."""
+    monkeypatch.setattr(workspace.course_lessons, "notebook_folders", lambda: [folder])
+
+
+def test_a_checkout_reads_its_own_notebooks_folder():
+    from course import lessons
+
+    checkout = Path(__file__).resolve().parents[1]
+    assert lessons.notebook_folders()[-1] == checkout / "notebooks"
+    assert workspace.find_source() == checkout / "notebooks"  # this checkout: no wheel data here
+
+
+def test_notebooks_are_found_where_the_install_keeps_them(tmp_path, src, monkeypatch):
+    installed_at(monkeypatch, src)
     assert workspace.find_source() == src.resolve()
 
 
 def test_an_installed_package_without_notebooks_names_the_fix(tmp_path, monkeypatch):
     site = tmp_path / "site-packages"
-    monkeypatch.setattr(workspace, "__file__", str(site / "course" / "workspace.py"))
+    installed_at(monkeypatch, site / "course" / "lessons_data")
     with pytest.raises(WorkspaceError) as info:
         workspace.start(tmp_path / "w")
     message = str(info.value)
-    assert str(site / "notebooks") in message and "--source DIR" in message and "checkout" in message
+    assert str(site / "course" / "lessons_data") in message and "--source DIR" in message
+    assert "reinstall" in message
     assert not (tmp_path / "w").exists()
+
+
+def test_the_start_message_names_a_command_that_works_without_an_activated_venv(tmp_path, src,
+                                                                               monkeypatch, capsys):
+    bin_dir = Path(os.sys.executable).parent
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert workspace.main(["start", str(tmp_path / "w"), "--source", str(src)]) == 0
+    out = capsys.readouterr().out
+    assert f"{shlex.quote(str(bin_dir / 'course'))} lab {tmp_path / 'w'}" in out
+    assert str(bin_dir) in out and "not on your PATH" in out
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin")
+    assert workspace.main(["start", str(tmp_path / "v"), "--source", str(src)]) == 0
+    out = capsys.readouterr().out
+    assert f"\n  course lab {tmp_path / 'v'}\n" in out and "PATH" not in out
 
 
 def test_update_uses_the_source_recorded_at_start(root, src, tmp_path, monkeypatch):
     write_lesson(tmp_path / "checkout" / "notebooks", "09_other.ipynb", "w = 4")
-    monkeypatch.setattr(workspace, "__file__", str(tmp_path / "checkout" / "course" / "workspace.py"))
+    installed_at(monkeypatch, tmp_path / "checkout" / "notebooks")
     write_lesson(src, "03_saved_tensors.ipynb", "y = 2")
     assert kinds(workspace.update(root)) == {"03_saved_tensors.ipynb": "new"}
 
@@ -154,7 +181,7 @@ def test_update_uses_the_source_recorded_at_start(root, src, tmp_path, monkeypat
 def test_update_falls_back_to_the_package_notebooks_when_the_recorded_folder_is_gone(
         root, src, tmp_path, monkeypatch):
     write_lesson(tmp_path / "checkout" / "notebooks", "09_other.ipynb", "w = 4")
-    monkeypatch.setattr(workspace, "__file__", str(tmp_path / "checkout" / "course" / "workspace.py"))
+    installed_at(monkeypatch, tmp_path / "checkout" / "notebooks")
     for notebook in src.iterdir():
         notebook.unlink()
     assert kinds(workspace.update(root))["09_other.ipynb"] == "new"
@@ -162,8 +189,9 @@ def test_update_falls_back_to_the_package_notebooks_when_the_recorded_folder_is_
 
 
 def test_update_outside_a_course_folder_says_to_start_one(tmp_path, src):
+    (tmp_path / "empty").mkdir()
     with pytest.raises(WorkspaceError, match="course start"):
-        workspace.update(tmp_path, source=src)
+        workspace.update(tmp_path / "empty", source=src)
 
 
 # --- update --------------------------------------------------------------------------------
@@ -449,7 +477,7 @@ def check_update(root, src, lessons, where, mine, deleted, base):
     tracked = {lesson: entry["file"] for lesson, entry in manifest(root)["lessons"].items()}
     assert {lesson: tracked[lesson] for lesson in where} == where  # renames followed
     for rel in set(notebooks) - before:  # nothing deleted comes back
-        assert workspace._stamp(root / rel) not in deleted
+        assert workspace._stamp(root / rel).get("lesson") not in deleted
     again = workspace.update(root, source=src)
     assert not [c for c in again if c.kind in {"new", "updated", "offered", "restored", "renamed"}]
 
@@ -473,3 +501,223 @@ def test_course_lab_starts_then_updates_then_execs_jupyter_on_the_folder(tmp_pat
     assert [c[1:5] for c in execs] == [["-m", "jupyter", "lab", str(ws)]] * 2
     assert "--no-browser" in execs[0]
     assert ("--allow-root" in execs[0]) == (os.geteuid() == 0)
+
+
+# --- a kill in the middle of an update (issue 18) -----------------------------------------------
+
+KILLER = """
+import os, signal, sys
+from course.grading import workspace
+
+stop_at, written, real = int(sys.argv[1]), [], workspace._write_bytes
+
+def write_then_maybe_die(path, data):
+    real(path, data)
+    if path.suffix == ".ipynb":  # a notebook is written; its manifest entry is not yet
+        written.append(path)
+        if len(written) == stop_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+workspace._write_bytes = write_then_maybe_die
+sys.exit(workspace.main(["update", sys.argv[2], "--source", sys.argv[3]]))
+"""
+
+
+def killed_update(root: Path, src: Path, stop_at: int) -> int:
+    """The real `course update`, in a process killed right after its ``stop_at``-th notebook write."""
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", KILLER, str(stop_at), str(root), str(src)],
+                          capture_output=True, text=True, timeout=120).returncode
+
+
+def course_changes(src: Path) -> None:
+    write_lesson(src, "00_warmup.ipynb", "x = 2")                                 # unedited: replaced
+    write_lesson(src, "01_graph.ipynb", "raise NotImplementedError('exercise 1.1')", "z = 3")  # edited: offered
+    write_lesson(src, "03_saved_tensors.ipynb", "y = 2")                          # new
+
+
+@pytest.mark.parametrize("stop_at", [1, 2, 3])
+def test_a_kill_after_any_notebook_write_leaves_bookkeeping_that_the_next_update_completes(
+        root, src, stop_at):
+    edit(root / "01_graph.ipynb")
+    mine = (root / "01_graph.ipynb").read_bytes()
+    course_changes(src)
+    assert killed_update(root, src, stop_at) == -9  # really killed, before its manifest was saved
+    for _ in range(2):  # the kill, then the update that completes it, then one more
+        workspace.update(root, source=src)
+    assert (root / "01_graph.ipynb").read_bytes() == mine  # the edit survives
+    assert sources(root / "00_warmup.ipynb") == sources(src / "00_warmup.ipynb")  # not "edited"
+    entries = manifest(root)["lessons"]
+    assert entries["00_warmup.ipynb"]["shipped"] == notebook_hash(src / "00_warmup.ipynb")
+    assert sorted(p.name for p in root.glob("01_graph*")) == ["01_graph.ipynb", "01_graph.updated.ipynb"]
+    assert entries["01_graph.ipynb"]["offered"] == {"file": "01_graph.updated.ipynb",
+                                                    "hash": notebook_hash(src / "01_graph.ipynb")}
+    assert sorted(p.name for p in root.glob("03_*")) == ["03_saved_tensors.ipynb"]
+    assert kinds(workspace.update(root, source=src)) == {"01_graph.ipynb": "kept"}  # nothing written
+    assert not list(root.rglob("*.tmp"))
+
+
+def test_thirty_killed_updates_add_no_files(root, src):
+    edit(root / "01_graph.ipynb")
+    course_changes(src)
+    for _ in range(30):
+        killed_update(root, src, 2)  # always killed right after writing the offered copy
+    workspace.update(root, source=src)
+    names = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.ipynb"))
+    assert names == ["00_warmup.ipynb", "01_graph.ipynb", "01_graph.updated.ipynb", "02_hooks.ipynb",
+                     "03_saved_tensors.ipynb"]
+
+
+def test_each_lessons_manifest_entry_is_saved_with_its_notebook(root, src, monkeypatch):
+    course_changes(src)
+    order = []
+    real_write = workspace._write_bytes
+    monkeypatch.setattr(workspace, "_write_bytes", lambda path, data: (order.append(path.name),
+                                                                      real_write(path, data)))
+    workspace.update(root, source=src)
+    assert order == ["00_warmup.ipynb", "manifest.json", "01_graph.ipynb", "manifest.json",
+                     "03_saved_tensors.ipynb", "manifest.json"]
+
+
+def test_a_lesson_has_one_offered_copy_however_often_the_course_changes(root, src):
+    edit(root / "01_graph.ipynb")
+    for k in range(4):
+        write_lesson(src, "01_graph.ipynb", f"version = {k}")
+        workspace.update(root, source=src)
+    assert sorted(p.name for p in root.glob("01_graph*")) == ["01_graph.ipynb", "01_graph.updated.ipynb"]
+    assert sources(root / "01_graph.updated.ipynb") == sources(src / "01_graph.ipynb")
+
+
+def test_an_offered_copy_the_learner_edited_is_theirs_and_kept(root, src):
+    edit(root / "01_graph.ipynb")
+    write_lesson(src, "01_graph.ipynb", "version = 1")
+    workspace.update(root, source=src)
+    edit(root / "01_graph.updated.ipynb", "merged = True")
+    merged = (root / "01_graph.updated.ipynb").read_bytes()
+    write_lesson(src, "01_graph.ipynb", "version = 2")
+    assert workspace.update(root, source=src)[0].detail.endswith("beside it: 01_graph.updated-2.ipynb")
+    assert (root / "01_graph.updated.ipynb").read_bytes() == merged
+
+
+# --- a lost manifest is not a dead end ----------------------------------------------------------
+
+def lose_the_manifest(root: Path) -> None:
+    (root / ".course" / "manifest.json").unlink()
+
+
+def test_update_without_a_manifest_names_adopt(root, src, capsys):
+    lose_the_manifest(root)
+    assert workspace.main(["update", str(root), "--source", str(src)]) == 1
+    assert f"course update {root} --adopt" in capsys.readouterr().err
+
+
+def test_adopt_rebuilds_the_manifest_and_keeps_every_edit(root, src, capsys):
+    edit(root / "01_graph.ipynb")
+    mine = (root / "01_graph.ipynb").read_bytes()
+    os.replace(root / "02_hooks.ipynb", root / "my hooks.ipynb")  # renamed, unedited
+    before = manifest(root)
+    lose_the_manifest(root)
+    assert workspace.main(["update", str(root), "--source", str(src), "--adopt"]) == 0
+    out = capsys.readouterr().out
+    assert "adopted   01_graph.ipynb: 01_graph.ipynb (edited: kept as it is)" in out
+    assert "adopted   02_hooks.ipynb: my hooks.ipynb" in out
+    assert manifest(root)["lessons"] == {**before["lessons"],
+                                         "02_hooks.ipynb": {**before["lessons"]["02_hooks.ipynb"],
+                                                            "file": "my hooks.ipynb"}}
+    assert (root / "01_graph.ipynb").read_bytes() == mine
+    course_changes(src)  # and it goes on as if the manifest had never gone
+    assert kinds(workspace.update(root, source=src)) == {
+        "00_warmup.ipynb": "updated", "01_graph.ipynb": "offered", "03_saved_tensors.ipynb": "new"}
+    assert (root / "01_graph.ipynb").read_bytes() == mine
+
+
+def test_adopt_recognises_an_old_unedited_copy_and_the_offered_one(root, src):
+    edit(root / "01_graph.ipynb")
+    course_changes(src)
+    workspace.update(root, source=src)  # 01_graph.updated.ipynb offered
+    write_lesson(src, "00_warmup.ipynb", "x = 3")  # 00 is now behind, unedited
+    lose_the_manifest(root)
+    changes = workspace.adopt(root, source=src)
+    assert kinds(changes)["00_warmup.ipynb"] == "updated"  # known unedited by its stamp
+    assert manifest(root)["lessons"]["01_graph.ipynb"]["offered"]["file"] == "01_graph.updated.ipynb"
+    assert len(list(root.glob("01_graph*"))) == 2
+    assert kinds(workspace.update(root, source=src)) == {"01_graph.ipynb": "kept"}
+
+
+def test_start_on_notebooks_without_a_manifest_adopts_them(root, src, capsys):
+    edit(root / "01_graph.ipynb")
+    mine = (root / "01_graph.ipynb").read_bytes()
+    (root / "00_warmup.ipynb").unlink()
+    lose_the_manifest(root)
+    assert workspace.main(["start", str(root), "--source", str(src)]) == 0
+    out = capsys.readouterr().out
+    assert "adopted 2 lesson(s), every edit kept" in out and "new       00_warmup.ipynb" in out
+    assert (root / "01_graph.ipynb").read_bytes() == mine
+    assert sorted(manifest(root)["lessons"]) == ["00_warmup.ipynb", "01_graph.ipynb", "02_hooks.ipynb"]
+
+
+# --- a manifest we did not write is refused ---------------------------------------------------------
+
+@pytest.mark.parametrize("entry, says", [
+    ({}, 'the entry of 01_graph.ipynb is {}'),
+    ("01_graph.ipynb", 'the entry of 01_graph.ipynb is "01_graph.ipynb"'),
+    ({"file": 3, "shipped": "x"}, "the entry of 01_graph.ipynb"),
+    ({"file": "OUTSIDE/evil.ipynb", "shipped": "x"}, "which is not a notebook inside"),
+    ({"file": "../evil.ipynb", "shipped": "x"}, "'../evil.ipynb', which is not a notebook inside"),
+    ({"file": "01_graph.ipynb", "shipped": "x", "offered": {"file": "../evil.ipynb", "hash": "x"}},
+     "which is not a notebook inside"),
+    ({"file": "01_graph.ipynb", "shipped": "x", "offered": "01_graph.updated.ipynb"}, "the offered copy"),
+    ({"file": "01_graph.txt", "shipped": "x"}, "which is not a notebook inside"),
+])
+def test_a_manifest_entry_we_did_not_write_is_refused_and_nothing_is_written(root, src, tmp_path, entry,
+                                                                            says, capsys):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    if isinstance(entry, dict) and entry.get("file") == "OUTSIDE/evil.ipynb":
+        entry = {**entry, "file": str(outside / "evil.ipynb")}  # an absolute path
+    data = manifest(root)
+    data["lessons"]["01_graph.ipynb"] = entry
+    (root / ".course" / "manifest.json").write_text(json.dumps(data))
+    course_changes(src)
+    before = snapshot(tmp_path)
+    assert cli.main(["update", str(root), "--source", str(src)]) == 1
+    err = capsys.readouterr().err
+    assert "manifest.json is damaged" in err and says in err and "--adopt" in err
+    assert "Traceback" not in err
+    assert snapshot(tmp_path) == before
+
+
+def test_a_tracked_folder_that_links_outside_is_refused(root, src, tmp_path, capsys):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "sub").symlink_to(outside)
+    data = manifest(root)
+    data["lessons"]["01_graph.ipynb"]["file"] = "sub/01_graph.ipynb"
+    (root / ".course" / "manifest.json").write_text(json.dumps(data))
+    course_changes(src)
+    assert cli.main(["update", str(root), "--source", str(src)]) == 1
+    assert "not a notebook inside" in capsys.readouterr().err
+    assert list(outside.iterdir()) == []
+
+
+def test_adopt_mends_a_damaged_manifest(root, src):
+    edit(root / "01_graph.ipynb")
+    (root / ".course" / "manifest.json").write_text('{"format": 1, "lessons": {"01_graph.ipynb": {}}}')
+    workspace.adopt(root, source=src)
+    assert sorted(manifest(root)["lessons"]) == ["00_warmup.ipynb", "01_graph.ipynb", "02_hooks.ipynb"]
+
+
+# --- a newer course version (issue 21) ----------------------------------------------------------------
+
+def test_a_folder_made_by_an_older_version_gets_the_new_versions_lessons(tmp_path, src, monkeypatch):
+    installed_at(monkeypatch, src)  # version 1 of the course, as installed
+    workspace.start(tmp_path / "mine")
+    assert manifest(tmp_path / "mine")["from"] == "package"
+    newer = tmp_path / "site-packages" / "course" / "lessons_data"  # version 2, installed elsewhere
+    for name in ("00_warmup.ipynb", "01_graph.ipynb", "02_hooks.ipynb"):
+        write_lesson(newer, name, *sources(src / name)[1:])
+    write_lesson(newer, "03_saved_tensors.ipynb", "y = 2")
+    installed_at(monkeypatch, newer)
+    assert kinds(workspace.update(tmp_path / "mine")) == {"03_saved_tensors.ipynb": "new"}

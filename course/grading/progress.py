@@ -23,10 +23,20 @@ keyed by the lesson and the hash of its notebook's *code* cells (``workspace.not
     {"format": 1, "grader": "course 0.1.0 sha256:...",
      "results": {"01_graph.ipynb sha256:<code hash>": [["1.1", "passed", ""], ["1.2", "failed", "..."]]}}
 
+NOTE [Untouched notebooks are not run]
+    A fresh copy must answer in a second, not after running nine notebooks. So before grading,
+    the default grader compares the notebook's code cells with the course's learner copy of
+    the lesson (``workspace.pristine``), by content: if every code cell is one of the learner
+    copy's (none edited; some may be deleted, moved or repeated), every answer is still its
+    stub, and each exercise is "not attempted" without running anything. The exercises are
+    read from ``course/checks/lessonNN.py`` without importing it (``registered_exercises``),
+    so such a run never imports torch. Only a notebook whose code was edited is graded.
+
 A second run with nothing edited grades nothing; editing a code cell re-grades that notebook
 only; running cells or writing markdown does not. An ``error`` verdict (your answer raised or
-timed out) is cached like any other; a grader that crashes is shown as ``error`` and not
-cached, so the next run tries again. ``--no-cache`` grades everything again.
+timed out) is cached like any other; a grader that crashes, or fails the whole notebook (a
+kernel that died, a grade voided), is shown as ``error`` and not cached, so the next run
+tries again. ``--no-cache`` grades everything again.
 
 The grader is any ``grade_fn(path, lesson) -> [(exercise, status, note), ...]`` (``lesson`` is
 the lesson's file name, ``01_graph.ipynb``, whatever the learner renamed the notebook to) with
@@ -38,7 +48,9 @@ shows the full report of one notebook (every case, yours against expected, the h
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
+import importlib.util
 import json
 import sys
 from collections import Counter
@@ -48,7 +60,8 @@ from typing import Callable, Sequence
 
 from course.grading import workspace
 
-__all__ = ["CACHE", "Row", "collect", "default_grader", "main", "table"]
+__all__ = ["CACHE", "Row", "collect", "default_grader", "main", "registered_exercises", "table",
+           "untouched_results"]
 
 CACHE = Path(".course") / "progress-cache.json"
 STATUSES = ("passed", "failed", "not attempted", "error")
@@ -79,6 +92,9 @@ def collect(root: str | Path, grade_fn: GradeFn | None = None, grader_id: str | 
             to the default grader's fingerprint (course version and grader source).
         use_cache: read the cache (results are written back either way).
         on_grade: called with each file name just before it is graded (not when cached).
+            A ``grade_fn`` with an ``untouched(path, lesson, pristine)`` attribute (the
+            default's) answers untouched notebooks without grading them (NOTE [Untouched
+            notebooks are not run]); those answers are not cached.
     Returns:
         The rows, in lesson order.
     Raises:
@@ -95,6 +111,7 @@ def collect(root: str | Path, grade_fn: GradeFn | None = None, grader_id: str | 
         grade_fn = default_grader()
     grader_id = grader_id or grader_fingerprint()
     cached = _load_cache(root, grader_id) if use_cache else {}
+    untouched = getattr(grade_fn, "untouched", None)
     fresh, rows = {}, []
     for lesson, path in workspace.locate(root):
         if path is None:
@@ -104,14 +121,17 @@ def collect(root: str | Path, grade_fn: GradeFn | None = None, grader_id: str | 
         rel = path.relative_to(root).as_posix()
         key = f"{lesson} {workspace.notebook_hash(path, ('code',))}"
         results = cached.get(key)
+        if results is None and untouched is not None:
+            shortcut = untouched(path, lesson, workspace.pristine(root, lesson))
+            results = None if shortcut is None else [list(r) for r in shortcut]
+        elif results is not None:
+            fresh[key] = results
         if results is None:
             if on_grade:
                 on_grade(rel)
             results, crashed = _grade(grade_fn, path, lesson)
-            if not crashed:  # a verdict on this code (even "error": your answer raised) is kept
-                fresh[key] = results
-        else:
-            fresh[key] = results
+            if not crashed and not any(ex == "-" and status == "error" for ex, status, _ in results):
+                fresh[key] = results  # a verdict on this code (even "error": your answer raised)
         rows += [Row(lesson, rel, ex, status, msg) for ex, status, msg in results] or \
             [Row(lesson, rel, "-", "no exercises")]
     if fresh != cached:  # a run that graded nothing writes nothing
@@ -215,7 +235,68 @@ def default_grader() -> GradeFn:
             return [("-", "error", report.error)]
         return [(f"{e['id']} {e['name']}", e["status"], _note(e)) for e in report.exercises]
 
+    grade.untouched = untouched_results
     return grade
+
+
+def untouched_results(path: Path, lesson: str, pristine: Path | None) -> list[Result] | None:
+    """Every exercise "not attempted" if no code cell of ``path`` differs from the learner
+    copy ``pristine``, else ``None`` (grade it). NOTE [Untouched notebooks are not run].
+
+    >>> import nbformat, tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> stub = nbformat.v4.new_code_cell("raise NotImplementedError('exercise 0.1')")
+    >>> nbformat.write(nbformat.v4.new_notebook(cells=[stub]), d / "00_warmup.ipynb")
+    >>> untouched_results(d / "00_warmup.ipynb", "00_warmup.ipynb", d / "00_warmup.ipynb")[0]
+    ('0.1 cube_sum_grad', 'not attempted', '')
+    """
+    if pristine is None:
+        return None
+    mine, shipped = _code_cells(path), _code_cells(pristine)
+    if mine is None or shipped is None or not set(mine) <= set(shipped):
+        return None
+    exercises = registered_exercises(int(lesson[:2]))
+    if exercises is None:
+        return None
+    return [(f"{ex_id} {name}", "not attempted", "") for ex_id, name in exercises]
+
+
+def _code_cells(path: Path) -> list[str] | None:
+    try:
+        cells = json.loads(path.read_bytes())["cells"]
+        return [c["source"] if isinstance(c["source"], str) else "".join(c["source"])
+                for c in cells if c["cell_type"] == "code"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # not a notebook we can read: let the grader say why
+
+
+def registered_exercises(number: int) -> list[tuple[str, str]] | None:
+    """``[(id, name), ...]`` of lesson ``number``'s exercises, in id order, read from
+    ``course/checks/lessonNN.py`` *without importing it* (no torch, no checks run).
+
+    Returns:
+        ``[]`` for a lesson without a checks module; ``None`` if a registration is not
+        written with literal ``id`` and ``name`` (then the caller grades instead).
+
+    >>> registered_exercises(0)[:2]
+    [('0.1', 'cube_sum_grad'), ('0.2', 'predicted_a_grad')]
+    """
+    spec = importlib.util.find_spec("course.checks")
+    module = Path(list(spec.submodule_search_locations)[0]) / f"lesson{number:02d}.py"
+    if not module.is_file():
+        return []
+    found = []
+    for node in ast.walk(ast.parse(module.read_text())):
+        func = getattr(node, "func", None)
+        called = getattr(func, "id", getattr(func, "attr", None))
+        if not isinstance(node, ast.Call) or called not in ("exercise", "predict"):
+            continue
+        given = dict(zip(("id", "name"), node.args)) | {k.arg: k.value for k in node.keywords if k.arg}
+        values = [getattr(given.get(key), "value", None) for key in ("id", "name")]
+        if not all(isinstance(v, str) for v in values):
+            return None
+        found.append(tuple(values))
+    return sorted(found, key=lambda e: tuple(int(p) for p in e[0].split(".")))
 
 
 def _note(e: dict) -> str:
@@ -228,13 +309,14 @@ def _note(e: dict) -> str:
 
 
 def grader_fingerprint() -> str:
-    """``course <version> sha256:<hash of course/grading*.py and course/checks*>``: when the
+    """``course <version> sha256:<hash of course/grading/*.py and course/checks/*.py>``: when the
     grader or a check changes (a new release, or a fix in a checkout), cached results go."""
     import course
 
     package = Path(course.__file__).resolve().parent
-    files = sorted([*package.glob("grading*.py"), *package.glob("checks.py"), *package.glob("checks/*.py")])
-    digest = hashlib.sha256(b"".join(f.name.encode() + f.read_bytes() for f in files)).hexdigest()
+    files = sorted([*package.glob("grading/*.py"), *package.glob("checks/*.py")])
+    digest = hashlib.sha256(b"".join(f.relative_to(package).as_posix().encode() + f.read_bytes()
+                                     for f in files)).hexdigest()
     return f"course {course.__version__} sha256:{digest[:16]}"
 
 

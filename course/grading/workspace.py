@@ -36,9 +36,25 @@ NOTE [Update, lesson by lesson]
     5. Not found: you deleted it. We do not bring it back silently; we say how:
        ``course update DIR --restore NN_slug.ipynb``.
 
-Every write is atomic (a temporary file in the same folder, then ``os.replace``), so a crash
-or a full or read-only disk leaves each notebook either as it was or fully new, never half
-written; the error says what to do.
+NOTE [A crash in the middle of an update]
+    Every write is atomic (a temporary file in the same folder, then ``os.replace``), so a
+    crash or a full or read-only disk leaves each file either as it was or fully new, never
+    half written; the error says what to do. The manifest is written again after *each*
+    lesson, so at most one lesson's bookkeeping can lag behind its notebook, and the next
+    update recognises that lesson's write by content: a notebook already equal to the new
+    version is up to date (not "edited"), and an unclaimed ``NN_slug.updated*.ipynb`` that
+    is exactly the new version becomes the offered copy instead of a new one being written.
+    A lesson has at most one offered copy: a newer version replaces the offered one in place,
+    unless the learner has edited it (then it is theirs, and kept).
+
+NOTE [Rebuilding a lost manifest]
+    ``course update DIR --adopt`` (and ``course start`` on a folder of notebooks without a
+    manifest) rebuilds it from the notebooks themselves: each copy carries its lesson and the
+    hash of the version we gave it (``metadata.course``), so an unedited copy is recognised
+    as such, and every other copy counts as edited and is kept. Lessons found nowhere are
+    copied in. A manifest whose entries are not what we write (a ``{}``, a string, a ``file``
+    outside the folder) is refused with a message that names ``--adopt``: we never write
+    outside the course folder.
 
 Differences from nbgrader: nbgrader's ``fetch_assignment`` refuses to fetch over an existing
 folder; ``update`` merges lesson by lesson instead.
@@ -53,17 +69,21 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import sys
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-__all__ = ["Change", "WorkspaceError", "find_source", "locate", "main", "notebook_hash",
-           "start", "update"]
+from course import lessons as course_lessons
+
+__all__ = ["Change", "WorkspaceError", "adopt", "command", "find_source", "locate", "main",
+           "notebook_hash", "pristine", "start", "update"]
 
 DEFAULT_DIR = "autograd-course"
 MANIFEST = Path(".course") / "manifest.json"
 LESSON_RE = re.compile(r"^\d\d_[^.]+\.ipynb$")  # 03_saved_tensors.ipynb; not *.updated.ipynb
+OFFERED_RE = re.compile(r"^(?P<stem>.+)\.updated(-\d+)?\.ipynb$")  # what _free_name writes
 
 
 class WorkspaceError(Exception):
@@ -73,7 +93,7 @@ class WorkspaceError(Exception):
 @dataclass(frozen=True)
 class Change:
     """One line of what ``start`` / ``update`` did: ``kind`` is new, updated, kept, offered,
-    renamed, deleted, restored, present or retired."""
+    renamed, deleted, restored, present, retired or adopted."""
 
     kind: str
     lesson: str
@@ -121,24 +141,23 @@ def find_source(source: str | Path | None = None) -> Path:
     """The folder of learner notebooks to copy from.
 
     Args:
-        source: an explicit folder (``--source``); otherwise ``notebooks/`` beside the
-            installed ``course`` package (a checkout or ``pip install -e .``), then
-            ``course/data/notebooks`` (a wheel that ships them).
+        source: an explicit folder (``--source``); otherwise the notebooks this install
+            carries (``course.lessons.notebook_folders()``: inside a wheel, or ``notebooks/``
+            of a checkout).
     Returns:
         The folder, holding at least one ``NN_slug.ipynb``.
     Raises:
         WorkspaceError: none found; the message names both fixes.
     """
-    package = Path(__file__).resolve().parent
-    candidates = [Path(source)] if source else [package.parent / "notebooks", package / "data" / "notebooks"]
+    candidates = [Path(source)] if source else course_lessons.notebook_folders()
     for folder in candidates:
         if _lessons(folder):
             return folder.resolve()
     looked = ", ".join(str(c) for c in candidates)
     raise WorkspaceError(
         f"cannot find the course notebooks (NN_slug.ipynb files); looked in {looked}.\n"
-        "Fix: run from a checkout of the course (git clone ..., then pip install -e .), "
-        "or pass --source DIR naming a folder of lesson notebooks."
+        "Fix: reinstall the course (pip install autograd-course, or pip install -e . in a "
+        "checkout), or pass --source DIR naming a folder of lesson notebooks."
     )
 
 
@@ -178,9 +197,12 @@ def _mode_for(path: Path) -> int:
 
 
 def _shipped_copy(src: Path, lesson: str) -> bytes:
-    """The upstream notebook, stamped ``metadata.course.lesson`` so a rename can be traced."""
+    """The upstream notebook, stamped ``metadata.course`` with its lesson (so a rename can be
+    traced) and the hash of this version (so a lost manifest can be rebuilt, see NOTE
+    [Rebuilding a lost manifest]; the hash leaves metadata out, so the stamp does not change it)."""
     nb = json.loads(src.read_bytes())
-    nb.setdefault("metadata", {}).setdefault("course", {})["lesson"] = lesson
+    stamp = nb.setdefault("metadata", {}).setdefault("course", {})
+    stamp.update(lesson=lesson, shipped=notebook_hash(src))
     return (json.dumps(nb, indent=1, ensure_ascii=False) + "\n").encode()
 
 
@@ -214,18 +236,67 @@ def _write_failed(exc: OSError, root: Path, done: list[Change]) -> WorkspaceErro
 # --- the manifest ------------------------------------------------------------------------
 
 def _load_manifest(root: Path) -> dict:
+    """The manifest, checked entry by entry (see ``_manifest_problem``).
+
+    Raises:
+        WorkspaceError: no manifest (says ``--adopt`` if there are notebooks, else ``start``),
+            or a damaged one (says what is wrong and ``--adopt``).
+    """
     path = root / MANIFEST
     if not path.is_file():
+        if root.is_dir() and _workspace_notebooks(root):
+            raise WorkspaceError(
+                f"{root} has notebooks but no {MANIFEST} (the record of which version of each "
+                f"lesson you were given).\nFix: `course update {_q(root)} --adopt` rebuilds it "
+                "from your notebooks and keeps every edit.")
         raise WorkspaceError(f"{root} is not a course folder (no {MANIFEST}).\n"
-                             f"Fix: `course start {root}` creates one.")
+                             f"Fix: `course start {_q(root)}` creates one.")
     try:
         manifest = json.loads(path.read_text())
-        if not isinstance(manifest.get("lessons"), dict):
-            raise ValueError("no 'lessons' table")
-        return manifest
-    except (ValueError, AttributeError) as exc:
-        raise WorkspaceError(f"{path} is damaged ({exc}). Fix: move it away and run "
-                             f"`course start` in a new folder, then copy your notebooks in.") from exc
+    except (OSError, ValueError) as exc:
+        raise _damaged(root, str(exc)) from exc
+    problem = _manifest_problem(root, manifest)
+    if problem:
+        raise _damaged(root, problem)
+    return manifest
+
+
+def _damaged(root: Path, problem: str) -> WorkspaceError:
+    return WorkspaceError(f"{root / MANIFEST} is damaged: {problem}.\n"
+                          f"Fix: `course update {_q(root)} --adopt` rebuilds it from your notebooks "
+                          "and keeps every edit.")
+
+
+def _manifest_problem(root: Path, manifest: object) -> str:
+    """What is wrong with a manifest, or ``""``: every entry must be what ``update`` writes,
+    and every file it names must lie inside ``root``."""
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("lessons"), dict):
+        return "no 'lessons' table"
+    if not isinstance(manifest.get("source", ""), str):
+        return "'source' is not a path"
+    for lesson, entry in manifest["lessons"].items():
+        if not LESSON_RE.match(lesson):
+            return f"{lesson!r} is not a lesson name (NN_slug.ipynb)"
+        if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("file", "shipped")):
+            return f"the entry of {lesson} is {json.dumps(entry)}, not {{\"file\": ..., \"shipped\": ...}}"
+        offered = entry.get("offered", {"file": entry["file"], "hash": ""})
+        if not isinstance(offered, dict) or not all(isinstance(offered.get(k), str) for k in ("file", "hash")):
+            return f"the offered copy of {lesson} is {json.dumps(offered)}, not {{\"file\": ..., \"hash\": ...}}"
+        for rel in (entry["file"], offered["file"]):
+            if not _inside(root, rel):
+                return f"{lesson} names the file {rel!r}, which is not a notebook inside {root}"
+    return ""
+
+
+def _inside(root: Path, rel: str) -> bool:
+    """Whether ``rel`` is a relative ``.ipynb`` path that stays in ``root`` (no ``..``, not
+    absolute, no link out of the folder): the only files we ever write."""
+    parts = PurePosixPath(rel).parts
+    if not rel.endswith(".ipynb") or not parts or PurePosixPath(rel).is_absolute() or "\\" in rel \
+            or any(part in ("..", ".", "") for part in parts):
+        return False
+    real_root = root.resolve()
+    return (root / rel).parent.resolve().is_relative_to(real_root)
 
 
 def _save_manifest(root: Path, manifest: dict) -> None:
@@ -233,9 +304,11 @@ def _save_manifest(root: Path, manifest: dict) -> None:
 
 
 def _workspace_notebooks(root: Path) -> list[Path]:
-    """Every notebook under ``root``, except in hidden folders (.course, .ipynb_checkpoints)."""
+    """Every notebook under ``root``, except in hidden folders (.course, .ipynb_checkpoints)
+    and behind links that lead out of ``root``."""
     return sorted(p for p in root.rglob("*.ipynb")
-                  if not any(part.startswith(".") for part in p.relative_to(root).parts[:-1]))
+                  if not any(part.startswith(".") for part in p.relative_to(root).parts[:-1])
+                  and _inside(root, p.relative_to(root).as_posix()))
 
 
 def _find_renamed(root: Path, lesson: str, entry: dict, claimed: set[str]) -> str | None:
@@ -247,15 +320,17 @@ def _find_renamed(root: Path, lesson: str, entry: dict, claimed: set[str]) -> st
             continue
         if notebook_hash(path) == entry["shipped"]:
             return rel
-        if stamped is None and _stamp(path) == lesson:
+        if stamped is None and _stamp(path).get("lesson") == lesson:
             stamped = rel
     return stamped
 
 
-def _stamp(path: Path) -> str | None:
+def _stamp(path: Path) -> dict:
+    """``metadata.course`` of a copy we made (``{}`` for any other file)."""
     with contextlib.suppress(ValueError, KeyError, TypeError, OSError):  # unstamped, or not JSON
-        return json.loads(path.read_bytes())["metadata"]["course"]["lesson"]
-    return None
+        stamp = json.loads(path.read_bytes())["metadata"]["course"]
+        return stamp if isinstance(stamp, dict) else {}
+    return {}
 
 
 def _claimed(manifest: dict) -> set[str]:
@@ -273,6 +348,8 @@ def locate(root: str | Path) -> list[tuple[str, Path | None]]:
     Returns:
         ``[(lesson, path or None if deleted), ...]`` in lesson order. A folder without a
         manifest lists its ``NN_slug.ipynb`` files.
+    Raises:
+        WorkspaceError: the manifest is damaged.
     """
     root = Path(root)
     if not (root / MANIFEST).is_file():
@@ -288,18 +365,30 @@ def locate(root: str | Path) -> list[tuple[str, Path | None]]:
     return found
 
 
-# --- start and update --------------------------------------------------------------------
+def pristine(root: str | Path, lesson: str) -> Path | None:
+    """The course's learner copy of ``lesson`` as ``update`` would bring it into ``root`` (so
+    ``progress`` can tell an untouched notebook without running it); ``None`` if not found."""
+    root = Path(root)
+    try:
+        src = _update_source(None, _load_manifest(root) if (root / MANIFEST).is_file() else {})
+    except WorkspaceError:
+        return None
+    return src / lesson if (src / lesson).is_file() else None
+
+
+# --- start, update, adopt ----------------------------------------------------------------
 
 def start(root: str | Path = DEFAULT_DIR, source: str | Path | None = None) -> list[Change]:
     """Copy every lesson into ``root`` and write its manifest; never overwrite a notebook.
 
     Args:
-        root: the folder to create or fill (it may exist, but must hold no notebooks).
+        root: the folder to create or fill. If it holds notebooks but no manifest (a lost
+            manifest), they are adopted (see ``adopt``) instead of copied over.
         source: the folder to copy from (see ``find_source``).
     Returns:
-        One ``Change("new", lesson)`` per lesson copied.
+        One ``Change("new", lesson)`` per lesson copied (and ``adopted`` ones, if any).
     Raises:
-        WorkspaceError: ``root`` already holds notebooks (use ``course update``), the
+        WorkspaceError: ``root`` is already a course folder (use ``course update``), the
             notebooks cannot be found, or ``root`` cannot be written.
 
     >>> import nbformat, tempfile, pathlib
@@ -315,17 +404,28 @@ def start(root: str | Path = DEFAULT_DIR, source: str | Path | None = None) -> l
     if root.exists() and not root.is_dir():
         raise WorkspaceError(f"{root} is a file, not a folder. Fix: name a new folder, "
                              f"e.g. course start {DEFAULT_DIR}")
-    existing = _workspace_notebooks(root) if root.is_dir() else []
-    if existing or (root / MANIFEST).exists():
+    if (root / MANIFEST).exists():
+        existing = _workspace_notebooks(root)
         names = ", ".join(p.relative_to(root).as_posix() for p in existing[:3]) or MANIFEST.as_posix()
         raise WorkspaceError(f"{root} already has notebooks ({names}{', ...' if len(existing) > 3 else ''}); "
                              "start never overwrites them.\n"
                              f"To bring in new or changed lessons: course update {_q(root)}")
+    if root.is_dir() and _workspace_notebooks(root):
+        return adopt(root, source)
     try:  # an empty manifest first: a start cut short is finished by `course update`
-        _save_manifest(root, {"format": 1, "source": str(src), "lessons": {}})
+        _save_manifest(root, _new_manifest(src, source))
     except OSError as exc:
         raise _write_failed(exc, root, []) from exc
-    return update(root, source=src)
+    return update(root, source=source)
+
+
+def _new_manifest(src: Path, source: str | Path | None) -> dict:
+    import course
+
+    # "from": "package" follows the installed course (a newer version brings its lessons);
+    # an explicit --source folder (a shared folder on a hub) is used again by later updates.
+    return {"format": 1, "course": course.__version__, "source": str(src),
+            "from": "folder" if source else "package", "lessons": {}}
 
 
 def update(root: str | Path = DEFAULT_DIR, source: str | Path | None = None,
@@ -334,32 +434,39 @@ def update(root: str | Path = DEFAULT_DIR, source: str | Path | None = None,
 
     Args:
         root: a folder made by ``start``.
-        source: the folder to copy from; by default the one recorded in the manifest
-            (the last one used), else the package's notebooks (``find_source``).
+        source: the folder to copy from; by default the installed course's notebooks, or
+            the folder an earlier ``--source`` named.
         restore: lessons the learner deleted and wants back (``--restore NAME``).
     Returns:
         What changed, one ``Change`` per event (see the module's NOTE [Update, lesson by
         lesson]); an empty list when everything was up to date.
     Raises:
-        WorkspaceError: no manifest, an unknown ``restore`` name, the notebooks cannot be
-            found, or ``root`` cannot be written (nothing is half written; see the message).
+        WorkspaceError: no manifest or a damaged one (the message names ``--adopt``), an
+            unknown ``restore`` name, the notebooks cannot be found, or ``root`` cannot be
+            written (nothing is half written; see the message).
     """
+    import course
+
     root = Path(root)
     manifest = _load_manifest(root)
-    as_loaded = json.dumps(manifest, sort_keys=True)
+    saved = json.dumps(manifest, sort_keys=True)
     src = _update_source(source, manifest)
     lessons = _lessons(src)
     wanted = {_lesson_named(name, lessons) for name in restore}
     claimed, changes = _claimed(manifest), []
     manifest["source"] = str(src)
+    if source:
+        manifest["from"] = "folder"
     try:
         for lesson in lessons:
-            changes += _update_one(root, src, lesson, manifest, claimed, lesson in wanted)
-        if json.dumps(manifest, sort_keys=True) != as_loaded:  # a no-op update writes nothing
-            _save_manifest(root, manifest)
+            done = _update_one(root, src, lesson, manifest, claimed, lesson in wanted)
+            changes += done
+            if any(c.kind in _WRITES for c in done):
+                manifest["course"] = course.__version__
+            saved = _save_if_changed(root, manifest, saved)  # NOTE [A crash in the middle of an update]
     except OSError as exc:
         with contextlib.suppress(OSError):  # record what did go through, if we can
-            _save_manifest(root, manifest)
+            _save_if_changed(root, manifest, saved)
         raise _write_failed(exc, root, [c for c in changes if c.kind in _WRITES]) from exc
     retired = sorted(set(manifest["lessons"]) - set(lessons))
     return changes + [Change("retired", name, "no longer in the course; your copy stays") for name in retired]
@@ -368,11 +475,76 @@ def update(root: str | Path = DEFAULT_DIR, source: str | Path | None = None,
 _WRITES = {"new", "updated", "offered", "restored"}
 
 
+def _save_if_changed(root: Path, manifest: dict, saved: str) -> str:
+    """Write the manifest if it differs from what is on disk (a no-op update writes nothing)."""
+    now = json.dumps(manifest, sort_keys=True)
+    if now != saved:
+        _save_manifest(root, manifest)
+    return now
+
+
+def adopt(root: str | Path = DEFAULT_DIR, source: str | Path | None = None) -> list[Change]:
+    """Rebuild the manifest of ``root`` from its notebooks, then update (NOTE [Rebuilding a
+    lost manifest]). Writes no notebook over an existing one; any old manifest is replaced.
+
+    Returns:
+        One ``Change("adopted", lesson, where)`` per lesson found, then what ``update`` did.
+    Raises:
+        WorkspaceError: ``root`` is not a folder, or as ``update``.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise WorkspaceError(f"{root} is not a folder. Fix: `course start {_q(root)}` creates it.")
+    src = _update_source(source, {})
+    manifest, claimed, changes = _new_manifest(src, source), set(), []
+    notebooks = [p.relative_to(root).as_posix() for p in _workspace_notebooks(root)]
+    for lesson in _lessons(src):
+        up_hash = notebook_hash(src / lesson)
+        rel = _adopted_file(root, lesson, notebooks, claimed, up_hash)
+        if rel is None:
+            continue  # found nowhere: update copies it in as new
+        claimed.add(rel)
+        stamp, current = _stamp(root / rel), notebook_hash(root / rel)
+        shipped = stamp.get("shipped") if isinstance(stamp.get("shipped"), str) else up_hash
+        entry = manifest["lessons"][lesson] = {"file": rel, "shipped": shipped}
+        edited = current not in (shipped, up_hash)
+        offered = _adopted_offer(root, lesson, notebooks, claimed, up_hash) if edited else None
+        if offered:
+            entry["offered"] = {"file": offered, "hash": up_hash}
+            claimed.add(offered)
+        changes.append(Change("adopted", lesson, rel + (" (edited: kept as it is)" if edited else "")))
+    try:
+        _save_manifest(root, manifest)
+    except OSError as exc:
+        raise _write_failed(exc, root, []) from exc
+    return changes + update(root, source=source)
+
+
+def _adopted_file(root: Path, lesson: str, notebooks: list[str], claimed: set[str],
+                  up_hash: str) -> str | None:
+    """The learner's copy of ``lesson``: the file of that name, else a copy stamped with the
+    lesson (not an offered ``.updated`` one, if there is another), else an exact copy."""
+    free = [rel for rel in notebooks if rel not in claimed]
+    stamped = [rel for rel in free if _stamp(root / rel).get("lesson") == lesson]
+    for rel in ([lesson] if lesson in free else []) + \
+            sorted(stamped, key=lambda rel: bool(OFFERED_RE.match(PurePosixPath(rel).name))):
+        return rel
+    return next((rel for rel in free if notebook_hash(root / rel) == up_hash), None)
+
+
+def _adopted_offer(root: Path, lesson: str, notebooks: list[str], claimed: set[str],
+                   up_hash: str) -> str | None:
+    return next((rel for rel in notebooks if rel not in claimed and OFFERED_RE.match(PurePosixPath(rel).name)
+                 and _stamp(root / rel).get("lesson") == lesson and notebook_hash(root / rel) == up_hash), None)
+
+
 def _update_source(source: str | Path | None, manifest: dict) -> Path:
-    """``--source``, else the folder the manifest recorded (a checkout's ``notebooks/``
-    after ``git pull``, or a shared folder on a JupyterHub), else ``find_source()``."""
+    """``--source``; else, for a folder started from an explicit folder (a shared folder on a
+    JupyterHub), that folder; else the installed course's notebooks (``find_source()``), so
+    a folder made by an older version gets the lessons of the version installed now."""
     recorded = Path(manifest.get("source") or "")
-    if not source and manifest.get("source") and _lessons(recorded):
+    follows_folder = manifest.get("from", "folder") == "folder"  # older manifests: as before
+    if not source and manifest.get("source") and follows_folder and _lessons(recorded):
         return recorded
     return find_source(source)
 
@@ -409,8 +581,8 @@ def _update_one(root: Path, src: Path, lesson: str, manifest: dict, claimed: set
         changes.append(Change("present", lesson, f"not restored: your copy is at {entry['file']}"))
     path = root / entry["file"]
     current = notebook_hash(path)
-    if current == up_hash:  # up to date (perhaps the learner adopted the offered version)
-        entry["shipped"] = up_hash
+    if current == up_hash:  # up to date (the learner adopted the offered version, or an
+        entry["shipped"] = up_hash  # update was cut short after writing this notebook)
         entry.pop("offered", None)
     elif current == entry["shipped"]:  # unedited: replace it
         _copy_lesson(up, path, lesson)
@@ -431,23 +603,43 @@ def _add(root: Path, up: Path, lesson: str, up_hash: str, entries: dict, claimed
         detail = "already in place"  # e.g. a `start` cut short after copying it
     else:
         if dest.exists():
-            dest = _free_name(root, root, Path(lesson).stem, claimed)
+            dest = _written_before(root, root, lesson, up_hash, claimed) or \
+                _free_name(root, root, Path(lesson).stem, claimed)
             detail = f"saved as {dest.name}: a file of yours is already called {lesson}"
-        _copy_lesson(up, dest, lesson)
+        if not (dest.exists() and notebook_hash(dest) == up_hash):
+            _copy_lesson(up, dest, lesson)
     entries[lesson] = {"file": dest.name, "shipped": up_hash}
     claimed.add(dest.name)
     return Change(kind, lesson, detail)
 
 
+def _written_before(root: Path, folder: Path, lesson: str, up_hash: str, claimed: set[str]) -> Path | None:
+    """An unclaimed ``stem.updated*.ipynb`` in ``folder`` that is exactly the new version of
+    ``lesson``: written by an update that was killed before it saved the manifest."""
+    for path in sorted(folder.glob(f"{Path(lesson).stem}.updated*.ipynb")):
+        rel = path.relative_to(root).as_posix()
+        if rel not in claimed and OFFERED_RE.match(path.name) and _stamp(path).get("lesson") == lesson \
+                and notebook_hash(path) == up_hash:
+            return path
+    return None
+
+
 def _offer(root: Path, path: Path, up: Path, lesson: str, up_hash: str, entry: dict,
            claimed: set[str]) -> Change:
-    """Keep the learner's edited notebook; put the course's new version beside it."""
+    """Keep the learner's edited notebook; put the course's new version beside it, in the
+    lesson's one offered copy (NOTE [A crash in the middle of an update])."""
     offered = entry.get("offered")
-    if offered and offered["hash"] == up_hash and (root / offered["file"]).is_file() \
-            and notebook_hash(root / offered["file"]) == up_hash:
+    old = root / offered["file"] if offered else None
+    if old is not None and old.is_file() and notebook_hash(old) == up_hash:
+        entry["offered"]["hash"] = up_hash
         return Change("kept", lesson, f"yours is edited; the new version is still at {offered['file']}")
-    beside = _free_name(root, path.parent, Path(lesson).stem, claimed)
-    _copy_lesson(up, beside, lesson)
+    if old is not None and (not old.is_file() or notebook_hash(old) == offered["hash"]):
+        beside = old  # the offered copy, untouched (or gone): it takes the newer version
+    else:  # none yet, or the learner edited the offered one (it is theirs now)
+        beside = _written_before(root, path.parent, lesson, up_hash, claimed) or \
+            _free_name(root, path.parent, Path(lesson).stem, claimed)
+    if not (beside.is_file() and notebook_hash(beside) == up_hash):
+        _copy_lesson(up, beside, lesson)
     rel = beside.relative_to(root).as_posix()
     entry["offered"] = {"file": rel, "hash": up_hash}
     claimed.add(rel)
@@ -455,13 +647,31 @@ def _offer(root: Path, path: Path, up: Path, lesson: str, up_hash: str, entry: d
 
 
 def _q(path: Path) -> str:
-    import shlex
-
     return shlex.quote(str(path))
 
 
+def command(name: str = "course") -> tuple[str, str]:
+    """How to type ``course`` (or ``jupyter``) in a shell, and a note when it needs a path.
+
+    The command lives beside this Python, and that folder is on PATH only while its
+    environment is activated; otherwise we name the full path and how to activate.
+
+    Returns:
+        ``(what to type, note)``: ``("course", "")`` when it is on PATH.
+    """
+    bin_dir = Path(sys.executable).parent
+    on_path = any(Path(p).resolve() == bin_dir.resolve()
+                  for p in os.environ.get("PATH", "").split(os.pathsep) if p)
+    if on_path:
+        return name, ""
+    activate = bin_dir / "activate"
+    how = f"source {_q(activate)}" if activate.is_file() else f'export PATH={_q(bin_dir)}:"$PATH"'
+    return _q(bin_dir / name), (f"({bin_dir} is not on your PATH; after `{how}`, plain "
+                                "`course ...` and `jupyter lab ...` work too)")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``course start [DIR] [--source S]`` / ``course update [DIR] [--source S] [--restore NAME]``."""
+    """``course start [DIR] [--source S]`` / ``course update [DIR] [--source S] [--restore NAME] [--adopt]``."""
     parser = argparse.ArgumentParser(prog="course", description=start.__doc__.splitlines()[0])
     verbs = parser.add_subparsers(dest="verb", required=True)
     for verb, help_ in (("start", "copy the learner notebooks into a folder you own"),
@@ -472,24 +682,43 @@ def main(argv: list[str] | None = None) -> int:
         if verb == "update":
             p.add_argument("--restore", action="append", default=[], metavar="NAME",
                            help="bring back a lesson you deleted (repeatable)")
+            p.add_argument("--adopt", action="store_true",
+                           help="rebuild a lost or damaged manifest from your notebooks (keeps every edit)")
     args = parser.parse_args(argv)
     root = Path(args.dir)
     try:
         if args.verb == "start":
             changes = start(root, args.source)
-            print(f"copied {len(changes)} lessons into {root}")
-            print("\n".join(f"  {c.lesson}" for c in changes))
-            print(f"They are yours to edit: `course update {_q(root)}` brings in new lessons "
-                  "and never overwrites your edits.")
-            print(f"open them with:\n  jupyter lab {_q(root)}")
+            _print_start(root, changes)
             return 0
-        changes = update(root, args.source, args.restore)
+        if args.adopt:
+            changes = adopt(root, args.source)
+        else:
+            changes = update(root, args.source, args.restore)
+        manifest = _load_manifest(root)
     except WorkspaceError as exc:
         print(f"course {args.verb}: {exc}", file=sys.stderr)
         return 1
-    others = set(_load_manifest(root)["lessons"]) - {c.lesson for c in changes}
-    print(f"course update {root} (lessons from {_load_manifest(root)['source']})")
+    others = set(manifest["lessons"]) - {c.lesson for c in changes}
+    print(f"course update {root} (lessons from {manifest['source']})")
     print("\n".join(c.line() for c in changes) or "  everything is up to date")
     if changes:
         print(f"the other {len(others)} lesson(s) are up to date.")
     return 0
+
+
+def _print_start(root: Path, changes: list[Change]) -> None:
+    adopted = [c for c in changes if c.kind == "adopted"]
+    if adopted:
+        print(f"{root} already held notebooks but no manifest: adopted {len(adopted)} lesson(s), "
+              "every edit kept")
+        print("\n".join(c.line() for c in changes))
+    else:
+        print(f"copied {len(changes)} lessons into {root}")
+        print("\n".join(f"  {c.lesson}" for c in changes))
+    course, note = command()
+    print(f"They are yours to edit: `{course} update {_q(root)}` brings in new lessons "
+          "and never overwrites your edits.")
+    print(f"open them in JupyterLab with:\n  {course} lab {_q(root)}")
+    if note:
+        print(note)
