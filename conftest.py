@@ -14,8 +14,10 @@ itself, with nbval's own collector, choosing the mode by folder:
 Kernels are ipykernel in the running Python (nbval's ``--nbval-current-env``), never some
 ``python3`` kernelspec found elsewhere. With pytest-xdist (``-n auto``, the README's
 command), a scheduler of ours keeps each notebook's cells together (they share a kernel and
-must run on one worker, in order) and hands every other test out on its own, so one long
-test module cannot leave a core idle.
+must run on one worker, in order), keeps together the tests of a module that has a
+module-scoped fixture (it would otherwise be built once per worker: grading every lesson,
+say), and hands every other test out on its own, so one long test module cannot leave a
+core idle.
 Fixture notebooks under ``tests/data`` are never collected as notebooks. Every notebook cell
 carries the ``notebook`` marker (``-m "not notebook"`` skips them).
 
@@ -25,11 +27,20 @@ for everything), with the sanitizer still applied.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent
+
+try:  # Hypothesis: no test may fail because a busy machine is slow (deadlines, slow draws)
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile("course", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    settings.load_profile("course")
+except ImportError:  # the plain install has no Hypothesis; its tests are not collected then
+    pass
 SANITIZE = ROOT / "nbval_sanitize.cfg"
 STRICT_DIRS = (ROOT / "solutions",)
 LAX_DIRS = (ROOT / "notebooks",)
@@ -46,16 +57,23 @@ def pytest_configure(config: pytest.Config) -> None:
     if hasattr(opt, "nbval_current_env") and not getattr(opt, "nbval_kernel_name", None):
         opt.nbval_current_env = True
 
+def _modules_with_shared_fixtures() -> set[str]:
+    shared = re.compile(r"@pytest\.fixture\([^)]*scope=[\"']module")
+    return {f"tests/{p.name}" for p in (ROOT / "tests").glob("test_*.py") if shared.search(p.read_text())}
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """``-n N``: notebooks as units, every other test on its own (see the module docstring)."""
     if getattr(config.option, "dist", "no") != "load":
         return None  # an explicit --dist keeps xdist's own scheduler
     from xdist.scheduler import LoadScopeScheduling
 
+    together = _modules_with_shared_fixtures()
+
     class NotebooksTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return path if path.endswith(".ipynb") else nodeid
+            return path if path.endswith(".ipynb") or path in together else nodeid
 
     return NotebooksTogether(config, log)
 
