@@ -1,0 +1,128 @@
+"""Does `course gradebook` report a class: scores per learner, pass rates and misconceptions?
+
+Two rosters: one made of `course grade --json` reports (what CI jobs upload; nothing is graded,
+so it is fast), and one of real notebooks graded by `course grade` (a solved learner, an
+untouched one, one with a known wrong answer, one with no notebooks).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from course import checks
+from course.grading import gradebook
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _entry(ex, status, hint=""):
+    score = ex.points if status == "passed" else 0
+    return {"id": ex.id, "name": ex.name, "status": status, "points": ex.points, "score": score, "hint": hint}
+
+
+def _report(entries):
+    return {"format": "course-grade/1", "notebooks": [{"path": "00_warmup.ipynb", "error": "", "exercises": entries}]}
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, "-m", "course", "gradebook", *map(str, args)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=900)
+
+
+def test_a_roster_of_ci_reports_gives_scores_rates_and_misconceptions(tmp_path):
+    checks.load_all()
+    lesson0 = checks.all_exercises(0)
+    first, second = lesson0[0], lesson0[1]
+    common, rare = first.wrong[0].hint, first.wrong[1].hint
+    roster = tmp_path / "roster"
+    learners = {
+        "ada": [_entry(first, "passed"), _entry(second, "passed")],
+        "bob": [_entry(first, "failed", common), _entry(second, "not attempted")],
+        "cy": [_entry(first, "failed", common), _entry(second, "failed", "some other hint")],
+        "dee": [_entry(first, "error", rare)],
+    }
+    for name, entries in learners.items():
+        (roster / name).mkdir(parents=True)
+        (roster / name / "report.json").write_text(json.dumps(_report(entries)))
+    (roster / "eve").mkdir()  # no notebooks, no report
+    out_csv, out_json, out_html = tmp_path / "class.csv", tmp_path / "class.json", tmp_path / "class.html"
+
+    proc = _run(roster, "--lessons", "00", "--csv", out_csv, "--json", out_json, "--html", out_html, "-q")
+    assert proc.returncode == 0, proc.stderr
+
+    rows = list(csv.DictReader(out_csv.open()))
+    assert [r["learner"] for r in rows] == ["ada", "bob", "cy", "dee", "eve"]
+    assert list(rows[0])[:3] == ["learner", first.id, second.id]
+    assert rows[0][first.id] == str(first.points) and rows[0]["total"] == str(first.points + second.points)
+    assert rows[4]["total"] == "0" and rows[4]["note"] == "no notebooks"
+    max_points = sum(ex.points for ex in lesson0)
+    assert {r["max"] for r in rows} == {str(max_points)}
+
+    report = json.loads(out_json.read_text())
+    by_id = {e["id"]: e for e in report["exercises"]}
+    e1 = by_id[first.id]
+    assert (e1["passed"], e1["failed"], e1["error"], e1["not_attempted"]) == (1, 2, 1, 1)
+    assert e1["pass_rate"] == pytest.approx(1 / 5)
+    assert e1["misconceptions"] == [{"hint": common, "learners": 2}, {"hint": rare, "learners": 1}]
+    e2 = by_id[second.id]
+    assert e2["misconceptions"] == [] and e2["unrecognised_wrong"] == 1 and e2["not_attempted"] == 3
+    assert f"2 x {common}" in proc.stdout  # most common first, on stdout too
+    assert proc.stdout.index(f"2 x {common}") < proc.stdout.index(f"1 x {rare}")
+    page = out_html.read_text()
+    assert "data:image/png;base64," in page and "Misconceptions the class met" in page
+
+
+def test_usage_errors_are_one_line_not_tracebacks(tmp_path):
+    proc = _run(tmp_path / "nowhere")
+    assert proc.returncode == 2 and "no such roster folder" in proc.stderr and "Traceback" not in proc.stderr
+    (tmp_path / "r").mkdir()
+    proc = _run(tmp_path / "r")
+    assert proc.returncode == 2 and "no learner folders" in proc.stderr
+    proc = _run(tmp_path / "r", "--csv", tmp_path / "missing" / "x.csv")
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_roster_of_notebooks_is_graded_and_cached(tmp_path):
+    solution = ROOT / "solutions" / "00_warmup.ipynb"
+    roster = tmp_path / "roster"
+    for name in ("solved", "untouched", "wrong", "broken"):
+        (roster / name).mkdir(parents=True)
+    shutil.copy(solution, roster / "solved" / "00_warmup.ipynb")
+    shutil.copy(ROOT / "notebooks" / "00_warmup.ipynb", roster / "untouched" / "00_warmup.ipynb")
+    text = solution.read_text()
+    forgot = "    (x**3).sum().backward()\\n"
+    assert forgot in text  # the reference's backward call, in the notebook's JSON
+    (roster / "wrong" / "00_warmup.ipynb").write_text(text.replace(forgot, "    (x**3).sum()\\n", 1))
+    (roster / "broken" / "00_warmup.ipynb").write_text("{ not a notebook")
+    (roster / "empty").mkdir()
+
+    ex = checks.get("0.1")
+    namespace: dict = {}
+    exec("import torch\ndef f(x):\n    x = x.detach().requires_grad_()\n    (x**3).sum()\n    return x.grad", namespace)
+    expected_hint = checks.grade_answer(ex, namespace["f"]).hint  # what the grader will say
+
+    out_json = tmp_path / "class.json"
+    proc = _run(roster, "--lessons", "00", "--json", out_json, "-j", "2")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out_json.read_text())
+    scores = {x["learner"]: x["total"] for x in report["learners"]}
+    max_points = report["learners"][0]["max"]
+    assert scores["solved"] == max_points and scores["untouched"] == 0 and scores["empty"] == 0
+    assert 0 < scores["wrong"] < max_points and scores["broken"] == 0
+    notes = {x["learner"]: x["note"] for x in report["learners"]}
+    assert notes["empty"] == "no notebooks" and notes["broken"]  # a reason, not a crash
+    e1 = next(e for e in report["exercises"] if e["id"] == "0.1")
+    assert e1["passed"] == 1 and e1["not_attempted"] >= 2
+    assert e1["misconceptions"] == [{"hint": expected_hint, "learners": 1}]
+
+    again = _run(roster, "--lessons", "00", "--json", out_json)  # nothing changed: all cached
+    assert again.returncode == 0 and "graded " not in again.stderr
+    assert json.loads(out_json.read_text()) == report
