@@ -16,6 +16,8 @@ from course.show.widgets import (
     mutation_frames,
     stage_frames,
     offload_frames,
+    draw_backward_frame,
+    stage_diff,
 )
 
 __all__ = [
@@ -31,4 +33,6 @@ __all__ = [
     "mutation_frames",
     "stage_frames",
     "offload_frames",
+    "draw_backward_frame",
+    "stage_diff",
 ]

@@ -3,7 +3,8 @@
 We start JupyterLab on a free loopback port (token auth, no browser) over a temporary root
 holding a copy of tests/data/browser_stepper.ipynb, open it with Playwright, run all cells,
 check the widget's slider is there and that clicking "next" changes the description, and
-save a screenshot to artifacts/browser_stepper.png.
+save screenshots to artifacts/: the page (browser_stepper.png), the backward stepper's
+drawing (browser_backward_stepper.png) and the joint-graph drawing (browser_joint_graph.png).
 
 Skipped only when /usr/bin/chromium is missing and COURSE_REQUIRE_BROWSER is not "1"
 (CI sets it, so there a missing browser fails).
@@ -117,11 +118,23 @@ def test_stepper_renders_and_next_changes_description(tmp_path):
                 expect(description).to_contain_text("before backward", timeout=10_000)
                 before = description.inner_text()
                 page.locator(".course-stepper button", has_text="next").first.click()
-                expect(description).not_to_have_text(before, timeout=10_000)
+                expect(description).to_contain_text("step 1/", timeout=20_000)
                 after = description.inner_text()
                 # The printed frame 1 sits under the widget: the same state in plain text.
                 expect(page.locator(".jp-OutputArea-output pre").last).to_contain_text("pre-hook")
                 page.screenshot(path=str(shots / "browser_stepper.png"), full_page=True)
+                # The drawings on their own, as a learner sees them in JupyterLab (a tall
+                # window, so a drawing is not clipped under the toolbars).
+                page.set_viewport_size({"width": 1280, "height": 1800})
+                stepper = page.locator(".course-stepper").first
+                expect(stepper.locator("img")).to_be_visible(timeout=10_000)
+                stepper.scroll_into_view_if_needed()
+                stepper.screenshot(path=str(shots / "browser_backward_stepper.png"))
+                joint_png = page.locator(".jp-Cell").nth(1).locator(".jp-OutputArea-output img").first
+                joint_png.scroll_into_view_if_needed()
+                joint_png.screenshot(path=str(shots / "browser_joint_graph.png"))
+                box = joint_png.bounding_box()
+                assert box and box["width"] > 400 and box["height"] > 400, box
             except Exception:
                 page.screenshot(path=str(shots / "browser_stepper_failure.png"), full_page=True)
                 raise

@@ -23,6 +23,7 @@ from torch._functorch._aot_autograd import fx_utils as torch_fx_utils  # noqa: E
 from torch._functorch.aot_autograd import aot_export_joint_with_descriptors  # noqa: E402
 
 from course import show  # noqa: E402
+from course.show.graph import drawn_graph_report  # noqa: E402
 
 pytestmark = pytest.mark.lesson01
 
@@ -118,9 +119,14 @@ def test_are_repeated_edges_kept():
 def test_does_drawing_label_leaves_and_highlight():
     loss, w, b = _program([0, 1])
     fig = show.draw_autograd_graph(loss, names={"w": w, "b": b}, highlight=["SinBackward0"])
-    labels = {t.get_text().split("\n")[0] for t in fig.axes[0].texts}
+    labels = {t.get_gid()[6:]: t.get_text().split("\n")[0] for t in fig.axes[0].texts
+              if (t.get_gid() or "").startswith("label:")}
     g = show.autograd_graph(loss, names={"w": w, "b": b})
-    assert labels >= {g.nodes[n]["label"] for n in g}
+    assert labels == {n: f"{n} {g.nodes[n]['label']}" for n in g}
+    fills = {p.get_gid()[5:]: p.get_facecolor() for p in fig.axes[0].patches
+             if (p.get_gid() or "").startswith("node:")}
+    (sin,) = [n for n in g if g.nodes[n]["name"] == "SinBackward0"]
+    assert [n for n in g if fills[n] == fills[sin]] == [sin]  # the highlight alone is orange
     plt.close(fig)
 
 
@@ -198,7 +204,7 @@ def test_does_the_joint_nx_graph_link_the_same_pairs(joint):
     kinds = {d.nodes[n]["kind"] for n in d}
     assert {"ParamAOTInput", "PlainAOTInput", "TangentAOTInput", "PlainAOTOutput", "GradAOTOutput"} <= kinds
     fig = show.draw_joint_graph(joint)
-    legend = {t.get_text() for t in fig.axes[0].get_legend().get_texts()}
+    legend = {t.get_text() for t in fig.legends[0].get_texts()}
     assert "GradAOTOutput" in legend and "TangentAOTInput" in legend
     plt.close(fig)
 
@@ -212,8 +218,9 @@ def test_is_a_deep_joint_graph_folded_or_summarised():
     fig = show.draw_joint_graph(gm)
     drawn = [t.get_text() for t in fig.axes[0].texts]
     io_nodes = [n for n in d if d.nodes[n]["op"] in ("placeholder", "output")]
-    assert set(io_nodes) <= set(drawn) and len(drawn) == len(io_nodes) + 2
-    boxes = {t.split("\n")[0]: t for t in drawn if "\n" in t}
+    firsts = {t.split("\n")[0].split(" (in ")[0] for t in drawn}
+    assert set(io_nodes) <= firsts and len(drawn) == len(io_nodes) + 2
+    boxes = {t.split("\n")[0]: t for t in drawn if t.startswith(("forward", "backward"))}
     calls = [n for n in gm.graph.nodes if n.op == "call_function"]
     tanh = sum(n.target is torch.ops.aten.tanh.default for n in calls)
     assert tanh == 40 and "tanh x40" in boxes["forward"]
@@ -223,6 +230,117 @@ def test_is_a_deep_joint_graph_folded_or_summarised():
     fig = show.draw_joint_graph(gm, max_nodes=5)
     assert fig.axes[0].texts[0].get_text().startswith("too large to draw")
     plt.close(fig)
+
+
+def _mlp_joint():
+    torch.manual_seed(0)
+    mod = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    with contextlib.ExitStack() as stack:
+        return aot_export_joint_with_descriptors(stack, mod, (torch.randn(5, 3),))
+
+
+def _boxes(fig):
+    """Node name -> window box of its drawn node, read from the figure's artists."""
+    fig.canvas.draw()
+    return {p.get_gid()[5:]: p.get_window_extent() for p in fig.axes[0].patches
+            if (p.get_gid() or "").startswith("node:")}
+
+
+def test_is_the_mlp_joint_drawing_untangled_and_are_labels_inside_their_boxes(joint):
+    fig = show.draw_joint_graph(joint)
+    report = drawn_graph_report(fig)
+    d = show.joint_nx_graph(joint)
+    assert (report["nodes"], report["edges"]) == (len(d), d.number_of_edges()) == (34, 35)
+    assert report["crossings"] <= 8 and report["overflow"] == []
+    boxes = _boxes(fig)
+    inputs = [n.name for n in joint.graph.find_nodes(op="placeholder")]
+    outputs = sorted((n for n in d if n.startswith("output[")), key=lambda n: int(n[7:-1]))
+    mid = {n: (b.y0 + b.y1) / 2 for n, b in boxes.items()}  # window y grows upwards
+    top, bottom = max(mid.values()), min(mid.values())
+    assert all(mid[n] == pytest.approx(top) for n in inputs)  # every input on the top row
+    assert all(mid[n] == pytest.approx(bottom) for n in outputs)  # every output at the bottom
+    xs = [boxes[n].x0 for n in outputs]
+    assert xs == sorted(xs)  # outputs left to right in output order
+    plt.close(fig)
+    # Placeholder order on request: the top row in order, at the price of a few crossings.
+    fig = show.draw_joint_graph(joint, input_order="placeholder")
+    boxes = _boxes(fig)
+    xs = [boxes[n].x0 for n in inputs]
+    assert xs == sorted(xs) and drawn_graph_report(fig)["overflow"] == []
+    plt.close(fig)
+    with pytest.raises(ValueError, match="input_order"):
+        show.draw_joint_graph(joint, input_order="random")
+
+
+def test_do_paired_boxes_share_a_colour(joint):
+    fig = show.draw_joint_graph(joint)
+    patches = {p.get_gid()[5:]: p for p in fig.axes[0].patches if (p.get_gid() or "").startswith("node:")}
+    pairs = show.joint_nx_graph(joint).graph["pairs"]
+    colours = [tuple(patches[a].get_edgecolor()) for a, _, _ in pairs]
+    assert len(set(colours)) == len(pairs) == 5  # 4 param/grad pairs, 1 output/tangent
+    for a, b, _ in pairs:
+        assert patches[a].get_edgecolor() == patches[b].get_edgecolor()
+    plt.close(fig)
+
+
+def test_does_draw_joint_graph_take_what_the_learner_holds():
+    j = _mlp_joint()
+    gm = j.graph_module
+    want = sorted(t.get_text() for t in show.draw_joint_graph(gm).axes[0].texts)
+    for held in (j, gm.graph):  # torch's joint object, an fx.Graph
+        fig = show.draw_joint_graph(held)
+        assert sorted(t.get_text() for t in fig.axes[0].texts) == want
+        plt.close(fig)
+    joint_mod = pytest.importorskip("course.aot.joint")
+    jd = joint_mod.export_joint(torch.nn.Linear(3, 2), (torch.randn(4, 3),))
+    fig = show.draw_joint_graph(jd)  # course's JointWithDescriptors
+    assert any(t.get_text().startswith("primals_1") for t in fig.axes[0].texts)
+    plt.close(fig)
+    for wrong in (torch.nn.Linear(2, 2), "graph", None):
+        with pytest.raises(TypeError, match="export_joint returns, a torch.fx.GraphModule or a torch.fx.Graph"):
+            show.draw_joint_graph(wrong)
+    plt.close("all")
+
+
+def _lesson01_loss():
+    """Lesson 01's model: a 2-layer MLP with a squared-error loss."""
+    torch.manual_seed(0)
+    x, y = torch.randn(4, 3), torch.randn(4, 1)
+    W1 = torch.randn(3, 5, requires_grad=True)
+    b1 = torch.zeros(5, requires_grad=True)
+    W2 = torch.randn(5, 1, requires_grad=True)
+    h = torch.relu(x @ W1 + b1)
+    return ((h @ W2 - y) ** 2).mean(), {"W1": W1, "b1": b1, "W2": W2, "h": h}
+
+
+def test_is_lesson01s_autograd_drawing_untangled_with_labels_inside_boxes():
+    loss, names = _lesson01_loss()
+    g = show.autograd_graph(loss, names=names)
+    fig = show.draw_autograd_graph(loss, names=names, highlight=["n3"], ran=["n0", "n1"])
+    report = drawn_graph_report(fig)
+    assert (report["nodes"], report["edges"]) == (len(g), g.number_of_edges())
+    assert report["crossings"] == 0 and report["overflow"] == []
+    # Each box shows its node's sequence number, read from torch's node.
+    texts = {t.get_gid()[6:]: t.get_text() for t in fig.axes[0].texts if (t.get_gid() or "").startswith("label:")}
+    for n, node in g.graph["nodes"].items():
+        seq = node._sequence_nr()
+        assert texts[n].endswith("seq max" if seq >= 2 ** 63 else f"seq {seq}")
+    plt.close(fig)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.integers(0, 9), max_size=5))
+def test_do_autograd_labels_fit_their_boxes_on_any_program(ops):
+    loss, w, b = _program(ops)
+    fig = show.draw_autograd_graph(loss, names={"w": w, "b": b})
+    assert drawn_graph_report(fig)["overflow"] == []
+    plt.close(fig)
+
+
+def test_does_segment_crossings_count_only_inner_crossings():
+    assert show.segment_crossings([[(0, 0), (2, 2)], [(0, 2), (2, 0)]]) == 1
+    assert show.segment_crossings([[(0, 0), (1, 1)], [(0, 0), (1, -1)]]) == 0  # shared end
+    assert show.segment_crossings([[(0, 0), (0, 5), (5, 5)], [(-1, 1), (1, 1), (1, 6)]]) == 2
 
 
 def test_does_a_graph_without_descriptors_print_without_pairs():
@@ -274,6 +392,18 @@ def test_do_memory_helpers_follow_the_step_function():
     assert show.memory_text(mem) == "memory: peak 300 bytes at t=2, final 100 bytes"
     fig = show.draw_timeline([("compute", 0, 5, "f")], memory=mem, cursor=2)
     assert len(fig.axes) == 2
+    assert "predicted (timing model), not measured" in fig.axes[0].get_title()
+    assert (fig.axes[1].get_xlabel(), fig.axes[1].get_ylabel()) == ("time (ms)", "memory (MB)")
+    assert fig.get_layout_engine().__class__.__name__ == "ConstrainedLayoutEngine"
+    fig.canvas.draw()  # everything written fits inside the figure
+    box = fig.bbox
+    for t in (fig.axes[0].title, fig.axes[1].xaxis.label, fig.axes[1].yaxis.label):
+        e = t.get_window_extent()
+        assert box.x0 <= e.x0 and e.x1 <= box.x1 and box.y0 <= e.y0 and e.y1 <= box.y1
+    plt.close(fig)
+    fig = show.draw_timeline([("compute", 0, 5, "f")], source="measured", time_unit="s")
+    assert "not measured" not in fig.axes[0].get_title() and "measured" in fig.axes[0].get_title()
+    assert fig.axes[0].get_xlabel() == "time (s)"
     plt.close(fig)
 
 

@@ -25,6 +25,7 @@ from course.show.frames import (  # noqa: E402
     mutation_frames,
     offload_frames,
     saved_tensor_frames,
+    stage_diff,
     stage_frames,
 )
 from course.trace import Event  # noqa: E402
@@ -161,6 +162,61 @@ def test_do_backward_frames_print_the_current_node():
     assert all("0x" not in str(f) for f in frames)
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, 9), max_size=6))
+def test_does_the_node_that_runs_next_have_the_highest_sequence_number_of_the_ready(ops):
+    # The claim the pre-hook descriptions make, checked against torch's firing order.
+    loss, w, b = _program(ops)
+    frames = backward_order_frames(loss, names={"w": w, "b": b})
+    g = frames[0].data["graph"]
+    seq = {n: g.nodes[n]["seq"] for n in g}
+    started: set = set()
+    for f in frames[1:]:
+        if f.data["event"] != "pre-hook":
+            continue
+        ran = set(f.data["ran"])
+        ready = [n for n in g if n not in started and set(g.predecessors(n)) <= ran]
+        assert f.data["node"] in ready and seq[f.data["node"]] == max(seq[n] for n in ready)
+        started.add(f.data["node"])
+
+
+def test_does_each_backward_frame_say_what_is_new():
+    w = torch.ones(2, requires_grad=True)
+    frames = backward_order_frames((w * 2).sin().sum(), names={"w": w})
+    descriptions = [f.description for f in frames]
+    assert len(set(descriptions)) == len(descriptions)  # no boilerplate repeated
+    for f in frames[1:]:
+        d = f.data["graph"].nodes[f.data["node"]]
+        assert f.description.startswith(f"{f.data['node']} {d['label']}")
+    leaf_hook = frames[-1]
+    assert leaf_hook.data["event"] == "hook" and "AccumulateGrad" in leaf_hook.title
+    assert "w.grad" in leaf_hook.description and "sent" not in leaf_hook.description
+    assert "next_functions" not in " ".join(descriptions)
+    (mul_hook,) = [f for f in frames if f.title.endswith("hook n2 MulBackward0") and f.data["event"] == "hook"]
+    assert mul_hook.description.endswith("sent them to n3:0.")
+
+
+def test_does_the_backward_drawing_shade_what_ran_and_tell_pre_hook_from_hook():
+    from course.show.widgets import EVENT_COLORS, draw_backward_frame
+    import matplotlib.colors as mcolors
+    import matplotlib.pyplot as plt
+    from course.show.graph import AUTOGRAD_COLORS, drawn_graph_report
+
+    w = torch.ones(2, requires_grad=True)
+    frames = backward_order_frames((w * 2).sin().sum(), names={"w": w})
+    for f in frames[1:]:
+        fig = draw_backward_frame(f)
+        fills = {p.get_gid()[5:]: mcolors.to_hex(p.get_facecolor()) for p in fig.axes[0].patches
+                 if (p.get_gid() or "").startswith("node:")}
+        assert fills[f.data["node"]] == EVENT_COLORS[f.data["event"]]
+        for n in f.data["ran"]:
+            if n != f.data["node"]:
+                assert fills[n] == AUTOGRAD_COLORS["ran"]
+        assert drawn_graph_report(fig)["overflow"] == []
+        plt.close(fig)
+    assert EVENT_COLORS["pre-hook"] != EVENT_COLORS["hook"]
+
+
 def test_does_inputs_limit_which_leaves_accumulate():
     w = torch.ones(2, requires_grad=True)
     b = torch.ones(2, requires_grad=True)
@@ -242,6 +298,9 @@ def test_does_a_mutation_show_its_clone():
     kinds = [f.data["events"][f.data["index"] - 1].kind for f in frames[1:]]
     assert kinds == ["pack", "clone", "unpack"]
     assert "cloned first" in frames[2].description
+    packed = frames[1].data["events"][0].tensor  # the clone is named after the saved tensor
+    assert f'"clone of {packed}"' in frames[2].description
+    assert f"unpack of {packed} gets that clone" in frames[2].description
     assert all("0x" not in str(f) for f in frames)
     s = mutation_stepper(frames)
     s.next_button.click()
@@ -268,9 +327,35 @@ def test_do_stage_frames_follow_the_protocol():
     assert [f.title for f in frames] == ["stage 1/3: one", "stage 2/3: two", "stage 3/3: three"]
     assert [f.text for f in frames] == ["text one", "called two", "str of three"]
     assert frames[1].description == "why two" and frames[0].data is None
-    s = joint_stages_stepper(stages, drawing=True)  # no graph: the text is printed
+    s = joint_stages_stepper(stages, drawing=True)  # no graph: the diff is printed
+    assert _shown(s) == "first stage: everything is new\n"
     s.next_button.click()
-    assert "why two" in s.description.value and _shown(s) == "called two\n"
+    assert "why two" in s.description.value
+    assert _shown(s) == ("changed from the previous stage: +1 line, -1 line\n"
+                         "- text one\n+ called two\n")
+    s.listing.value = True  # the full listing, one click away
+    assert _shown(s).endswith("--- full listing ---\ncalled two\n")
+    s.listing.value = False
+    assert "full listing" not in _shown(s)
+
+
+def test_does_the_stage_diff_name_new_descriptors_and_removed_lines():
+    joint = pytest.importorskip("course.aot.joint")
+    torch.manual_seed(0)
+    jd = joint.export_joint(torch.nn.Linear(3, 2), (torch.randn(4, 3),))
+    frames = stage_frames(jd.stages)
+    for before, after in zip(frames, frames[1:]):
+        diff = stage_diff(before, after).splitlines()
+        added = [x[2:] for x in diff if x.startswith("+ ")]
+        removed = [x[2:] for x in diff if x.startswith("- ")]
+        # every added line is in the new text and not the old, every removed one the reverse
+        old, new = before.text.splitlines(), after.text.splitlines()
+        assert all(x in new for x in added) and all(x in old for x in removed)
+        assert len(new) - len(old) == len(added) - len(removed)
+        for line in diff:
+            if line.startswith("new descriptors: "):
+                for desc in line[len("new descriptors: "):].split(", "):
+                    assert desc in after.text and desc not in before.text
 
 
 def test_does_the_real_joint_builder_step():

@@ -32,6 +32,8 @@ Example:
 
 from course.show.fx import (
     KIND_COLORS,
+    PAIR_COLORS,
+    as_fx_graph,
     descriptor_kind,
     draw_joint_graph,
     fx_utils,
@@ -45,8 +47,11 @@ from course.show.graph import (
     autograd_graph,
     collapse_chains,
     draw_autograd_graph,
+    drawn_graph_report,
     graph_summary,
     graph_text,
+    layered_layout,
+    segment_crossings,
 )
 from course.show.timeline import (
     Interval,

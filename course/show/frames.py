@@ -21,6 +21,8 @@ Frame 0 is always the state before the first step.
 
 from __future__ import annotations
 
+import difflib
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -30,7 +32,7 @@ from course.show.graph import autograd_graph, graph_text
 from course.show.timeline import as_intervals, memory_at, timeline_text
 
 __all__ = ["Frame", "KIND_HELP", "backward_order_frames", "event_frames", "saved_tensor_frames",
-           "mutation_frames", "stage_frames", "offload_frames"]
+           "mutation_frames", "stage_frames", "stage_diff", "offload_frames"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,29 @@ def _check(frames: list[Frame]) -> list[Frame]:
     if len(frames) < 2:  # frame 0 alone means nothing happened
         raise ValueError("nothing to step through: the input produced no events")
     return frames
+
+
+def _seq_text(seq) -> str:
+    return "max" if seq >= 2 ** 63 else str(seq)
+
+
+def _what_is_new(g, n: str, event: str, first: bool) -> str:
+    """What a backward frame adds to the one before: a node about to run, or one that ran."""
+    d = g.nodes[n]
+    name, seq = f"{n} {d['label']}", _seq_text(d["seq"])
+    if event == "pre-hook":
+        if first:
+            return (f"{name} is the root: backward starts here with the seed gradient; "
+                    "its pre-hook sees that gradient before the node runs.")
+        return (f"{name} runs next: every gradient flowing into it has arrived, and among the "
+                f"nodes ready to run it has the highest sequence number (seq {seq}); its "
+                "pre-hook sees those gradients before the node runs.")
+    if d["name"] == "AccumulateGrad":
+        leaf = d["label"][len("AccumulateGrad("):-1] if d["label"] != "AccumulateGrad" else "the leaf"
+        return (f"{name} has run: it added the gradient into {leaf}.grad; a leaf sends "
+                "nothing further.")
+    targets = ", ".join(f"{m}:{nr}" for m, nr in d.get("next", ())) or "no node"
+    return f"{name} has run: it computed the gradients for its inputs and sent them to {targets}."
 
 
 def backward_order_frames(t: torch.Tensor, names=None, gradient=None, inputs=None) -> list[Frame]:
@@ -91,12 +116,10 @@ def backward_order_frames(t: torch.Tensor, names=None, gradient=None, inputs=Non
         if event == "hook":
             ran.append(n)
         name = g.nodes[n]["label"]
-        what = ("its inputs' gradients are ready; it is about to run" if event == "pre-hook"
-                else "it has run and produced gradients for its next_functions")
         frames.append(Frame(
             f"step {k}/{len(fired)}: {event} {n} {name}",
             graph_text(g, highlight=[n]) + "\nran so far: " + (", ".join(ran) or "none"),
-            f"{event} of {name} fires: {what}.",
+            _what_is_new(g, n, event, first=k == 1),
             {"graph": g, "node": n, "event": event, "ran": list(ran)},
         ))
     return _check(frames)
@@ -110,6 +133,17 @@ KIND_HELP = {
     "hook": "a hook fired.",
 }
 _COUNTED = ("pack", "unpack", "clone")
+
+
+def _event_help(e) -> str:
+    """The frame's description: what the event means, naming the clone for a clone event."""
+    if e.kind == "clone" and e.tensor is not None:
+        detail = dict(e.detail)
+        writer = f" through {detail['mutated']}" if detail.get("mutated") else ""
+        return (f"{e.tensor} was about to be written in place{writer} ({e.name}), so it was "
+                f"cloned first: from now on \"clone of {e.tensor}\" stands in for it, and "
+                f"backward's unpack of {e.tensor} gets that clone.")
+    return KIND_HELP.get(e.kind, f"a {e.kind} event.")
 
 
 def _table(events: Sequence) -> str:
@@ -144,7 +178,7 @@ def event_frames(events: Iterable, kinds: Iterable[str] | None = None,
     for k, e in enumerate(evs, 1):
         log = [("> " if i == k - 1 else "  ") + str(x) for i, x in enumerate(evs[:k])]
         frames.append(Frame(f"{title} {k}/{len(evs)}: {e}", "\n".join(log + [_table(evs[:k])]),
-                            KIND_HELP.get(e.kind, f"a {e.kind} event."),
+                            _event_help(e),
                             {"events": evs, "index": k}))
     return _check(frames)
 
@@ -186,6 +220,37 @@ def stage_frames(stages: Iterable) -> list[Frame]:
     return [Frame(f"stage {k}/{len(stages)}: {s.name}", _stage_text(s), s.explanation,
                   getattr(s, "graph_module", None) or getattr(s, "graph", None))
             for k, s in enumerate(stages, 1)]
+
+
+_DESC = re.compile(r"\b[A-Z]\w*AOT(?:Input|Output)\([^()]*(?:\([^()]*\)[^()]*)*\)")
+
+
+def stage_diff(before: Frame | None, after: Frame) -> str:
+    r"""What a stage changed, as text: lines added (``+``) and removed (``-``) against the
+    previous stage's text, and the descriptors that appear for the first time.
+
+    Example:
+        >>> a, b = Frame("s1", "x = f()\ny = g(x)"), Frame("s2", "x = f()\nz = h(x)  PlainAOTInput(idx=0)")
+        >>> print(stage_diff(a, b))
+        changed from the previous stage: +1 line, -1 line
+        new descriptors: PlainAOTInput(idx=0)
+        - y = g(x)
+        + z = h(x)  PlainAOTInput(idx=0)
+    """
+    old = before.text.splitlines() if before is not None else []
+    new = after.text.splitlines()
+    diff = [line for line in difflib.unified_diff(old, new, lineterm="", n=0)
+            if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    plus, minus = sum(x[0] == "+" for x in diff), sum(x[0] == "-" for x in diff)
+    seen = set(_DESC.findall(before.text)) if before is not None else set()
+    fresh = list(dict.fromkeys(d for d in _DESC.findall(after.text) if d not in seen))
+    head = ("first stage: everything is new" if before is None else
+            f"changed from the previous stage: +{plus} line{'s' * (plus != 1)}, "
+            f"-{minus} line{'s' * (minus != 1)}")
+    lines = [head] + ([f"new descriptors: {', '.join(fresh)}"] if fresh else [])
+    if before is not None:
+        lines += [f"{x[0]} {x[1:]}" for x in diff] or ["(no change in the text)"]
+    return "\n".join(lines)
 
 
 def offload_frames(intervals, memory=None, compute: str = "compute") -> list[Frame]:

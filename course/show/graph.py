@@ -30,6 +30,7 @@ drawn, so a 2,000-node graph returns at once.
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from typing import Iterable, Mapping
 
@@ -43,6 +44,9 @@ __all__ = [
     "graph_summary",
     "collapse_chains",
     "draw_autograd_graph",
+    "layered_layout",
+    "segment_crossings",
+    "drawn_graph_report",
 ]
 
 NO_GRAD_FN = (
@@ -162,6 +166,7 @@ def autograd_graph(t, names: Mapping[str, torch.Tensor] | None = None, highlight
             saved=_saved(node),
             shape=tuple(var.shape) if var is not None else None,
             highlight=bool({ids[node], name, id(node)} & marks),
+            seq=node._sequence_nr(),  # backward runs ready nodes highest-first
             next=[(ids[m], nr) for m, nr in node.next_functions if m is not None],
         )
     for node in order:
@@ -250,25 +255,324 @@ def collapse_chains(g, min_length: int = 3) -> nx.DiGraph:
     return g
 
 
-def layered_layout(g) -> dict:
-    """networkx's multipartite layout over topological generations (one row per layer)."""
-    for layer, nodes in enumerate(nx.topological_generations(g)):
-        for n in nodes:
-            g.nodes[n]["layer"] = layer
-    pos = nx.multipartite_layout(g, subset_key="layer", align="horizontal")
-    return {n: (x, -y) for n, (x, y) in pos.items()}  # root at the top
+# ---- a layered (Sugiyama) layout, sized to the labels -----------------------------------
+#
+# Three steps, as in every layered drawing: put each node on a row (longest path from the
+# top), replace edges that skip rows by chains of invisible "dummy" points, then reorder
+# each row to cut crossings (barycentre sweeps, best ordering kept). Units are points
+# (1/72 inch), so a box sized from its label's characters holds that label at any scale.
+
+_CHAR_W, _LINE_H, _PAD = 0.62, 1.3, 6.0  # monospace em widths; line height; box padding (pt)
 
 
-_SIZE = 700  # node marker size (points^2) shared by nodes and edge clipping
+def label_size(label: str, font_size: float) -> tuple[float, float]:
+    """Width and height in points of a box that holds ``label`` in a monospace font."""
+    lines = label.split("\n")
+    return (max(len(s) for s in lines) * _CHAR_W * font_size + 2 * _PAD,
+            len(lines) * _LINE_H * font_size + 2 * _PAD)
+
+
+def _crossings(order: dict, edges: list) -> int:
+    """Crossings between two adjacent rows: pairs of edges whose ends swap order."""
+    pts = sorted((order[a], order[b]) for a, b in edges)
+    return sum(1 for i, (a1, b1) in enumerate(pts) for a2, b2 in pts[i + 1:]
+               if a1 != a2 and b1 != b2 and (a1 < a2) != (b1 < b2))
+
+
+def layered_layout(g, first: list | None = None, last: list | None = None,
+                   sizes: dict | None = None, gap: float = 18.0, row_gap: float = 40.0,
+                   sweeps: int = 12, restarts: int = 6, sink: bool = False,
+                   fixed: tuple[bool, bool] = (True, True)) -> dict:
+    """Positions (points, y downwards negative) and routed edges for a DAG ``g``.
+
+    Args:
+        first: nodes for the top row, in this order (kept fixed); default: the sources.
+        last: nodes for the bottom row, in this order (kept fixed); default: none fixed.
+        sizes: ``{node: (width, height)}`` in points (default 40 x 20).
+
+    Returns:
+        ``{"pos": {node: (x, y)}, "routes": {(a, b): [(x, y), ...]}, "rows": [[node, ...]],
+        "crossings": int}``; each route runs from ``a``'s centre through its dummy points
+        to ``b``'s centre.
+    """
+    sizes = sizes or {}
+    first, last = list(first or []), list(last or [])
+    topo = list(nx.topological_sort(g))
+    row = {}
+    for n in topo:
+        preds = [row[p] for p in g.predecessors(n)]
+        row[n] = 0 if n in first else (max(preds) + 1 if preds else 0)
+    if last:
+        bottom = max([row[n] for n in g if n not in last] + [0]) + 1
+        for n in last:
+            row[n] = bottom
+    # Sources that are not pinned to the top sit just above their first successor; with
+    # ``sink=True`` every unpinned node does (nodes sink towards the outputs).
+    for n in reversed(topo):
+        succ = [row[s] for s in g.successors(n)]
+        if succ and n not in first and (sink or not list(g.predecessors(n))):
+            row[n] = min(succ) - 1
+    depth = max(row.values(), default=0) + 1
+    rows: list[list] = [[] for _ in range(depth)]
+    for n in topo:
+        rows[row[n]].append(n)
+    if first:
+        rows[0] = [n for n in first if n in row] + [n for n in rows[0] if n not in first]
+    if last:
+        rows[-1] = [n for n in last if n in row] + [n for n in rows[-1] if n not in last]
+    # Dummy points for edges that skip rows.
+    chains, up, down = {}, {n: [] for n in g}, {n: [] for n in g}
+    for a, b in g.edges:
+        path = [a] + [("~", a, b, k) for k in range(row[a] + 1, row[b])] + [b]
+        for k, d in enumerate(path[1:-1], row[a] + 1):
+            rows[k].append(d)
+            up[d], down[d] = [], []
+        for u, v in zip(path, path[1:]):
+            down[u].append(v)
+            up[v].append(u)
+        chains[(a, b)] = path
+    pinned = {0: bool(first) and fixed[0], depth - 1: bool(last) and fixed[1]}
+
+    def between(k):  # edges from row k to row k + 1
+        return [(u, v) for u in rows[k] for v in down[u]]
+
+    def total(rs):
+        order = {n: i for r in rs for i, n in enumerate(r)}
+        return sum(_crossings(order, [(u, v) for u in rs[k] for v in down[u]])
+                   for k in range(len(rs) - 1))
+
+    def sweep(rs, k, nbrs, median):
+        pos = {n: i for r in rs for i, n in enumerate(r)}
+
+        def key(n):
+            ps = sorted(pos[m] for m in nbrs[n])
+            if not ps:
+                return pos[n]
+            if median:
+                mid = len(ps) // 2
+                return ps[mid] if len(ps) % 2 else (ps[mid - 1] + ps[mid]) / 2
+            return sum(ps) / len(ps)
+        rs[k] = sorted(rs[k], key=lambda n: (key(n), pos[n]))
+
+    def sift(rows):
+        # Move each node to the place in its row with the fewest crossings, until no
+        # move helps.
+        improved = True
+        while improved:
+            improved = False
+            for k in range(depth):
+                if pinned.get(k):
+                    continue
+                for n in list(rows[k]):
+                    here, rest = rows[k].index(n), [m for m in rows[k] if m != n]
+                    scores = []
+                    for i in range(len(rest) + 1):
+                        rows[k] = rest[:i] + [n] + rest[i:]
+                        scores.append((total(rows[max(0, k - 1):k + 2]), abs(i - here), i))
+                    i = min(scores)[2]
+                    rows[k] = rest[:i] + [n] + rest[i:]
+                    improved |= min(scores)[0] < scores[here][0]
+        return rows
+
+    # Starting orders: as found, reversed, and a few shuffles (seeded: same picture every
+    # run); from each, barycentre or median sweeps, then sifting. The fewest crossings win.
+    rng = random.Random(0)
+    starts = [[list(r) for r in rows],
+              [list(r) if pinned.get(k) else list(reversed(r)) for k, r in enumerate(rows)]]
+    for _ in range(restarts):
+        starts.append([list(r) if pinned.get(k) else rng.sample(r, len(r)) for k, r in enumerate(rows)])
+    best, best_cross = None, None
+    for start in starts:
+        for median in (False, True):
+            rs = [list(r) for r in start]
+            here, here_cross = [list(r) for r in rs], total(rs)
+            for it in range(sweeps):
+                order = range(1, depth) if it % 2 == 0 else range(depth - 2, -1, -1)
+                for k in order:
+                    if not pinned.get(k):
+                        sweep(rs, k, up if it % 2 == 0 else down, median)
+                if total(rs) < here_cross:
+                    here, here_cross = [list(r) for r in rs], total(rs)
+            rs = sift(here)
+            c = total(rs)
+            if best_cross is None or c < best_cross:
+                best, best_cross = rs, c
+    rows = best
+    best_cross = total(rows)
+    # x: pack each row, then pull nodes towards their neighbours' mean without overlap.
+    width = {n: (sizes.get(n, (40.0, 20.0))[0] if n in g else 4.0) for r in rows for n in r}
+    x = {}
+    for r in rows:
+        left = -(sum(width[n] for n in r) + gap * (len(r) - 1)) / 2
+        for n in r:
+            x[n] = left + width[n] / 2
+            left += width[n] + gap
+    for _ in range(8):
+        for r in rows:
+            want = [sum(x[m] for m in up[n] + down[n]) / len(up[n] + down[n]) if up[n] + down[n]
+                    else x[n] for n in r]
+            placed = []
+            for i, n in enumerate(r):
+                lo = placed[-1] + (width[r[i - 1]] + width[n]) / 2 + gap if placed else -1e18
+                placed.append(max(want[i], lo))
+            shift = sum(w - p for w, p in zip(want, placed)) / len(r)  # centre on the wish
+            for i in range(len(r) - 1, -1, -1):
+                hi = placed[i + 1] - (width[r[i + 1]] + width[r[i]]) / 2 - gap if i + 1 < len(r) else 1e18
+                placed[i] = min(placed[i] + shift, hi)
+            for n, p in zip(r, placed):
+                x[n] = p
+    heights = [max([sizes.get(n, (40.0, 20.0))[1] for n in r if n in g] + [0.0]) for r in rows]
+    y, top = {}, 0.0
+    for k, r in enumerate(rows):
+        for n in r:
+            y[n] = -(top + heights[k] / 2)
+        top += heights[k] + row_gap
+    pos = {n: (x[n], y[n]) for n in g}
+    routes = {e: [(x[p], y[p]) for p in path] for e, path in chains.items()}
+    return {"pos": pos, "routes": routes, "rows": [[n for n in r if n in g] for r in rows],
+            "crossings": best_cross, "sizes": {n: sizes.get(n, (40.0, 20.0)) for n in g}}
+
+
+def segment_crossings(polylines: list) -> int:
+    """How many pairs of segments, from different polylines, cross at an inner point.
+
+    Segments that only touch (a shared end, as two edges out of one node) do not count.
+    """
+    segs = [(i, p, q) for i, line in enumerate(polylines) for p, q in zip(line, line[1:])]
+
+    def orient(a, b, c):
+        v = (b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0])
+        return 0 if abs(v) < 1e-9 else (1 if v > 0 else -1)
+
+    count = 0
+    for k, (i, a, b) in enumerate(segs):
+        for j, c, d in segs[k + 1:]:
+            if i == j:
+                continue
+            o1, o2, o3, o4 = orient(a, b, c), orient(a, b, d), orient(c, d, a), orient(c, d, b)
+            if o1 * o2 < 0 and o3 * o4 < 0:
+                count += 1
+    return count
+
+
+def draw_boxes(g, layout: dict, labels: dict, ax, fills: dict, font_size: float = 8.0,
+               edge_colors: dict | None = None, styles: dict | None = None, title: str = ""):
+    """Draw ``layout`` on ``ax`` (a fresh axes, 1 data unit = 1 point at ``scale``):
+    a rounded box per node sized to its label, edges as polylines with an arrow head.
+
+    Artists carry gids: ``node:<n>`` (box), ``label:<n>`` (text), ``edge:<a>-><b>`` (line),
+    so tests can read the drawing back.
+    """
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
+    pos, edge_colors, styles = layout["pos"], edge_colors or {}, styles or {}
+    for (a, b), route in layout["routes"].items():
+        ha, hb = layout["sizes"][a][1] / 2, layout["sizes"][b][1] / 2
+        pts = [(route[0][0], route[0][1] - ha)] + route[1:-1] + [(route[-1][0], route[-1][1] + hb)]
+        xs, ys = zip(*pts)
+        (line,) = ax.plot(xs, ys, color="#555555", linewidth=0.9, zorder=1)
+        line.set_gid(f"edge:{a}->{b}")
+        ax.add_patch(FancyArrowPatch(pts[-2], pts[-1], arrowstyle="-|>", color="#555555",
+                                     lw=0.9, shrinkA=0, shrinkB=0, mutation_scale=8, zorder=1))
+    for n in g:
+        (cx, cy), (w, h) = pos[n], layout["sizes"][n]
+        box = FancyBboxPatch((cx - w / 2, cy - h / 2), w, h, boxstyle="round,pad=0,rounding_size=4",
+                             facecolor=fills.get(n, "#dddddd"),
+                             edgecolor=edge_colors.get(n, "#333333"),
+                             linewidth=styles.get(n, {}).get("linewidth", 0.8),
+                             linestyle=styles.get(n, {}).get("linestyle", "-"), zorder=2)
+        box.set_gid(f"node:{n}")
+        ax.add_patch(box)
+        text = ax.text(cx, cy, labels[n], ha="center", va="center", family="monospace",
+                       fontsize=font_size, linespacing=1.15, zorder=3)
+        text.set_gid(f"label:{n}")
+    return ax
+
+
+def new_figure_for(layout: dict, font_size: float = 8.0, ax=None, max_inches: float = 18.0,
+                   extra_height: float = 0.0):
+    """A figure whose axes map 1 data unit to 1 point, so label-sized boxes fit their text.
+
+    With ``ax`` given (or a layout wider than ``max_inches``), the scale shrinks and the
+    returned font size shrinks with it. Returns ``(fig, ax, font_size)``.
+    """
+    import matplotlib.pyplot as plt
+
+    xs = [p[0] + s * w / 2 for n, p in layout["pos"].items()
+          for w in (layout["sizes"][n][0],) for s in (-1, 1)]
+    ys = [p[1] + s * h / 2 for n, p in layout["pos"].items()
+          for h in (layout["sizes"][n][1],) for s in (-1, 1)]
+    for route in layout["routes"].values():
+        xs += [p[0] for p in route]
+    margin = 12.0
+    x0, x1 = min(xs) - margin, max(xs) + margin
+    y0, y1 = min(ys) - margin, max(ys) + margin
+    w_pt, h_pt = x1 - x0, y1 - y0
+    if ax is None:
+        scale = min(1.0, max_inches * 72 / w_pt, max_inches * 72 / h_pt)
+        fig = plt.figure(figsize=(max(5.5, w_pt * scale / 72), h_pt * scale / 72 + extra_height))
+        ax = fig.add_axes((0, 0, 1, (h_pt * scale / 72) / (h_pt * scale / 72 + extra_height)))
+        if w_pt * scale / 72 < 5.5:  # narrow graph: centre it in the minimum width
+            pad = (5.5 * 72 / scale - w_pt) / 2
+            x0, x1 = x0 - pad, x1 + pad
+    else:
+        bbox = ax.get_window_extent()
+        dpi = ax.figure.dpi
+        scale = min(bbox.width / dpi * 72 / w_pt, bbox.height / dpi * 72 / h_pt)
+        cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+        half_w, half_h = bbox.width / dpi * 72 / scale / 2, bbox.height / dpi * 72 / scale / 2
+        x0, x1, y0, y1 = cx - half_w, cx + half_w, cy - half_h, cy + half_h
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y0, y1)
+    ax.set_axis_off()
+    return ax.figure, ax, font_size * scale
+
+
+def drawn_graph_report(fig) -> dict:
+    """Read a drawing made by :func:`draw_boxes` back from its artists: the number of edge
+    crossings (from the drawn lines) and the labels whose text sticks out of their box."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    lines, boxes, texts = [], {}, {}
+    for ax in fig.axes:
+        for line in ax.lines:
+            if (line.get_gid() or "").startswith("edge:"):
+                lines.append(list(zip(*line.get_data())))
+        for p in ax.patches:
+            if (p.get_gid() or "").startswith("node:"):
+                boxes[p.get_gid()[5:]] = p.get_window_extent(renderer)
+        for t in ax.texts:
+            if (t.get_gid() or "").startswith("label:"):
+                texts[t.get_gid()[6:]] = t.get_window_extent(renderer)
+    overflow = [n for n, tb in texts.items()
+                if not (boxes[n].x0 <= tb.x0 and tb.x1 <= boxes[n].x1
+                        and boxes[n].y0 <= tb.y0 and tb.y1 <= boxes[n].y1)]
+    return {"crossings": segment_crossings(lines), "overflow": overflow,
+            "nodes": len(boxes), "edges": len(lines)}
+
+
+#: Fill colours of the autograd drawing.
+AUTOGRAD_COLORS = {"node": "#cfe2f3", "leaf": "#9fd89f", "highlight": "#f5a742", "ran": "#d0d0d0"}
+
+
+def _seq(n: str, d: dict) -> str:
+    seq = d.get("seq")
+    if seq is None:
+        return ""
+    return "seq max" if seq >= 2 ** 63 else f"seq {seq}"  # AccumulateGrad: the largest
 
 
 def draw_autograd_graph(t, names=None, highlight: Iterable = (), ax=None,
-                        max_nodes: int = 300, collapse_above: int = 50):
-    """Draw the graph: one row per topological layer, root at the top.
+                        max_nodes: int = 300, collapse_above: int = 50, ran: Iterable = (),
+                        title: str | None = None, highlight_color: str | None = None):
+    """Draw the graph in layers (:func:`layered_layout`), root at the top, each node a box
+    sized to its label (the name, the leaf's shape or up to two saved values, and the
+    sequence number that orders backward).
 
-    AccumulateGrad leaves are green, highlighted nodes orange; edges are labelled with
-    ``output_nr`` where it is not 0. Above ``collapse_above`` nodes, linear chains are folded
-    (:func:`collapse_chains`); above ``max_nodes``, the picture is the :func:`graph_summary`.
+    AccumulateGrad leaves are green, highlighted nodes orange (or ``highlight_color``) with
+    a thick border, nodes in ``ran`` (ids that already ran) grey with a dashed border; edges carry ``output_nr`` where it is not 0.
+    Above ``collapse_above`` nodes, linear chains are folded (:func:`collapse_chains`);
+    above ``max_nodes``, the picture is the :func:`graph_summary`.
 
     Returns:
         The matplotlib Figure.
@@ -280,40 +584,41 @@ def draw_autograd_graph(t, names=None, highlight: Iterable = (), ax=None,
 
     full = autograd_graph(t, names, highlight)
     g = collapse_chains(full) if full.number_of_nodes() > collapse_above else full
-    if ax is None:
-        layers = list(nx.topological_generations(g)) if len(g) <= max_nodes else [[0]]
-        width = max(len(layer) for layer in layers)
-        fig, ax = plt.subplots(figsize=(min(16, max(6, 2.2 * width)), min(16, max(3, 1.3 * len(layers)))))
-    fig = ax.figure
-    ax.set_axis_off()
     if g.number_of_nodes() > max_nodes:
+        fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(8, 3))
+        ax.set_axis_off()
         ax.text(0.5, 0.5, "too large to draw\n" + graph_summary(full).replace(": ", ":\n"),
                 ha="center", va="center", wrap=True)
         return fig
-    pos = layered_layout(g)
-    colors = ["#f5a742" if g.nodes[n]["highlight"] else
-              "#9fd89f" if g.nodes[n].get("shape") is not None else "#cfe2f3" for n in g]
-    # Edges that skip a layer bend, so they do not hide behind the nodes in between.
-    skip = [e for e in g.edges if g.nodes[e[1]]["layer"] - g.nodes[e[0]]["layer"] > 1]
-    nx.draw_networkx_edges(g, pos, edgelist=[e for e in g.edges if e not in skip], ax=ax,
-                           arrows=True, node_size=_SIZE, node_shape="s")
-    nx.draw_networkx_edges(g, pos, edgelist=skip, ax=ax, arrows=True, node_size=_SIZE,
-                           node_shape="s", connectionstyle="arc3,rad=0.4")
-    nx.draw_networkx_nodes(g, pos, ax=ax, node_color=colors, node_shape="s", node_size=_SIZE)
+    ran, font = set(ran), 8.0
     labels = {}
     for n in g:
         d = g.nodes[n]
-        saved = sorted(d["saved"], key=lambda s: "=" in s)  # saved tensors before sizes
+        saved = sorted(d.get("saved", []), key=lambda s: "=" in s)  # saved tensors before sizes
         extra = [str(d["shape"])] if d.get("shape") is not None else saved[:2]
-        labels[n] = "\n".join([d["label"], *extra])
-    nx.draw_networkx_labels(g, pos, labels=labels, ax=ax, font_size=7)
-    edge_labels = {e: f"output_nr={d['output_nr']}" for e, d in g.edges.items()
-                   if d.get("output_nr", 0)}
-    for style, edges in (("arc3", [e for e in edge_labels if e not in skip]),
-                         ("arc3,rad=0.4", [e for e in edge_labels if e in skip])):
-        nx.draw_networkx_edge_labels(g, pos, edge_labels={e: edge_labels[e] for e in edges},
-                                     ax=ax, font_size=6, connectionstyle=style)
-    ax.margins(x=0.25, y=0.1)  # room for labels wider than their boxes
-    if g is not full:
-        ax.set_title(f"{len(full)} nodes; chains of 3+ single-in, single-out nodes folded", fontsize=8)
+        seq = _seq(n, d)
+        labels[n] = "\n".join([f"{n} {d['label']}", *extra] + ([seq] if seq else []))
+    sizes = {n: label_size(labels[n], font) for n in g}
+    layout = layered_layout(g, sizes=sizes)
+    if title is None:
+        title = "autograd graph: gradients flow from the root (top) down to the leaves"
+        if g is not full:
+            title += f"\n{len(full)} nodes; chains of 3+ single-in, single-out nodes folded"
+    lines = title.count("\n") + 1 if title else 0
+    fig, ax, font = new_figure_for(layout, font, ax=ax, extra_height=0.1 + 0.2 * lines)
+    fills = {n: (highlight_color or AUTOGRAD_COLORS["highlight"]) if g.nodes[n]["highlight"] else
+             AUTOGRAD_COLORS["ran"] if n in ran else
+             AUTOGRAD_COLORS["leaf"] if g.nodes[n].get("shape") is not None else AUTOGRAD_COLORS["node"]
+             for n in g}
+    styles = {n: {"linestyle": "--"} for n in ran}
+    styles.update({n: {"linewidth": 2.0} for n in g if g.nodes[n]["highlight"]})
+    draw_boxes(g, layout, labels, ax, fills, font_size=font, styles=styles)
+    for (a, b), data in g.edges.items():
+        if data.get("output_nr", 0):
+            (x0, y0), (x1, y1) = layout["routes"][(a, b)][-2:]
+            ax.text((x0 + x1) / 2, (y0 + y1) / 2, f"output_nr={data['output_nr']}",
+                    fontsize=font * 0.8, ha="center", va="center",
+                    bbox=dict(facecolor="white", edgecolor="none", pad=0.5))
+    if title:
+        fig.suptitle(title, fontsize=9, va="top", y=1 - 0.05 / fig.get_figheight())
     return fig

@@ -132,11 +132,21 @@ def memory_text(memory: Sequence[tuple[float, float]], unit: str = "bytes") -> s
 
 
 def draw_timeline(intervals, memory=None, cursor: float | None = None,
-                  compute: str = "compute", title: str = ""):
+                  compute: str = "compute", title: str = "",
+                  source: str | None = "predicted (timing model)",
+                  time_unit: str = "ms", memory_unit: str = "MB"):
     """Draw one bar row per stream (and, with ``memory``, a step plot below it).
 
+    Args:
+        source: where the numbers come from, said in the title: the default
+            ``"predicted (timing model)"`` reads "predicted (timing model), not measured";
+            pass ``"measured"`` for timings taken on a device, or None to say nothing.
+        time_unit, memory_unit: the units of the interval times and memory values, shown
+            on the axes (``time (ms)``, ``memory (MB)``).
+
     Returns:
-        The matplotlib Figure. Raises ValueError on an empty list of intervals.
+        The matplotlib Figure (constrained layout). Raises ValueError on an empty list of
+        intervals.
     """
     import matplotlib.pyplot as plt
 
@@ -145,8 +155,8 @@ def draw_timeline(intervals, memory=None, cursor: float | None = None,
         raise ValueError("no intervals to show: pass a list of (stream, start, end, label)")
     streams = _streams(ivs)
     rows = 2 if memory else 1
-    fig, axes = plt.subplots(rows, 1, figsize=(9, 1.2 + 0.6 * len(streams) + 2 * (rows - 1)),
-                             sharex=True, squeeze=False)
+    fig, axes = plt.subplots(rows, 1, figsize=(9, 1.6 + 0.6 * len(streams) + 2 * (rows - 1)),
+                             sharex=True, squeeze=False, layout="constrained")
     ax = axes[0][0]
     for y, s in enumerate(streams):
         mine = [iv for iv in ivs if iv.stream == s]
@@ -156,16 +166,20 @@ def draw_timeline(intervals, memory=None, cursor: float | None = None,
         for iv in mine:
             ax.text((iv.start + iv.end) / 2, y, iv.label, ha="center", va="center", fontsize=7)
     ax.set_yticks(range(len(streams)), streams)
+    ax.set_ylabel("stream")
     ax.invert_yaxis()
-    ax.set_title(title or "streams over time")
+    said = "" if not source else source if "measured" in source else f"{source}, not measured"
+    heading = title or "streams over time"
+    if said and said not in heading:
+        heading += f"\n{said}"
+    ax.set_title(heading, fontsize=10)
     if memory:
         pts = sorted(memory)
         mem_ax = axes[1][0]
         mem_ax.step([p[0] for p in pts], [p[1] for p in pts], where="post")
-        mem_ax.set_ylabel("memory")
+        mem_ax.set_ylabel(f"memory ({memory_unit})")
     for row in axes:
         if cursor is not None:
             row[0].axvline(cursor, color="red", linewidth=1)
-    axes[-1][0].set_xlabel("time")
-    fig.tight_layout()
+    axes[-1][0].set_xlabel(f"time ({time_unit})")
     return fig

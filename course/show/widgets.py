@@ -40,16 +40,17 @@ from course.show.frames import (
     mutation_frames,
     offload_frames,
     saved_tensor_frames,
+    stage_diff,
     stage_frames,
 )
 from course.show.graph import draw_autograd_graph
 from course.show.timeline import draw_timeline
 
 __all__ = ["Frame", "Stepper", "backward_order_stepper", "saved_tensors_stepper",
-           "mutation_stepper", "joint_stages_stepper", "offload_stepper",
+           "mutation_stepper", "joint_stages_stepper", "offload_stepper", "draw_backward_frame",
            # the pure frame functions behind them, re-exported for notebooks
            "backward_order_frames", "saved_tensor_frames", "mutation_frames",
-           "stage_frames", "offload_frames"]
+           "stage_frames", "stage_diff", "offload_frames"]
 
 
 def _html_escape(s: str) -> str:
@@ -65,6 +66,8 @@ class Stepper(widgets.VBox):
             ``frame.text``.
         title: a heading over the controls.
         interval: milliseconds per frame when playing.
+        detail: ``detail(frame)`` returning text shown under the drawing while the
+            ``listing`` toggle (labelled ``detail_label``) is on; None: no toggle.
 
     Raises:
         ValueError: ``frames`` is empty.
@@ -74,11 +77,14 @@ class Stepper(widgets.VBox):
     """
 
     def __init__(self, frames: Sequence[Frame], draw: Callable | None = None,
-                 title: str = "", interval: int = 800):
+                 title: str = "", interval: int = 800, detail: Callable | None = None,
+                 detail_label: str = "full listing"):
         frames = list(frames)
         if not frames:
             raise ValueError("Stepper needs at least one frame; got an empty list")
-        self.frames, self.draw = frames, draw
+        self.frames, self.draw, self.detail = frames, draw, detail
+        self.listing = widgets.ToggleButton(value=False, description=detail_label, icon="list")
+        self.listing.observe(lambda _: self._show(self.slider.value), names="value")
         last = len(frames) - 1
         self.play = widgets.Play(min=0, max=last, interval=interval, description="Play")
         self.prev_button = widgets.Button(description="previous", icon="step-backward",
@@ -94,7 +100,8 @@ class Stepper(widgets.VBox):
         self.next_button.on_click(lambda _: self._go(self.slider.value + 1))
         self.slider.observe(lambda change: self._show(change["new"]), names="value")
         heading = [widgets.HTML(f"<h4>{_html_escape(title)}</h4>")] if title else []
-        controls = widgets.HBox([self.play, self.prev_button, self.next_button, self.slider])
+        controls = widgets.HBox([self.play, self.prev_button, self.next_button, self.slider]
+                                + ([self.listing] if detail is not None else []))
         super().__init__(heading + [controls, self.description, self.output])
         self.add_class("course-stepper")  # CSS hooks for the browser test and for styling
         self.description.add_class("course-stepper-description")
@@ -127,9 +134,11 @@ class Stepper(widgets.VBox):
             from IPython.display import Image
 
             buf = io.BytesIO()
-            shown.savefig(buf, format="png", dpi=80, bbox_inches="tight")
+            shown.savefig(buf, format="png", dpi=100, bbox_inches="tight")
             plt.close(shown)
             self.output.append_display_data(Image(data=buf.getvalue(), format="png"))
+        if self.detail is not None and self.listing.value:
+            self.output.append_stdout(f"--- {self.listing.description} ---\n{self.detail(frame)}\n")
 
 
 def _frames(source, make, *args, **kwargs) -> list[Frame]:
@@ -138,16 +147,34 @@ def _frames(source, make, *args, **kwargs) -> list[Frame]:
     return make(source, *args, **kwargs)
 
 
+#: Fill of the current node in a backward frame, by event.
+EVENT_COLORS = {"pre-hook": "#ffe066", "hook": "#f5a742"}
+
+
+def draw_backward_frame(f: Frame):
+    """The autograd graph of one :func:`~course.show.frames.backward_order_frames` frame."""
+    node, event = f.data["node"], f.data["event"]
+    if node is None:
+        title = "before backward: nothing has run; boxes show each node's sequence number"
+    else:
+        title = (f"{node}: " + ("yellow, about to run (pre-hook)" if event == "pre-hook"
+                                else "orange, has just run (hook)") + "; grey, dashed: ran before")
+    return draw_autograd_graph(f.data["graph"], highlight=[node] if node else (),
+                               ran=[n for n in f.data["ran"] if n != node], title=title,
+                               highlight_color=EVENT_COLORS.get(event))
+
+
 def backward_order_stepper(t, names=None, gradient=None, inputs=None, drawing: bool = False):
     """A Stepper over :func:`~course.show.frames.backward_order_frames` (runs backward).
 
-    ``drawing=True`` draws the graph with the current node highlighted; else prints text.
+    ``drawing=True`` draws the graph at each frame: nodes that already ran grey and dashed,
+    the current node yellow at its pre-hook (about to run) and orange at its hook (has run),
+    each box with its sequence number; else prints the text.
     """
     frames = _frames(t, backward_order_frames, names=names, gradient=gradient, inputs=inputs)
     draw = None
     if drawing:
-        def draw(f):
-            return draw_autograd_graph(f.data["graph"], highlight=[f.data["node"]] if f.data["node"] else ())
+        draw = draw_backward_frame
     return Stepper(frames, draw=draw, title="backward: which node runs, which hooks fire")
 
 
@@ -164,18 +191,30 @@ def mutation_stepper(events):
 def joint_stages_stepper(stages, drawing: bool = False):
     """A Stepper over the stages of a staged joint-graph build (``course.aot.joint``).
 
-    ``drawing=True`` draws each stage's FX graph (stages without one print their text).
+    Each stage shows what it changed against the stage before (:func:`stage_diff`: lines
+    added and removed, descriptors that appear); the "full listing" toggle adds the
+    stage's whole text. ``drawing=True`` draws each stage's FX graph instead of the diff
+    (stages without one show the diff).
+    """
+    frames = _frames(stages, stage_frames)
+    before = {id(f): (frames[k - 1] if k else None) for k, f in enumerate(frames)}
+
+    def draw(f):
+        if drawing and f.data is not None:
+            return draw_joint_graph(f.data)
+        return stage_diff(before.get(id(f)), f)
+    return Stepper(frames, draw=draw, title="building the joint graph", detail=lambda f: f.text)
+
+
+def offload_stepper(intervals, memory=None, drawing: bool = True, compute: str = "compute",
+                    source: str | None = "predicted (timing model)"):
+    """A Stepper over :func:`~course.show.frames.offload_frames`: a cursor moving in time.
+
+    ``source`` says where the times come from (see :func:`~course.show.timeline.draw_timeline`);
+    by default each drawing reads "predicted (timing model), not measured".
     """
     def draw(f):
-        return draw_joint_graph(f.data) if f.data is not None else f.text
-    return Stepper(_frames(stages, stage_frames), draw=draw if drawing else None,
-                   title="building the joint graph")
-
-
-def offload_stepper(intervals, memory=None, drawing: bool = True, compute: str = "compute"):
-    """A Stepper over :func:`~course.show.frames.offload_frames`: a cursor moving in time."""
-    def draw(f):
         return draw_timeline(f.data["intervals"], f.data["memory"], cursor=f.data["time"],
-                             compute=compute)
+                             compute=compute, source=source)
     return Stepper(_frames(intervals, offload_frames, memory, compute), draw=draw if drawing else None,
                    title="offloading: compute and copy streams")
