@@ -459,12 +459,12 @@ def test_export_builds_only_the_joint_until_stages_are_asked_for(monkeypatch):
     mod, args, kwargs = _fresh("linear_bn")
     jd = export_joint(mod, args, kwargs)
     assert calls == {"trace_forward": 0, "partition": 0}
-    assert set(jd._stage_builder._built) == _JOINT_STAGES
+    assert jd.stage_builder.built() == _JOINT_STAGES
     assert set(jd.timings) == {"metadata"} | _JOINT_STAGES
     assert jd.stage("descriptors").graph_module is jd.graph_module  # no build needed
     jd.stage("functionalized_forward")
     assert calls == {"trace_forward": 1, "partition": 0}
-    assert set(jd._stage_builder._built) == _JOINT_STAGES | set(STAGES[:3])
+    assert jd.stage_builder.built() == _JOINT_STAGES | set(STAGES[:3])
     jd.fw_module
     assert calls == {"trace_forward": 1, "partition": 1}
     assert [s.name for s in jd.stages] == STAGES and calls == {"trace_forward": 1, "partition": 1}

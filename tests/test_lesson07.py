@@ -84,3 +84,98 @@ def test_params_without_grad_are_the_frozen_and_the_unused_ones(c):
     expected = [fqn for fqn, p in emod.named_parameters(remove_duplicate=False)
                 if emod.get_parameter(fqn).grad is None]
     assert get("7.3").solution(gm) == expected
+
+
+# --- The checks as a learner meets them -----------------------------------------------------
+
+
+def _cyclic_pass(gm, factor):
+    """A broken pass: replace_all_uses_with also rewires the new mul to itself (FX then prints
+    the generated code and a traceback when the graph runs)."""
+    from course.aot import fx_utils as cf
+
+    out = gm.graph.output_node()
+    with gm.graph.inserting_before(out):
+        for _, (_, grad) in cf.get_param_and_grad_nodes(gm.graph).items():
+            if grad is not None:
+                grad.replace_all_uses_with(gm.graph.call_function(torch.ops.aten.mul.Tensor, (grad, factor)))
+    gm.recompile()
+    return gm
+
+
+def _odd_pass(gm, factor):
+    """A wrong pass that matches no known mistake: it scales only the first output."""
+    out = gm.graph.output_node()
+    outs = list(out.args[0])
+    with gm.graph.inserting_before(out):
+        outs[0] = gm.graph.call_function(torch.ops.aten.mul.Tensor, (outs[0], factor))
+    out.args = (outs,)
+    gm.recompile()
+    return gm
+
+
+@pytest.mark.parametrize("answer", [_cyclic_pass, _odd_pass])
+def test_a_failing_7_4_check_prints_only_its_verdict(answer, capsys):
+    """Does a failing 7.4 check print a short verdict, with nothing from its own probes
+    (FX's code dumps and tracebacks) and no reference code in the hint?"""
+    from course.checks import check
+
+    check("7.4", answer)
+    printed = capsys.readouterr()
+    lines = printed.out.strip().splitlines()
+    assert lines[0].startswith("[7.4 scale_param_grads] ") and "passed" not in lines[0]
+    assert len(lines) <= 15 and not printed.err.strip()
+    assert "Traceback" not in printed.out and "def forward" not in printed.out
+
+
+def test_no_7_x_fallback_hint_prints_code():
+    """Is every 7.x fallback hint (the one for an answer that matches no known mistake)
+    conceptual: no op, graph method or fx_utils call, and no line of the reference solution?"""
+    import inspect
+
+    from course.checks import all_exercises
+
+    code_like = ("aten.", "call_function(", "inserting_before(", "recompile()", "get_param_and_grad_nodes(")
+    for ex in all_exercises(7):
+        assert ex.hint and not any(c in ex.hint for c in code_like), (ex.id, ex.hint)
+        if callable(ex.solution):
+            body = [ln.strip() for ln in inspect.getsource(ex.solution).splitlines()[1:]]
+            assert not any(len(ln) > 15 and ln in ex.hint for ln in body), ex.id
+
+
+@pytest.mark.parametrize("spelled", [
+    ['ParamAOTInput(target="lin.weight")', "ParamAOTInput( target = 'lin.bias' )", 'BufferAOTInput("scale")',
+     "PlainAOTInput(0)", "PlainAOTInput(idx=1)", "TangentAOTInput(PlainAOTOutput(0))"],
+    (cd.ParamAOTInput("lin.weight"), cd.ParamAOTInput("lin.bias"), cd.BufferAOTInput("scale"),
+     cd.PlainAOTInput(0), cd.PlainAOTInput(1), cd.TangentAOTInput(cd.PlainAOTOutput(0))),
+])
+def test_7_1_reads_predictions_in_any_spelling(spelled):
+    """Is the right 7.1 prediction accepted in another spelling, as strings or objects?"""
+    from course.checks import grade_answer
+
+    assert grade_answer(get("7.1"), spelled).status == "passed"
+
+
+def test_views_returned_by_one_function_cannot_be_written_in_place():
+    """Lesson 07's reason for IntermediateBaseAOTOutput: autograd refuses an in-place write to
+    one of several views returned by a single autograd.Function (what a compiled graph is),
+    while the same views made outside it (eager) take the write and replay the view."""
+
+    class TwoViews(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = x * 2
+            return y[:2], y[1:]
+
+        @staticmethod
+        def backward(ctx, grad_a, grad_b):
+            return None
+
+    x = torch.randn(3, requires_grad=True)
+    a, _ = TwoViews.apply(x)
+    with pytest.raises(RuntimeError, match="view"):
+        a.mul_(10)
+    y = x * 2
+    a, b = y[:2], y[1:]
+    a.mul_(10)
+    assert type(b.grad_fn).__name__ == "AsStridedBackward0"

@@ -1,5 +1,12 @@
 """A joint graph built in stages you can step through: a small, visible AOTAutograd.
 
+This module tells the story of the export, once (:mod:`course.aot.staged` holds its pieces,
+:mod:`course.aot.stage` the snapshots). What is torch's: every tracer and transform it runs
+(``make_fx``, ``FunctionalTensorMode``, ``torch.autograd.grad``, the partitioner). What is
+the course's: :func:`export_joint` itself, the order and bookkeeping of the steps, the
+descriptors it attaches, and :class:`JointWithDescriptors` (a dataclass shaped like torch's,
+plus the stages).
+
 torch's ``aot_export_joint_with_descriptors(stack, mod, args)`` returns, in one opaque call,
 the *joint graph*: one FX graph that takes ``(primals, tangents)`` and returns the forward
 outputs and the gradients, with a descriptor on every input and output saying what it is.
@@ -55,11 +62,17 @@ Differences from torch
   the joint only when needed] in :mod:`course.aot.staged`).
 * torch clones a mutated input before the forward (``clone``, ``clone_1``); our joint
   returns the mutated wrapper's new value directly and has no such clones.
-* We build only plain-tensor graphs. Tensor subclasses, mutated inputs that alias each other
-  (synthetic bases), several outputs viewing one intermediate (intermediate bases), metadata
-  mutations, in-place updates of inputs that require grad, and RNG functionalization
-  (``functionalize_rng_ops``: Philox seed inputs) raise ``NotImplementedError`` naming the
-  feature. Plain dropout works, as in torch by default.
+* We build only plain-tensor graphs. Tensor subclasses (SubclassGetAttrAOTInput, ...),
+  mutated inputs that alias each other (ViewBaseAOTInput, SyntheticBaseAOTInput), several
+  outputs viewing one intermediate (IntermediateBaseAOTOutput), metadata mutations
+  (MetadataMutationAOTOutput), in-place updates of inputs that require grad, ops with side
+  effects (effect tokens: ForwardTokenAOTInput, BackwardTokenAOTInput) and RNG
+  functionalization (``functionalize_rng_ops``: Philox seed inputs) raise
+  ``NotImplementedError`` naming the case and the descriptor torch would use; lesson 07's
+  zoo runs each through both (tests/test_zoo.py). Plain dropout works, as in torch by default.
+* A custom ``autograd.Function`` is traced *through*, as torch's export does: a tensor it
+  keeps as ``ctx.y`` is saved as ``SavedForBackwardsAOTOutput``, where ``torch.compile``
+  (whose Dynamo captures the Function whole) says ``SavedForBackwardsNoVcCheckAOTOutput``.
 * Inputs and outputs must be tensors (torch also bakes in ints and floats), and something
   must require grad (torch would return an inference graph).
 * We also partition (torch's ``default_partition`` unless you pass ``partition_fn``); torch
@@ -69,6 +82,7 @@ Differences from torch
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
@@ -86,32 +100,43 @@ require_supported_torch("course.aot.joint")
 
 __all__ = ["JointWithDescriptors", "Stage", "export_joint"]
 
+@dataclass
 class JointWithDescriptors:
-    """What :func:`export_joint` returns (torch's ``JointWithDescriptors``, plus stages).
+    """What :func:`export_joint` returns: torch's ``JointWithDescriptors`` fields we share,
+    plus the stages.
 
-    Attributes:
-        graph_module: the joint graph; call it as ``graph_module(primals, tangents)``.
-        params_spec, buffers_spec: parameter and buffer FQNs, in placeholder order.
-        stages: the :class:`Stage` snapshots, in order; ``stage(name)`` picks one. Stages
-            1-3 and 6-7 are built on first access (NOTE [Stages on demand]).
-        fw_module, bw_module: the partitioned graphs (the partitioner runs on first access).
-        num_fwd_outputs: how many leading outputs are forward ones (mutations + user outputs).
-        tangent_mask: per forward output, whether it has a tangent placeholder.
-        timings: ``{step: seconds}`` it took to build each stage built so far, plus
-            ``"metadata"``, the export's untraced metadata pass (not printed anywhere).
+    Stages 1-3 and 6-7 are built on first access (NOTE [Stages on demand] in
+    :mod:`course.aot.stage`); ``graph_module`` (stages 4-5) exists from the start.
     """
 
-    def __init__(self, **fields: Any) -> None:
-        self.__dict__.update(fields)
+    #: The joint graph; call it as ``graph_module(primals, tangents)``.
+    graph_module: fx.GraphModule
+    #: Parameter and buffer FQNs, in placeholder order (torch's names for these fields).
+    params_spec: list[str]
+    buffers_spec: list[str]
+    #: The module's parameters and buffers at export time, ``{fqn: tensor}``: :meth:`run`'s defaults.
+    params: dict[str, torch.Tensor]
+    buffers: dict[str, torch.Tensor]
+    #: How the module's ``(args, kwargs)`` flatten into plain-input placeholders.
+    in_spec: Any
+    #: How many leading outputs are forward ones (input mutations + user outputs).
+    num_fwd_outputs: int
+    #: Per forward output, whether it has a tangent placeholder.
+    tangent_mask: list[bool]
+    #: ``{step: seconds}`` each stage built so far took, plus ``"metadata"``, the export's
+    #: untraced metadata pass (not printed anywhere: times differ between runs).
+    timings: dict[str, float]
+    #: Builds the teaching stages when first asked for them.
+    stage_builder: StageBuilder = field(repr=False)
 
     @property
     def stages(self) -> list[Stage]:
         """All seven stages, in order; the first access builds those not built yet."""
-        return self._stage_builder.stages()
+        return self.stage_builder.stages()
 
     def stage(self, name: str) -> Stage:
         """One stage by name, built (with what it needs) on first access."""
-        return self._stage_builder.stage(name)
+        return self.stage_builder.stage(name)
 
     @property
     def fw_module(self) -> fx.GraphModule:
@@ -234,12 +259,6 @@ def export_joint(
             raise NotImplementedError(f"{name} is a tensor subclass" + staged.NOT_BUILT)
     real = [*params.values(), *buffers.values(), *flat_args]
     requires_grad = [t.requires_grad for t in real]
-    if not any(requires_grad):
-        raise ValueError(
-            "export_joint: nothing requires grad (no parameter that requires grad and no input "
-            "with requires_grad=True), so there is no backward to build. torch would return an "
-            "inference graph; use make_fx for that."
-        )
     primal_descs = [descriptors.ParamAOTInput(k) for k in params] + [descriptors.BufferAOTInput(k) for k in buffers]
     primal_descs += [descriptors.PlainAOTInput(i) for i in range(len(flat_args))]
     fn = _functional_call(module_or_fn, [*params, *buffers], len(flat_args), in_spec)
@@ -254,6 +273,12 @@ def export_joint(
         _check_forward(fn, real)  # in the staged build, stage 1's errors come first
         raise
     timings["metadata"] = time.perf_counter() - clock
+    if not any(requires_grad):  # after the metadata pass, so what we do not build is named first
+        raise ValueError(
+            "export_joint: nothing requires grad (no parameter that requires grad and no input "
+            "with requires_grad=True), so there is no backward to build. torch would return an "
+            "inference graph; use make_fx for that."
+        )
     if torch._functorch.config.functionalize_rng_ops:  # the check reads stage 1's graph
         _check_forward(fn, real)
     if not any(meta.tangent_mask):
@@ -281,7 +306,7 @@ def export_joint(
         num_fwd_outputs=len(meta.mutated_inp_indices) + meta.num_user_outputs,
         tangent_mask=meta.tangent_mask,
         timings=timings,
-        _stage_builder=StageBuilder(
+        stage_builder=StageBuilder(
             fn=fn, real=real, module=module_or_fn, meta=meta, joint=joint,
             joint_inputs=(primals, tangents), fake_mode=mode, partition_fn=partition_fn,
             timings=timings,

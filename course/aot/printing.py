@@ -16,6 +16,9 @@ descriptor's repr (and, with ``expr=True``, its ``expr()``). Placeholders come f
 graph order, then the output elements in order; an output element with no gradient
 (an input that needs none) prints as ``None  None``, exactly as it sits in the graph.
 Nothing printed holds a memory address, so the text is stable across runs.
+
+The printout is the course's (torch prints a graph as code, not as a calling convention);
+it reads the descriptors torch or :mod:`course.aot.joint` left in ``node.meta["desc"]``.
 """
 
 import contextlib

@@ -1,5 +1,9 @@
 """One snapshot of :func:`course.aot.joint.export_joint`: a named graph and its stable printout.
 
+All of this module is the course's (torch has no stages to show): :class:`Stage`, the
+snapshot, and :class:`StageBuilder`, which builds the teaching stages on demand (NOTE
+[Stages on demand] below). The graphs inside are traced by torch's ``make_fx``.
+
 A :class:`Stage` holds the ``graph_module`` as it was after one step, a sentence saying what
 the step did, and ``text``: the graph's Python code followed, once descriptors exist, by a
 table of what each placeholder and output means. The text has node names and op names
@@ -152,6 +156,10 @@ class StageBuilder:
 
     def stages(self) -> list[Stage]:
         return [self.stage(name) for name in STAGE_NAMES]
+
+    def built(self) -> set[str]:
+        """The names of the stages built so far (asking builds nothing)."""
+        return set(self._built)
 
     def _timed(self, name: str, build: Callable[[], Any]) -> Any:
         t0 = time.perf_counter()

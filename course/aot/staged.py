@@ -1,12 +1,22 @@
-"""The building blocks of :mod:`course.aot.joint`: one function per stage of AOTAutograd.
+"""The pieces :func:`course.aot.joint.export_joint` is made of, one function per step.
 
-Each function takes the previous stage's graph and returns the next one, so a learner can
-stop after any of them and look; :func:`collect_metadata` is the export's untraced pass that
-learns, without building stages 1-3, what the joint needs. All tracing is torch's own: ``make_fx`` records aten ops,
-``FunctionalTensorMode`` (with torch's ``to_fun`` / ``from_fun`` / ``has_data_mutation``)
-removes mutations, ``torch.autograd.grad`` writes the backward, and torch's partitioner splits
-the joint. What is ours is the order, the bookkeeping (:class:`ForwardMeta`) and the
-descriptors, which are :mod:`course.aot.descriptors`' classes.
+How they fit together is told once, in :mod:`course.aot.joint` (the export, and which
+stages are built when); here each function says what it does on its own. In short: the
+export runs :func:`collect_metadata` (an untraced pass), :func:`trace_joint` and
+:func:`attach_descriptors`; the teaching stages (:func:`trace_forward`,
+:func:`trace_functionalized_forward`, :func:`add_tangent_placeholders`, :func:`partition`)
+are built later, on demand, by :class:`course.aot.stage.StageBuilder`. Each tracing function
+traces the *program* again; none of them reads the previous stage's graph, because what
+autograd does (a custom ``autograd.Function``, a ``no_grad`` block, a hook) leaves no aten op
+behind to read.
+
+What is torch's and what is ours: the tracing machinery is torch's (``make_fx`` records
+aten ops; ``FunctionalTensorMode`` with ``to_fun`` / ``from_fun`` / ``has_data_mutation``
+removes mutations; ``torch.autograd.grad`` writes the backward; torch's partitioner splits
+the joint). The course's code is the order of the steps, the bookkeeping
+(:class:`ForwardMeta`, which torch keeps in ``ViewAndMutationMeta``), the checks that refuse
+what we do not build (each ``NotImplementedError`` names the descriptor torch would use), and
+the descriptors, which are :mod:`course.aot.descriptors`' classes.
 
 NOTE [Which outputs get a tangent]
     torch's ``fn_prepped_for_autograd`` asks for a tangent for (1) every mutated input whose
@@ -35,6 +45,7 @@ from torch._functorch._aot_autograd.functional_utils import (
 )
 from torch._functorch._aot_autograd.graph_capture_wrappers import set_partitioner_tag_is_backward
 from torch._functorch.partitioners import _is_tangent
+from torch._higher_order_ops.effects import has_effects, with_effects
 from torch._subclasses.functional_tensor import FunctionalTensorMode
 from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 from torch.multiprocessing.reductions import StorageWeakRef
@@ -79,7 +90,10 @@ def trace_forward(fn: Callable[..., list], primals: list) -> tuple[fx.GraphModul
 
     def forward(primals: list) -> list:
         versions = [p._version for p in primals]  # bumped by every in-place op
+        layouts = [(p.shape, p.stride()) for p in primals]  # changed by t_(), resize_, ...
         outs = fn(*primals)
+        _check_aliased_mutations(primals, [(p.shape, p.stride()) != lay for p, lay in zip(primals, layouts)],
+                                 metadata=True)
         _check_aliased_mutations(primals, [p._version != v for p, v in zip(primals, versions)])
         meta.output_requires_grad = [o.requires_grad for o in outs]
         meta.tangent_mask = _tangent_mask(primals, outs)
@@ -113,9 +127,14 @@ def _tangent_mask(f_args: list, f_outs: list) -> list[bool]:
     return mask
 
 
-def _check_aliased_mutations(primals: list, mutated: list[bool]) -> None:
+def _check_aliased_mutations(primals: list, mutated: list[bool], *, metadata: bool = False) -> None:
     storages = [_storage(p) for p in primals]
     for i, m in enumerate(mutated):
+        if m and storages.count(storages[i]) > 1 and metadata:
+            raise NotImplementedError(
+                f"input {i} has its metadata mutated (e.g. t_(), resize_) and aliases another "
+                "input: torch returns it as MetadataMutationAOTOutput" + NOT_BUILT
+            )
         if m and storages.count(storages[i]) > 1:
             raise NotImplementedError(
                 f"input {i} is mutated and aliases another input: torch merges them into a "
@@ -124,12 +143,17 @@ def _check_aliased_mutations(primals: list, mutated: list[bool]) -> None:
 
 
 def _check_input_mutations(f_args: list, primals: list, meta: ForwardMeta) -> None:
+    storages = [_storage(p) for p in primals]
     for i, (f, p) in enumerate(zip(f_args, primals)):
         if has_metadata_mutation(f, p, check_only_storage_mutation=False):
+            aliased = storages.count(storages[i]) > 1
             raise NotImplementedError(
-                f"input {i} has its metadata mutated (e.g. t_(), resize_): torch returns "
-                "MetadataMutationAOTOutput" + NOT_BUILT
+                f"input {i} has its metadata mutated (e.g. t_(), resize_)"
+                + (" and aliases another input: torch returns it as MetadataMutationAOTOutput"
+                   if aliased else ": torch replays the change on the caller's tensor")
+                + NOT_BUILT
             )
+    for i, (f, p) in enumerate(zip(f_args, primals)):
         if not has_data_mutation(f):
             continue
         _check_aliased_mutations(primals, [j == i for j in range(len(primals))])
@@ -279,9 +303,26 @@ def trace_joint(
     gm = _trace_joint(*args, functionalize=mutates)
     if not mutates and any(is_mutating(n) for n in gm.graph.nodes):
         gm = _trace_joint(*args, functionalize=True)
+    _check_no_effects(gm)
     gm.graph.eliminate_dead_code()
     gm.recompile()
     return gm
+
+
+def _check_no_effects(gm: fx.GraphModule) -> None:
+    """Refuse a joint that calls an op with side effects (``aten._print``, an effectful custom
+    op): torch orders such ops by threading a *token* through the graph, an extra input and
+    output per side (ForwardTokenAOTInput/Output, BackwardTokenAOTInput/Output). We have no
+    tokens, so without this check the op would sit in the graph unordered and unmarked."""
+    for node in gm.graph.nodes:
+        op = node.args[1] if node.target is with_effects else node.target
+        if isinstance(op, torch._ops.OpOverload) and has_effects(op):
+            where = "backward" if node.meta.get("partitioner_tag") == "is_backward" else "forward"
+            raise NotImplementedError(
+                f"the {where} calls {op}, an op with side effects: torch threads an effect token "
+                f"through the joint for it ({where.capitalize()}TokenAOTInput / "
+                f"{where.capitalize()}TokenAOTOutput)" + NOT_BUILT
+            )
 
 
 def _trace_joint(fn, meta, primals, tangents, decomps, *, functionalize: bool) -> fx.GraphModule:

@@ -8,14 +8,23 @@ The pass exercises (7.3, 7.4) are graded on joint graphs torch exports inside th
 ``MODULES`` names the small modules (most of them never appear in the notebook), and a case
 is a module's name. Each module is exported once per process with torch's
 ``aot_export_joint_with_descriptors``; every call of an answer gets a fresh copy of the graph.
+
+``ZOO`` holds the lesson's descriptor zoo: for each of the 31 descriptor classes, the
+smallest program that makes torch produce it (or, for the Philox and Dummy classes, the
+descriptors built by hand, with the reason). Exercise 7.5 predicts the outputs of one more
+such program. The descriptor predictions (7.1, 7.5) are read in any spelling
+(:mod:`course.checks.spelling`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import functools
+import io
 import warnings
+from typing import Callable
 
 import torch
 import torch.fx as fx
@@ -25,6 +34,7 @@ from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
 from course.aot import descriptors as cd
 from course.aot import fx_utils as cf
 from course.checks import case, exercise, predict, wrong
+from course.checks.spelling import read_descriptors
 
 # --- The modules the checks export --------------------------------------------------------
 
@@ -188,6 +198,348 @@ def _is_param_grad(desc) -> bool:
     return isinstance(d, cd.GradAOTOutput) and isinstance(d.grad_of, cd.ParamAOTInput)
 
 
+# --- The descriptor zoo: the smallest program for each descriptor class -------------------
+#
+# ZOO maps a program's name to a ZooProgram: the stage of AOTAutograd that makes the classes
+# it is there to show, how torch produces it (``via``), and why AOTAutograd needs them.
+# ``torch_descriptors(name)`` runs it through torch; ``course_descriptors(name)`` through
+# course.joint (which refuses, naming the case, what it does not build). Lesson 07's zoo
+# section prints them; tests/test_zoo.py compares torch, from_torch and course.joint.
+
+
+class Fn(nn.Module):
+    """Export takes modules: wrap a plain function of tensors."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+class PrintInBackward(torch.autograd.Function):
+    """``x * 2`` whose backward prints: a side effect that only the backward has."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        torch.ops.aten._print("backward ran")
+        return grad * 2
+
+
+class StashOnCtx(torch.autograd.Function):
+    """``sin(x) * 2`` that keeps ``sin(x)`` as ``ctx.y`` instead of ``save_for_backward``."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = x.sin()
+        ctx.y = y  # stashed on ctx: eager autograd checks no version counter for it
+        return y * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2 * ctx.y.cos()
+
+
+def _mutate_first(a, b):
+    a.mul_(2)  # a and b share memory, so this changes b too
+    return a + b
+
+
+def _mutate_and_transpose(a, b):
+    a.mul_(2)
+    b.t_()  # a metadata mutation: b's shape and strides change, its data does not
+    return a + 1
+
+
+def _two_views(x):
+    y = x * 2
+    return y[0], y[1]
+
+
+def _print_in_forward(x):
+    torch.ops.aten._print("forward ran")
+    return x.sin()
+
+
+def _dropout(x):
+    return nn.functional.dropout(x, 0.5, training=True)
+
+
+def _symbolic_two_tensor():
+    """A TwoTensor whose sizes are symbols (s0, s1): what torch.compile(dynamic=True) feeds."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    mode = FakeTensorMode(shape_env=ShapeEnv(), static_shapes=False)
+    fake = mode.from_tensor(TwoTensor(torch.randn(2, 3), torch.randn(2, 3)))
+    return mode, fake.requires_grad_()
+
+
+def _two_tensor():
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    return TwoTensor(torch.randn(3), torch.randn(3)).requires_grad_()
+
+
+def _aliases_of_a_grad_base():
+    base = torch.randn(4, requires_grad=True).clone()  # not a leaf: its views may be mutated
+    return base[:2], base[1:3]
+
+
+def _detached_aliases():
+    base = torch.randn(4)
+    return base[:2].detach(), base[1:3].detach()  # share memory, but neither has a ._base
+
+
+def _detached_square_aliases():
+    base = torch.randn(2, 2)
+    return base.detach(), base.t().detach()
+
+
+@dataclasses.dataclass(frozen=True)
+class ZooProgram:
+    """One program of the zoo.
+
+    Attributes:
+        stage: the AOTAutograd stage that makes ``shows`` (as in course.aot.descriptors).
+        shows: the descriptor classes this program is the smallest example of.
+        why: one sentence: why AOTAutograd needs them.
+        make: ``() -> (module, args)``, or ``(module, args, fake mode)`` when the inputs are
+            fake tensors with symbolic sizes.
+        via: how torch produces them: "export" (aot_export_joint_with_descriptors),
+            "compile" (torch.compile's partitioner, the forward graph's outputs), "cuda"
+            (export under functionalize_rng_ops, on a CUDA device only), "hand" (no program:
+            see ``hand``).
+        hand: for "cuda" and "hand", the descriptors built by hand, as torch would place them.
+    """
+
+    stage: str
+    shows: tuple[str, ...]
+    why: str
+    make: Callable[[], tuple]
+    via: str = "export"
+    hand: tuple = ()
+    program: str = ""  # the program in one line, for the lesson's printout
+
+
+def _fn(fn, make_args):
+    return lambda: (Fn(fn), make_args())
+
+
+ZOO: dict[str, ZooProgram] = {
+    "linear": ZooProgram(
+        "1 plain", ("ParamAOTInput", "PlainAOTInput", "PlainAOTOutput"),
+        "the graph has no calling convention, so each input says which parameter or argument it is",
+        lambda: (nn.Linear(3, 2), (torch.randn(4, 3),))),
+    "batchnorm": ZooProgram(
+        "1 plain", ("BufferAOTInput",),
+        "buffers are inputs too, kept apart from parameters because they get no gradient",
+        lambda: (nn.BatchNorm1d(3).train(), (torch.randn(4, 3),))),
+    "linear_backward": ZooProgram(
+        "3 autograd", ("TangentAOTInput", "GradAOTOutput"),
+        "the joint runs the backward too: it takes d(loss)/d(output) in and gives each input's gradient out",
+        lambda: (nn.Linear(3, 2), (torch.randn(4, 3),))),
+    "batchnorm_update": ZooProgram(
+        "2 views and mutations", ("InputMutationAOTOutput",),
+        "a functional graph cannot write a buffer, so it returns the new value and the caller copies it back",
+        lambda: (nn.BatchNorm1d(3).train(), (torch.randn(4, 3),))),
+    "aliased_inputs": ZooProgram(
+        "2 views and mutations", ("ViewBaseAOTInput",),
+        "two inputs share memory and one is written: the graph takes their common base once and "
+        "rebuilds both views from it, so the write reaches both",
+        _fn(_mutate_first, _aliases_of_a_grad_base)),
+    "detached_aliases": ZooProgram(
+        "2 views and mutations", ("SyntheticBaseAOTInput",),
+        "the same, for aliases with no ._base to share (detached views): AOTAutograd makes up a "
+        "base over their whole storage",
+        _fn(_mutate_first, _detached_aliases)),
+    "aliased_transpose_": ZooProgram(
+        "2 views and mutations", ("MetadataMutationAOTOutput",),
+        "an aliased input merged into a synthetic base also had its shape changed (t_()): the "
+        "graph returns it so the runtime can apply the new shape to the caller's tensor",
+        _fn(_mutate_and_transpose, _detached_square_aliases)),
+    "two_views": ZooProgram(
+        "2 views and mutations", ("IntermediateBaseAOTOutput",),
+        "outputs that view one intermediate are rebuilt as views outside the graph's "
+        "autograd.Function, from this extra output, so autograd's view tracking still works on them",
+        _fn(_two_views, lambda: torch.randn(2, 3, requires_grad=True))),
+    "two_tensor": ZooProgram(
+        "4 subclasses", ("SubclassGetAttrAOTInput", "SubclassGetAttrAOTOutput"),
+        "compiled code sees plain tensors only: a subclass enters as its inner tensors, one "
+        "placeholder per attribute",
+        _fn(lambda t: t * 2, _two_tensor)),
+    "two_tensor_symbolic": ZooProgram(
+        "4 subclasses", ("SubclassSizeAOTInput", "SubclassSizeAOTOutput",
+                         "SubclassStrideAOTInput", "SubclassStrideAOTOutput"),
+        "with symbolic sizes, rebuilding the subclass needs its outer sizes and strides, so the "
+        "symbols that are not constants travel as extra integer inputs and outputs",
+        lambda: (Fn(lambda t: t * 2), *_symbolic_two_tensor()[::-1])),
+    "print_forward": ZooProgram(
+        "5 tokens and RNG", ("ForwardTokenAOTInput", "ForwardTokenAOTOutput"),
+        "a functional graph may reorder or drop ops with no data dependence, so a side effect "
+        "takes a token in and gives a new one out, which fixes its order",
+        _fn(_print_in_forward, lambda: torch.randn(3, requires_grad=True))),
+    "print_backward": ZooProgram(
+        "5 tokens and RNG", ("BackwardTokenAOTInput", "BackwardTokenAOTOutput"),
+        "the same for a side effect in the backward, which gets a token of its own",
+        _fn(lambda x: PrintInBackward.apply(x).sin(), lambda: torch.randn(3, requires_grad=True))),
+    "dropout_rng": ZooProgram(
+        "5 tokens and RNG",
+        ("PhiloxForwardSeedAOTInput", "PhiloxForwardBaseOffsetAOTInput", "PhiloxBackwardSeedAOTInput",
+         "PhiloxBackwardBaseOffsetAOTInput", "PhiloxUpdatedForwardOffsetAOTOutput",
+         "PhiloxUpdatedBackwardOffsetAOTOutput"),
+        "with functionalize_rng_ops, random numbers are a pure function of (seed, offset): the "
+        "seeds come in and the advanced offsets go out, so a recomputed dropout draws the same mask",
+        _fn(_dropout, lambda: torch.randn(4, requires_grad=True)),
+        via="cuda",
+        # as torch's RNG wrapper lays them out: seeds and offsets after primals and tangents,
+        # an updated offset after each half of the output
+        hand=(cd.PlainAOTInput(0), cd.TangentAOTInput(cd.PlainAOTOutput(0)),
+              cd.PhiloxForwardSeedAOTInput(), cd.PhiloxForwardBaseOffsetAOTInput(),
+              cd.PhiloxBackwardSeedAOTInput(), cd.PhiloxBackwardBaseOffsetAOTInput(),
+              cd.PlainAOTOutput(0), cd.PhiloxUpdatedForwardOffsetAOTOutput(),
+              cd.GradAOTOutput(cd.PlainAOTInput(0)), cd.PhiloxUpdatedBackwardOffsetAOTOutput())),
+    "saved_sin": ZooProgram(
+        "6 partitioner", ("SavedForBackwardsAOTOutput",),
+        "split into forward and backward graphs, the forward returns what the backward needs",
+        _fn(lambda x: x.sin(), lambda: torch.randn(3, requires_grad=True)), via="compile"),
+    "stash_on_ctx": ZooProgram(
+        "6 partitioner", ("SavedForBackwardsNoVcCheckAOTOutput",),
+        "a tensor a custom Function kept as ctx.y (not save_for_backward) was never version "
+        "checked in eager, so the compiled backward must not check it either",
+        _fn(StashOnCtx.apply, lambda: torch.randn(3, requires_grad=True)), via="compile"),
+    "dummy": ZooProgram(
+        "1 plain", ("DummyAOTInput", "DummyAOTOutput"),
+        "placeholders for internal calls that need a descriptor argument but have no real one",
+        lambda: (None, ()), via="hand",
+        hand=(cd.DummyAOTInput(0), cd.DummyAOTOutput(0))),
+}
+
+
+_PROGRAM_TEXT = {
+    "linear": "nn.Linear(3, 2)(x), x = randn(4, 3)",
+    "batchnorm": "nn.BatchNorm1d(3).train()(x)",
+    "linear_backward": "nn.Linear(3, 2)(x), the joint's backward half",
+    "batchnorm_update": "nn.BatchNorm1d(3).train()(x), which writes its running stats",
+    "aliased_inputs": "a.mul_(2); return a + b   (a, b = base[:2], base[1:3]; base requires grad)",
+    "detached_aliases": "a.mul_(2); return a + b   (a, b = base[:2].detach(), base[1:3].detach())",
+    "aliased_transpose_": "a.mul_(2); b.t_(); return a + 1   (a, b = m.detach(), m.t().detach())",
+    "two_views": "y = x * 2; return y[0], y[1]",
+    "two_tensor": "t * 2   (t = TwoTensor(a, b), a subclass holding two tensors)",
+    "two_tensor_symbolic": "t * 2   (the same TwoTensor, its sizes symbols s0, s1)",
+    "print_forward": "aten._print('forward ran'); return x.sin()",
+    "print_backward": "PrintInBackward.apply(x).sin()   (its backward calls aten._print)",
+    "dropout_rng": "dropout(x, 0.5) with functionalize_rng_ops=True",
+    "saved_sin": "x.sin(), split by torch.compile's partitioner",
+    "stash_on_ctx": "StashOnCtx.apply(x)   (forward keeps ctx.y = x.sin()), split the same way",
+    "dummy": "no program",
+}
+ZOO = {name: dataclasses.replace(p, program=_PROGRAM_TEXT[name]) for name, p in ZOO.items()}
+
+
+def _descs(gm: fx.GraphModule) -> tuple[list, list]:
+    """(placeholder descriptors, output descriptors) of a graph, as stored (None kept)."""
+    return ([n.meta.get("desc") for n in gm.graph.find_nodes(op="placeholder")],
+            list(gm.graph.output_node().meta.get("desc", [])))
+
+
+def _built(name: str) -> tuple:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        made = ZOO[name].make()
+    mod, args = made[0], made[1]
+    return mod, (args if isinstance(args, tuple) else (args,)), (made[2] if len(made) > 2 else None)
+
+
+def _compiled_forward(mod: nn.Module, args: tuple) -> fx.GraphModule:
+    """The forward graph torch.compile's partitioner (default_partition) makes for mod."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import default_partition
+
+    graphs = []
+
+    def keep(gm, example_inputs):
+        graphs.append(gm)
+        return gm
+
+    backend = aot_autograd(fw_compiler=keep, bw_compiler=keep, partition_fn=default_partition)
+    torch.compile(mod, backend=backend, fullgraph=True)(*args)  # compiles the forward and backward
+    return graphs[0]
+
+
+@functools.lru_cache(maxsize=None)
+def torch_descriptors(name: str) -> tuple[tuple, tuple]:
+    """What torch makes for ``ZOO[name]``: (placeholder descriptors, output descriptors),
+    torch's own objects. "compile" programs give the partitioned forward graph's.
+
+    Raises:
+        RuntimeError: a "cuda" program without CUDA (torch refuses to functionalize a CPU
+            random op); a "hand" program (torch makes none: see ``ZOO[name].hand``).
+    """
+    prog = ZOO[name]
+    if prog.via == "hand":
+        raise RuntimeError(f"{name}: torch {torch.__version__} makes these descriptors in no program")
+    mod, args, fake_mode = _built(name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if prog.via == "compile":
+            gm = _compiled_forward(mod, args)
+        elif prog.via == "cuda":
+            with torch._functorch.config.patch(functionalize_rng_ops=True):
+                gm = _export(mod.to("cuda") if torch.cuda.is_available() else mod,
+                             tuple(a.to("cuda") if torch.cuda.is_available() else a for a in args))
+        else:
+            with fake_mode or contextlib.nullcontext():
+                gm = _export(mod, args)
+    inputs, outputs = _descs(gm)
+    return tuple(inputs), tuple(outputs)
+
+
+def course_descriptors(name: str) -> tuple[tuple, tuple]:
+    """What course.joint makes for ``ZOO[name]`` (placeholders, outputs): the joint's, or for
+    a "compile" program the partitioned forward's.
+
+    Raises:
+        NotImplementedError: course.joint does not build this case; the message names it.
+    """
+    from course.aot.joint import export_joint
+
+    prog = ZOO[name]
+    mod, args, fake_mode = _built(name)
+    if prog.via == "hand":
+        raise NotImplementedError(f"{name}: no program makes these descriptors")
+    with warnings.catch_warnings(), torch._functorch.config.patch(functionalize_rng_ops=prog.via == "cuda"):
+        warnings.simplefilter("ignore")
+        jd = export_joint(mod, args)
+        inputs, outputs = _descs(jd.fw_module if prog.via == "compile" else jd.graph_module)
+    return tuple(inputs), tuple(outputs)
+
+
+def zoo_classes(descs) -> list[str]:
+    """The class names among ``descs`` (nested ones included), in first-seen order."""
+    seen: list[str] = []
+
+    def walk(d):
+        if d is None:
+            return
+        if type(d).__name__ not in seen:
+            seen.append(type(d).__name__)
+        for f in dataclasses.fields(d):
+            inner = getattr(d, f.name)
+            if dataclasses.is_dataclass(inner):
+                walk(inner)
+
+    for d in descs:
+        walk(d)
+    return seen
+
+
 # --- Exercise 7.1: predict the placeholders -------------------------------------------------
 
 
@@ -207,7 +559,19 @@ predict(
     title="Predict the placeholder descriptors of a small module",
     truth=_predict_me_placeholders,
     solution=[_W, _B, _S, _X, _Y, _T0],
+    parse=read_descriptors,
+    right=[
+        ['ParamAOTInput(target="lin.weight")', 'ParamAOTInput( target = "lin.bias" )',
+         'BufferAOTInput("scale")', "PlainAOTInput(0)", "PlainAOTInput(idx = 1)",
+         "TangentAOTInput(PlainAOTOutput(0))"],
+        (cd.ParamAOTInput("lin.weight"), cd.ParamAOTInput("lin.bias"), cd.BufferAOTInput("scale"),
+         cd.PlainAOTInput(0), cd.PlainAOTInput(1), cd.TangentAOTInput(cd.PlainAOTOutput(0))),
+        [cd.to_torch(cd.ParamAOTInput("lin.weight")), _B, _S, _X, _Y, _T0],
+    ],
     wrong=[
+        wrong([_X, _Y, _W, _B, _S, _T0],
+              "the module's own state comes first: parameters, then buffers, and only then the "
+              "arguments you pass (x, y), then the tangents."),
         wrong([_W, _B, _S, _X, _Y, _T0, _T1],
               "out.argmax() is an integer tensor: it can have no gradient, so no tangent is fed "
               "back for it. Only outputs that can carry a gradient get a TangentAOTInput."),
@@ -258,6 +622,7 @@ predict(
     title="Predict which descriptor nestings are legal",
     truth=_nestings_accepted,
     solution=[True, True, False, True, False],
+    right=[(True, True, False, True, False)],
     wrong=[
         wrong([True] * 5, "descriptors do not nest freely: a descriptor may only wrap one made at its "
               "own stage of the pipeline or an earlier one (plain -> views and mutations -> "
@@ -316,6 +681,20 @@ def _node_names(gm):
     return [p.name for _, (p, g) in pairs.items() if g is None]
 
 
+def _with_grad(gm):
+    pairs = cf.get_param_and_grad_nodes(gm.graph)
+    return [desc.target for desc, (_, grad) in pairs.items() if grad is not None]
+
+
+def _by_output_slots(gm):
+    """A right answer without fx_utils: walk the output slots, look each param's grad up."""
+    out = gm.graph.output_node()
+    grad_of = {cd.from_torch(d).grad_of: node for d, node in zip(out.meta["desc"], out.args[0])
+               if d is not None and isinstance(cd.from_torch(d), cd.GradAOTOutput)}
+    params = [cd.from_torch(n.meta["desc"]) for n in gm.graph.find_nodes(op="placeholder")]
+    return [d.target for d in params if isinstance(d, cd.ParamAOTInput) and grad_of.get(d) is None]
+
+
 exercise(
     "7.3",
     name="params_without_grad",
@@ -331,7 +710,12 @@ exercise(
         case("tied", label="one Parameter shared by two layers"),
         case("two_heads", label="two outputs and a frozen head bias"),
     ],
+    right=[_by_output_slots,
+           lambda gm: [d.target for d, (_, g) in cf.get_all_input_and_grad_nodes(gm.graph).items()
+                       if isinstance(d, cd.ParamAOTInput) and g is None]],
     wrong=[
+        wrong(_with_grad, "that is the other half: the parameters that *do* get a gradient. Keep "
+              "those whose grad node is None."),
         wrong(_buffers_too, "buffers are not parameters: a buffer's grad output is always None, but "
               "it was never meant to get one. Keep only ParamAOTInput "
               "(get_param_and_grad_nodes filters for you)."),
@@ -344,8 +728,9 @@ exercise(
         wrong(_node_names, "return the parameters' fully qualified names (desc.target, e.g. "
               "'0.bias'), not the placeholders' node names ('primals_2')."),
     ],
-    hint="get_param_and_grad_nodes(gm.graph) maps each ParamAOTInput to (param node, grad node "
-    "or None); keep the targets whose grad node is None, in that order.",
+    hint="a parameter gets no gradient when its grad output holds no node, for whatever reason "
+    "(frozen, or never used). Pair each ParamAOTInput placeholder with its grad output through "
+    "the descriptors, and report the parameters' names in placeholder order.",
 )
 
 # --- Exercise 7.4: scale every parameter gradient -------------------------------------------
@@ -401,11 +786,17 @@ def _ratio(new, old):
 
 
 def _run_scaled(answer, name, factor):
-    """Per output position: (descriptor, how its value compares with torch's unmodified graph)."""
+    """Per output position: (descriptor, how its value compares with torch's unmodified graph).
+
+    What a broken graph prints while it runs (FX prints the generated code and a traceback
+    when a GraphModule call fails) is swallowed: the check reports the exception instead.
+    """
     mod, args, gm = joint_case(name)
     tangents = tangents_for(gm)
     before = call_joint(joint_case(name)[2], mod, args, tangents)
-    after = call_joint(answer(gm, factor), mod, args, tangents)
+    sink = io.StringIO()
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        after = call_joint(answer(gm, factor), mod, args, tangents)
     return [(d, _ratio(new, old)) for (d, old), (_, new) in zip(before, after)]
 
 
@@ -453,6 +844,26 @@ def _replace_all_uses(gm, factor):
     return _each_param_grad(gm, factor, lambda out, grad, mul: grad.replace_all_uses_with(mul))
 
 
+def _scale_by_lookup(gm, factor):
+    """A right answer written differently: the param-grad descriptors from fx_utils, then the
+    positions whose descriptor is one of them."""
+    wanted = {cd.GradAOTOutput(p) for p in cf.get_param_and_grad_nodes(gm.graph)}
+    out = gm.graph.output_node()
+    outs = list(out.args[0])
+    for i, desc in enumerate(out.meta["desc"]):
+        if desc is not None and outs[i] is not None and cd.from_torch(desc) in wanted:
+            with gm.graph.inserting_before(out):
+                outs[i] = gm.graph.call_function(torch.ops.aten.mul.Tensor, (outs[i], factor))
+    out.args = (tuple(outs),)
+    gm.recompile()
+    return gm
+
+
+def _scale_everything(gm, factor):
+    # every non-None output, forward results and buffer updates included
+    return _mul_outputs(gm, factor, lambda i, node, desc: node is not None)
+
+
 exercise(
     "7.4",
     name="scale_param_grads",
@@ -469,7 +880,11 @@ exercise(
         case("frozen_unused", 2.0, label="a frozen weight and an unused parameter, factor 2"),
         case("two_heads", 0.25, label="two outputs and a frozen head bias, factor 0.25"),
     ],
+    right=[_scale_by_lookup],
     wrong=[
+        wrong(_scale_everything, "only the parameters' gradients change: forward outputs, buffer "
+              "updates and the gradients of plain inputs must come out as torch computes them "
+              "(1.0 times). Choose positions by their descriptor."),
         wrong(_scale_tangents, "scaling the tangents scales every gradient, including those of plain "
               "inputs that require grad (and so would scaling every GradAOTOutput). Change only "
               "the outputs whose descriptor is GradAOTOutput(grad_of=ParamAOTInput(...))."),
@@ -487,7 +902,78 @@ exercise(
         wrong(_keeps_none, "a parameter forward never uses has a GradAOTOutput slot holding None: "
               "skip None outputs, there is nothing to scale."),
     ],
-    hint="walk the output node's list with its descriptors (out.meta['desc']); where a descriptor "
-    "is a GradAOTOutput of a ParamAOTInput and the node is not None, insert "
-    "aten.mul.Tensor(node, factor) before the output and put it at that position; recompile.",
+    hint="a parameter's gradient is an output *position* whose descriptor says it is the grad "
+    "of a parameter; change exactly those positions that hold a node, leave every other output "
+    "as torch computed it, and make sure the module runs the edited graph.",
+)
+
+# --- Exercise 7.5: predict the outputs of a zoo program -------------------------------------
+
+
+class Logged(nn.Module):
+    """The module of exercise 7.5: a counter buffer, a print, and two overlapping views."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(3))
+        self.register_buffer("calls", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        self.calls.add_(1)
+        torch.ops.aten._print("Logged.forward")
+        y = x * self.w
+        return y[:2], y[1:]
+
+
+def _logged_outputs():
+    """Exercise 7.5's program, run by torch: the output descriptors' reprs, None slots left out."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        gm = _export(Logged(), (torch.randn(3),))
+    return [repr(d) for d in gm.graph.output_node().meta["desc"] if d is not None]
+
+
+_TOK, _MUT = "ForwardTokenAOTOutput(idx=0)", "InputMutationAOTOutput(mutated_input=BufferAOTInput(target='calls'))"
+_O0, _O1 = "PlainAOTOutput(idx=0)", "PlainAOTOutput(idx=1)"
+_IB, _GW = "IntermediateBaseAOTOutput(base_of=PlainAOTOutput(idx=0))", "GradAOTOutput(grad_of=ParamAOTInput(target='w'))"
+
+predict(
+    "7.5",
+    name="predicted_outputs",
+    title="Predict the output descriptors of a program from the zoo",
+    truth=_logged_outputs,
+    solution=[_TOK, _MUT, _O0, _O1, _IB, _GW],
+    parse=read_descriptors,
+    right=[
+        ['ForwardTokenAOTOutput(0)', 'InputMutationAOTOutput(BufferAOTInput("calls"))',
+         'PlainAOTOutput(0)', 'PlainAOTOutput(1)', 'IntermediateBaseAOTOutput(PlainAOTOutput(0))',
+         'GradAOTOutput(ParamAOTInput("w"))'],
+        (cd.ForwardTokenAOTOutput(0), cd.InputMutationAOTOutput(cd.BufferAOTInput("calls")),
+         cd.PlainAOTOutput(0), cd.PlainAOTOutput(1), cd.IntermediateBaseAOTOutput(cd.PlainAOTOutput(0)),
+         cd.GradAOTOutput(cd.ParamAOTInput("w"))),
+    ],
+    wrong=[
+        wrong([_MUT, _O0, _O1, _IB, _GW],
+              "aten._print has a side effect and no data dependence: AOTAutograd threads a "
+              "token through it, and the new token is an output (the first one)."),
+        wrong([_TOK, _MUT, _O0, _O1, _GW],
+              "y[:2] and y[1:] are two views of one intermediate: torch also returns their base "
+              "(IntermediateBaseAOTOutput) so it can rebuild the views outside the graph."),
+        wrong([_TOK, _O0, _O1, _IB, _GW],
+              "self.calls.add_(1) writes a buffer; a functional graph cannot, so the new value "
+              "comes back as InputMutationAOTOutput(mutated_input=BufferAOTInput(target='calls'))."),
+        wrong([_TOK, _O0, _O1, _IB, _MUT, _GW],
+              "mutations come before the user's outputs (only tokens come earlier)."),
+        wrong([_MUT, _O0, _O1, _IB, _GW, _TOK],
+              "the forward token comes first, before the mutations and the outputs."),
+        wrong([_TOK, _MUT, _O0, _O1, _IB, _GW, "GradAOTOutput(grad_of=BufferAOTInput(target='calls'))"],
+              "a buffer gets no gradient (its grad slot is None, and we left None slots out)."),
+        wrong([_TOK, _MUT, _O0, _O1, _IB, _GW, "BackwardTokenAOTOutput(idx=0)"],
+              "the print runs in the forward only; the backward has no side effect, so it gets "
+              "no token of its own."),
+        wrong([_TOK, _MUT, _O0, _O1, _IB, _GW, "GradAOTOutput(grad_of=PlainAOTInput(idx=0))"],
+              "x does not require grad, so its grad slot is None."),
+    ],
+    hint="go stage by stage: tokens for side effects (first), then mutated inputs and buffers, "
+    "the user's outputs and any base they share, then one grad per input that requires grad.",
 )
