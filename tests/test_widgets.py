@@ -401,3 +401,27 @@ def test_does_the_offload_stepper_move_its_cursor():
     assert "running: compute: fwd; copy: d2h" in s.description.value
     d = offload_stepper(ivs, memory=[(0, 0), (1, 10)])
     assert d.output.outputs[0]["output_type"] == "display_data"
+
+
+# ---- fx_utils explorer (lesson 07) -----------------------------------------------------------
+
+
+def test_does_the_fx_utils_explorer_ask_nine_questions_answered_like_torch():
+    from torch._functorch._aot_autograd import fx_utils as torch_fx_utils
+
+    from corpus import torch_joint
+    from course.widgets import fx_utils_frames, fx_utils_stepper
+
+    gm = torch_joint("batchnorm_train")  # parameters, buffers, a user input and output
+    frames = fx_utils_frames(gm)
+    assert [f.title.split(" ", 1)[1] for f in frames] == [
+        "get_param_nodes", "get_named_param_nodes", "get_buffer_nodes", "get_named_buffer_nodes",
+        "get_all_input_and_grad_nodes", "get_param_and_grad_nodes", "get_plain_input_and_grad_nodes",
+        "get_all_output_and_tangent_nodes", "get_plain_output_and_tangent_nodes"]
+    params = torch_fx_utils.get_param_nodes(gm.graph)
+    buffers = torch_fx_utils.get_buffer_nodes(gm.graph)
+    assert params and buffers
+    assert frames[0].data["names"] == {n.name for n in params}
+    assert frames[2].data["names"] == {n.name for n in buffers}
+    s = fx_utils_stepper(gm, drawing=False)
+    assert s.description.value and "9" in s.frames[-1].title

@@ -31,7 +31,7 @@ import torch
 from course.show.graph import autograd_graph, graph_text
 from course.show.timeline import as_intervals, memory_at, timeline_text
 
-__all__ = ["Frame", "KIND_HELP", "backward_order_frames", "event_frames", "saved_tensor_frames",
+__all__ = ["FX_UTILS_QUESTIONS", "Frame", "KIND_HELP", "fx_utils_frames", "backward_order_frames", "event_frames", "saved_tensor_frames",
            "mutation_frames", "stage_frames", "stage_diff", "offload_frames"]
 
 
@@ -274,3 +274,53 @@ def offload_frames(intervals, memory=None, compute: str = "compute") -> list[Fra
         frames.append(Frame(f"t={t:g} ({k}/{len(times)})", text, desc,
                             {"intervals": ivs, "memory": memory, "time": t}))
     return frames
+
+
+# --- fx_utils: nine questions about one joint graph ------------------------------------------
+
+FX_UTILS_QUESTIONS = {
+    "get_param_nodes": "Which placeholders are parameters?",
+    "get_named_param_nodes": "Which placeholder holds the parameter with this name?",
+    "get_buffer_nodes": "Which placeholders are buffers?",
+    "get_named_buffer_nodes": "Which placeholder holds the buffer with this name?",
+    "get_all_input_and_grad_nodes": "For every input that can have a gradient, which output is it?",
+    "get_param_and_grad_nodes": "For every parameter, which output is its gradient?",
+    "get_plain_input_and_grad_nodes": "For every user input, which output is its gradient?",
+    "get_all_output_and_tangent_nodes": "For every output that can have a tangent, which input is it?",
+    "get_plain_output_and_tangent_nodes": "For every user output, which input is its tangent?",
+}
+
+
+def _answer_lines(answer) -> tuple[list[str], set[str]]:
+    """(lines, node names) of one fx_utils answer: a list, {name: node} or {desc: (node, node)}."""
+    items = answer.items() if isinstance(answer, dict) else enumerate(answer)
+    lines, names = [], set()
+    for key, value in items:
+        nodes = value if isinstance(value, tuple) else (value,)
+        names |= {n.name for n in nodes if n is not None}
+        key = f"[{key}]" if isinstance(key, int) else repr(key)
+        lines.append(f"  {key:<68} {' -> '.join('None' if n is None else n.name for n in nodes)}")
+    return lines, names
+
+
+def fx_utils_frames(gm) -> list[Frame]:
+    """One frame per ``fx_utils`` function: its question and its answer on the joint ``gm``.
+
+    Each answer is computed by course's function and by torch's, and the two must agree (same
+    keys, same nodes) or this raises AssertionError. ``frame.data["names"]`` holds the FX
+    names of the nodes the answer points at, for a drawing to highlight.
+    """
+    from torch._functorch._aot_autograd import fx_utils as torch_fx_utils
+
+    from course import fx_utils as course_fx_utils
+
+    frames = []
+    for k, (fn_name, question) in enumerate(FX_UTILS_QUESTIONS.items(), 1):
+        ours = getattr(course_fx_utils, fn_name)(gm.graph)
+        theirs = getattr(torch_fx_utils, fn_name)(gm.graph)
+        if _answer_lines(ours) != _answer_lines(theirs):
+            raise AssertionError(f"course and torch answer {fn_name} differently on this graph")
+        lines, names = _answer_lines(ours)
+        frames.append(Frame(f"{k}/9 {fn_name}", "\n".join(lines), question, {"names": names}))
+    return frames
+

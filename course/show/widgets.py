@@ -37,6 +37,7 @@ from course.show.fx import draw_joint_graph
 from course.show.frames import (
     Frame,
     backward_order_frames,
+    fx_utils_frames,
     mutation_frames,
     offload_frames,
     saved_tensor_frames,
@@ -46,10 +47,10 @@ from course.show.frames import (
 from course.show.graph import draw_autograd_graph
 from course.show.timeline import draw_timeline
 
-__all__ = ["Frame", "Stepper", "backward_order_stepper", "saved_tensors_stepper",
+__all__ = ["Frame", "Stepper", "fx_utils_stepper", "backward_order_stepper", "saved_tensors_stepper",
            "mutation_stepper", "joint_stages_stepper", "offload_stepper", "draw_backward_frame",
            # the pure frame functions behind them, re-exported for notebooks
-           "backward_order_frames", "saved_tensor_frames", "mutation_frames",
+           "backward_order_frames", "fx_utils_frames", "saved_tensor_frames", "mutation_frames",
            "stage_frames", "stage_diff", "offload_frames"]
 
 
@@ -204,6 +205,24 @@ def joint_stages_stepper(stages, drawing: bool = False):
             return draw_joint_graph(f.data)
         return stage_diff(before.get(id(f)), f)
     return Stepper(frames, draw=draw, title="building the joint graph", detail=lambda f: f.text)
+
+
+def fx_utils_stepper(gm, drawing: bool = True):
+    """A Stepper over :func:`~course.show.frames.fx_utils_frames`: nine questions about ``gm``.
+
+    With ``drawing``, each frame draws the joint graph with the nodes of its answer boxed.
+    """
+    def draw(f):
+        fig = draw_joint_graph(gm)
+        ax = fig.axes[0]
+        for label in ax.texts:  # a node's label starts with its FX name
+            words = label.get_text().split()
+            if words and words[0] in f.data["names"]:
+                label.set_bbox(dict(boxstyle="round", facecolor="yellow", edgecolor="red"))
+        ax.set_title(f.title)
+        return fig
+    return Stepper(fx_utils_frames(gm), draw=draw if drawing else None,
+                   title="fx_utils explorer: nine questions about one joint graph")
 
 
 def offload_stepper(intervals, memory=None, drawing: bool = True, compute: str = "compute",
