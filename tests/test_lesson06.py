@@ -5,7 +5,10 @@ is "not attempted" and each known wrong answer fails with its hint. Here we ask 
 the checks *compare against* is right:
 
 - is exercise 6.1's oracle (eager autograd on the new inputs) what ``torch.func.vjp`` says?
-  And is the ``.backward()`` answer wrong only by its side effect, as its hint claims?
+  And do the ``.backward()`` answers show the side effects their hints name (the caller's
+  ``.grad`` changed, or wiped)?
+- does BatchNorm's running-stat update get no tangent even when ``x`` requires grad (lesson 6,
+  stage 3), in torch and in course?
 - does exercise 6.3's truth (torch's exporter) agree with ``course.aot.joint``?
 - does exercise 6.4's expected plan, applied the way torch's runtime does (run the joint,
   ``copy_`` each mutation output into its input), leave the buffers and inputs exactly as an
@@ -25,6 +28,7 @@ from course.checks.lesson06 import (
     _accumulate_placeholders,
     accumulate_args,
     _backward,
+    _backward_then_wipe,
     _eager,
     _oracle,
     _primals_and_tangents,
@@ -32,6 +36,7 @@ from course.checks.lesson06 import (
     joint_case,
     make_joint,
     seeded,
+    torch_export,
 )
 from course.aot.joint import export_joint
 
@@ -54,12 +59,28 @@ def test_the_6_1_oracle_is_torch_func_vjp(name):
 
 
 @pytest.mark.parametrize("name", sorted(FUNCTIONS))
-def test_backward_in_a_joint_gives_the_right_grads_but_leaves_grad_on_the_primals(name):
+def test_backward_in_a_joint_changes_the_callers_grad_and_wiping_it_loses_it(name):
     good, bad = _run_traced(make_joint, name), _run_traced(_backward, name)
-    for a, b in zip(good["grads"], bad["grads"]):
+    wiped = _run_traced(_backward_then_wipe, name)
+    assert good["primals' .grad after tracing"] == ["unchanged"] * len(good["grads"])
+    assert all(state == "changed" for state in bad["primals' .grad after tracing"])
+    assert all(state.startswith("None") for state in wiped["primals' .grad after tracing"])
+    for a, b in zip(good["grads"], wiped["grads"]):  # right grads: only the side effect is wrong
         torch.testing.assert_close(a, b)
-    assert not any(good["primals' .grad after tracing"])
-    assert all(bad["primals' .grad after tracing"])
+
+
+def test_batchnorm_running_stats_get_no_tangent_even_when_x_requires_grad():
+    """Lesson 6, stage 3: the running-stat update is declared not differentiable in torch."""
+    bn, (x,) = seeded(*MODULES["batchnorm"])
+    x.requires_grad_()
+    theirs = torch_export(bn, (x,))
+    tangents = [n for n in theirs.graph.find_nodes(op="placeholder") if "tangents" in n.name]
+    assert len(tangents) == 1
+    assert export_joint(bn, (x,)).tangent_mask == [False, False, False, True]
+    outs = torch.ops.aten._native_batch_norm_legit_functional.default(
+        x, bn.weight, bn.bias, bn.running_mean.clone(), bn.running_var.clone(), True, 0.1, 1e-5)
+    assert [o.requires_grad for o in outs] == [True, False, False, False, False]
+    assert (0.9 * bn.running_mean + 0.1 * x.mean(0)).requires_grad  # the same update, by hand
 
 
 def test_the_6_3_truth_is_what_course_joint_builds():

@@ -106,4 +106,38 @@ def test_does_the_joint_graph_save_what_eager_autograd_saves():
     off = Offloader(min_bytes=0, device_type="cpu", mode="copy")
     with off:
         model(x)
-    assert L._param_saves_in_joint() == off.stats.kept_param == 20
+    assert L.param_saves_in_joint() == off.stats.kept_param == 20
+
+
+def test_the_budget_arithmetic_depends_on_the_partitioner():
+    """Lesson 8: default_partition saves eager's activation bytes; Inductor's min-cut
+    partitioner recomputes the GELU outputs and saves fewer."""
+    from torch._functorch.partitioners import default_partition, min_cut_rematerialization_partition
+
+    from course.aot import descriptors as cd
+    from course.aot.joint import export_joint
+
+    def saved(partition_fn):
+        model, x = L.make_model()
+        fw = export_joint(model, (x,), partition_fn=partition_fn).fw_module
+        out = fw.graph.output_node()
+        values, not_param = 0, 0
+        for node, desc in zip(out.args[0], out.meta["desc"]):
+            if not isinstance(cd.from_torch(desc), cd.SavedForBackwardsAOTOutput):
+                continue
+            values += 1
+            base = node
+            while base.op == "call_function" and getattr(base.target, "is_view", False):
+                base = base.args[0]
+            if not (base.op == "placeholder" and isinstance(cd.from_torch(base.meta["desc"]), cd.ParamAOTInput)):
+                not_param += node.meta["val"].numel() * node.meta["val"].element_size()
+        return values, not_param
+
+    assert saved(default_partition) == (52, sum(L.LESSON_LAYER_BYTES.values())) == (52, 35072)
+    assert saved(min_cut_rematerialization_partition) == (48, 27392)
+
+
+def test_a_measurement_that_leaves_its_hooks_on_the_model_is_seen():
+    leaky = L._per_layer_variant(count_param=False, remove=False)
+    assert L._run_measure(L.saved_bytes_per_layer, "lesson")["hooks left on the model"] == 0
+    assert L._run_measure(leaky, "lesson")["hooks left on the model"] == 4

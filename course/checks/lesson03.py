@@ -9,6 +9,11 @@ The programs the checks run live here too, so the notebook can run exactly what 
 judges: ``retain_program`` (exercise 3.1), ``nested_program`` (exercise 3.2),
 ``saved_by_mlp`` (exercise 3.3), ``make_mlp`` / ``mlp_loss`` / ``mlp_grads`` (exercises 3.4
 and 3.5), ``packed_bytes`` (the cost of 3.4) and ``run_on_disk`` (exercise 3.5).
+
+Memory is judged by what stays alive, not by what a packed value looks like: 3.4's cost and
+3.5's "tensors still in memory" watch (by weak reference) every storage pack is handed or
+creates, so a copy hidden in a closure or on a handle counts; the weights and the input
+batch, which the step holds anyway, cost nothing kept by reference.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import os
 import tempfile
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.weak import WeakTensorKeyDictionary
 
 from course.checks import case, exercise, predict, wrong
 from course.autograd.saved_tensors import saved_tensors_hooks
@@ -81,6 +88,7 @@ predict(
             "second one runs (and unpacks again).",
         ),
     ],
+    right=[{"unpack": 6, "pack": 3}, {"pack": 3.0, "unpack": 6.0}],
     hint="list the tensors each node saves (exp: its result; mul: both inputs; sum: none), "
     "then remember that pack runs in forward and unpack in every backward that reads them.",
 )
@@ -143,6 +151,7 @@ predict(
             "c * c saves c twice, as self and as other: two savings, two packs.",
         ),
     ],
+    right=[{"backward": [0, 0], "inner": [3, 3], "outer": [3, 3]}],
     hint="list what each op saves and under which with-block it ran; the innermost active "
     "pair packs, and the pair that packed a value unpacks it.",
 )
@@ -203,11 +212,40 @@ def _view_bytes_per_storage(tensors):
     return sum(sizes.values())
 
 
+def _largest_view_per_storage(tensors):
+    sizes = {}
+    for t in tensors:
+        key = t.untyped_storage().data_ptr()
+        sizes[key] = max(sizes.get(key, 0), t.numel() * t.element_size())
+    return sum(sizes.values())
+
+
 def _keyed_by_data_ptr(tensors):
     sizes = {}
     for t in tensors:
         sizes[t.data_ptr()] = t.untyped_storage().nbytes()
     return sum(sizes.values())
+
+
+def _keyed_by_id(tensors):
+    sizes = {}
+    for t in tensors:
+        sizes[id(t)] = t.untyped_storage().nbytes()
+    return sum(sizes.values())
+
+
+def _storage_bytes_comprehension(tensors):  # a right answer, written differently
+    return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}.values())
+
+
+def _storage_bytes_seen_set(tensors):  # another right answer: a set of storages already counted
+    seen, total = set(), 0
+    for t in tensors:
+        s = t.untyped_storage()
+        if s.data_ptr() not in seen:
+            seen.add(s.data_ptr())
+            total += s.nbytes()
+    return total
 
 
 def _views_case():
@@ -218,6 +256,11 @@ def _views_case():
 def _slice_first_case():
     y = torch.zeros(10, dtype=torch.float16)  # 20 bytes
     return [y[2:5], y, y.view(2, 5), torch.arange(3)]  # int64: 24 bytes
+
+
+def _slices_without_base_case():
+    w = torch.arange(12.0)  # 48 bytes; only two slices of it are in the list
+    return [w[2:6], w[5:], torch.ones(3, dtype=torch.float64)[1:]]  # and 24 bytes, of which 16 viewed
 
 
 def _same_object_case():
@@ -234,6 +277,8 @@ exercise(
     cases=[case(_views_case(), label="x = torch.zeros(4, 6); [x, x[1:], x.t(), torch.zeros(5, dtype=torch.float64)]")],
     hidden=[
         case(_slice_first_case(), label="a float16 slice listed before its base, and an int64 tensor"),
+        case(_slices_without_base_case(), label="two slices of a 12-float tensor that is not in the list, "
+             "and a slice of a float64 tensor"),
         case(_same_object_case(), label="the same tensor twice, a 0-d bool tensor and an empty tensor"),
         case(saved_by_mlp(), label="what an nn.Sequential MLP saves (saved_by_mlp())"),
         case([], label="no tensors at all"),
@@ -241,48 +286,60 @@ exercise(
     wrong=[
         wrong(
             _per_tensor_storage,
-            "views share their base's storage: x, x[1:] and x.t() are one buffer of memory. "
-            "Count each storage once (key a dict by t.untyped_storage().data_ptr()).",
+            "views share their base's storage: x, x[1:] and x.t() are one buffer of memory, "
+            "and it is freed only once. Count each storage once, not each tensor.",
         ),
         wrong(
             _per_tensor_bytes,
-            "t.numel() * t.element_size() is the view's size, and views are counted twice: "
-            "count each storage once, and count all of it (t.untyped_storage().nbytes()).",
+            "numel() * element_size() is the size of the view, not of the memory it keeps: "
+            "views are counted twice and a slice's unseen part is missed. Think in storages.",
         ),
         wrong(
             _numel_per_storage,
-            "numel() counts elements, not bytes: multiply by the element size, or better ask "
-            "the storage for its nbytes().",
+            "numel() counts elements, not bytes: an element of float64 takes 8 bytes, of "
+            "float16 2, of bool 1.",
         ),
         wrong(
             _four_bytes_each,
             "not every tensor is float32: float16 takes 2 bytes an element, float64 and "
-            "int64 take 8, bool 1 (t.element_size()); the storage's nbytes() knows.",
+            "int64 take 8, bool 1; the storage itself knows its size in bytes.",
         ),
         wrong(
             _view_bytes_per_storage,
             "a slice keeps its whole base alive: saving y[2:5] keeps all of y's storage. "
-            "Count the storage's nbytes(), not the bytes of the first view you meet.",
+            "Count the storage's size, not the bytes of the first view you meet.",
+        ),
+        wrong(
+            _largest_view_per_storage,
+            "the largest view is not the storage: when only slices of a tensor are saved "
+            "(w[2:6] and w[5:] of a 12-element w), all 12 elements stay in memory. Ask the "
+            "storage for its size.",
         ),
         wrong(
             _keyed_by_data_ptr,
-            "t.data_ptr() is where the view starts: x[1:] starts 24 bytes into x's storage. "
-            "Key by the storage (t.untyped_storage().data_ptr()), not by the view.",
+            "t.data_ptr() is where the view starts: x[1:] starts 24 bytes into x's storage, "
+            "so it looks like other memory. Identify the storage, not the view.",
+        ),
+        wrong(
+            _keyed_by_id,
+            "id(t) names the Python object, not the memory: x[1:] and x are two objects over "
+            "one buffer. Identify the storage (where it starts), not the tensor object.",
         ),
     ],
-    hint="for each tensor take t.untyped_storage(); keep one entry per storage (its "
-    "data_ptr()) with its nbytes(); return the sum.",
+    right=[_storage_bytes_comprehension, _storage_bytes_seen_set],
+    hint="memory belongs to storages, not to tensors: a view shares its base's storage and "
+    "keeps all of it alive. Which distinct buffers does the list keep, and how big is each?",
 )
 
 # --- Exercise 3.4: compress saved activations, within a byte budget --------------------------
 
 
-def make_mlp(seed: int, batch: int = 16, width: int = 32, scale: float = 1.0):
+def make_mlp(seed: int, batch: int = 16, width: int = 32, scale: float = 1.0, dtype=torch.float32):
     """The inputs of exercises 3.4 and 3.5: x (no grad) and three weight matrices (leaves)."""
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(batch, 8, generator=g) * scale
+    x = (torch.randn(batch, 8, generator=g) * scale).to(dtype)
     shapes = [(8, width), (width, width), (width, 4)]
-    Ws = [(torch.randn(*s, generator=g) / s[0] ** 0.5).requires_grad_() for s in shapes]
+    Ws = [(torch.randn(*s, generator=g) / s[0] ** 0.5).to(dtype).requires_grad_() for s in shapes]
     return x, Ws
 
 
@@ -294,18 +351,18 @@ def mlp_loss(x, Ws):
     return (h @ Ws[-1]).tanh().pow(2).mean()
 
 
-def mlp_grads(hooks, seed: int, scale: float = 1.0):
+def mlp_grads(hooks, seed: int, scale: float = 1.0, dtype=torch.float32):
     """Gradients of the MLP's weights with ``hooks = (pack, unpack)`` around the forward."""
     pack, unpack = hooks
-    x, Ws = make_mlp(seed, scale=scale)
+    x, Ws = make_mlp(seed, scale=scale, dtype=dtype)
     with saved_tensors_hooks(pack, unpack):
         loss = mlp_loss(x, Ws)
     return torch.autograd.grad(loss, Ws)
 
 
-def exact_grads(seed: int, scale: float = 1.0):
+def exact_grads(seed: int, scale: float = 1.0, dtype=torch.float32):
     """The MLP's gradients with no hooks at all."""
-    x, Ws = make_mlp(seed, scale=scale)
+    x, Ws = make_mlp(seed, scale=scale, dtype=dtype)
     return torch.autograd.grad(mlp_loss(x, Ws), Ws)  # no hooks: what torch saves by itself
 
 
@@ -320,27 +377,94 @@ def _tensors_in(obj):
             yield from _tensors_in(item)
 
 
-def packed_bytes(hooks, seed: int, scale: float = 1.0) -> dict:
-    """The cost of 3.4: bytes of the storages the packed values hold (each storage once)."""
+class _MemoryWatch:
+    """Which memory the pack hooks keep alive once the forward pass is over.
+
+    It watches every storage handed to pack and every storage an op *inside* pack creates
+    (a dispatch mode sees them), skipping the ones the step holds anyway (the weights and the
+    input batch). Weak references only: watching keeps nothing alive. So memory hidden in a
+    closure, a handle or a cache counts as surely as memory in the packed value.
+    """
+
+    def __init__(self, held_anyway) -> None:
+        self.held_anyway = {t.untyped_storage().data_ptr() for t in held_anyway}
+        self.watched: dict[int, tuple[int, int]] = {}  # storage start -> (weak ref, nbytes)
+
+    def watch(self, t) -> None:
+        storage = t.untyped_storage()
+        ptr = storage.data_ptr()
+        if ptr in self.held_anyway or storage.nbytes() == 0:
+            return
+        old = self.watched.get(ptr)
+        if old is not None:
+            if not torch.UntypedStorage._expired(old[0]):
+                return  # the same storage, seen before
+            torch.UntypedStorage._free_weak_ref(old[0])  # a dead one's address, reused
+        self.watched[ptr] = (storage._weak_ref(), storage.nbytes())
+
+    def wrap(self, pack):
+        watch = self.watch
+
+        class _Created(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                for t in _tensors_in(out):
+                    watch(t)
+                return out
+
+        def watching_pack(t):
+            watch(t)
+            with _Created():
+                return pack(t)
+
+        return watching_pack
+
+    def alive(self) -> tuple[int, int]:
+        """(storages, bytes) still alive, after collecting the young garbage; frees the refs."""
+        gc.collect(1)  # young objects only: what the step made (a full collection is slow)
+        live = [n for ref, n in self.watched.values() if not torch.UntypedStorage._expired(ref)]
+        for ref, _ in self.watched.values():
+            torch.UntypedStorage._free_weak_ref(ref)
+        self.watched.clear()
+        return len(live), sum(live)
+
+
+def packed_bytes(hooks, seed: int, scale: float = 1.0, dtype=torch.float32) -> dict:
+    """The cost of 3.4: the memory the pack hooks keep alive *beyond* what the step holds anyway.
+
+    After the forward pass, every storage still alive that pack was handed or that an op in
+    pack created is counted once, at its full size, except the storages of the weights and of
+    the input batch: the model and the caller keep those for the whole step, so keeping them
+    by reference costs nothing. A 16-bit copy of a weight is new memory, and so is each copy
+    of an activation, wherever it is kept (in the packed value, a handle or a cache).
+    """
     pack, unpack = hooks
-    packed = []
+    x, Ws = make_mlp(seed, scale=scale, dtype=dtype)
+    memory = _MemoryWatch((x, *Ws))
+    with saved_tensors_hooks(memory.wrap(pack), unpack):
+        loss = mlp_loss(x, Ws)
+    _, extra = memory.alive()
+    torch.autograd.grad(loss, Ws)  # the same step as the check's: forward and backward
+    return {"saved bytes": extra}
 
-    def keeping_pack(t):
-        p = pack(t)
-        packed.extend(_tensors_in(p))
-        return p
 
-    mlp_grads((keeping_pack, unpack), seed, scale)
-    return {"saved bytes": storage_bytes(packed)}
+def _is_parameter(t) -> bool:
+    base = t
+    while base._base is not None:  # a view of a weight (W.t()) is the weight's memory
+        base = base._base
+    return base.is_leaf and base.requires_grad
 
 
 def compress_hooks():
-    """Reference solution: save floating tensors as bfloat16, give back their own dtype."""
+    """Reference solution: weights by reference; each saved activation once, in bfloat16."""
+    compressed = WeakTensorKeyDictionary()  # activation -> its 16-bit copy, while it lives
 
     def pack_hook(t):
-        if not t.is_floating_point():
-            return t, None
-        return t.to(torch.bfloat16), t.dtype  # half the bytes of float32
+        if not t.is_floating_point() or _is_parameter(t):
+            return t, None  # the model holds its weights anyway: a reference costs nothing
+        if t not in compressed:  # relu's output is saved twice: compress it once
+            compressed[t] = t.to(torch.bfloat16)
+        return compressed[t], t.dtype  # remember the dtype, not the tensor
 
     def unpack_hook(packed):
         t, dtype = packed
@@ -349,12 +473,13 @@ def compress_hooks():
     return pack_hook, unpack_hook
 
 
-def _run_compress(answer, seed, scale=1.0):
-    return mlp_grads(answer(), seed, scale)
+def _run_compress(answer, seed, scale=1.0, dtype=torch.float32):
+    names = ("W1.grad", "W2.grad", "W3.grad")
+    return dict(zip(names, mlp_grads(answer(), seed, scale, dtype)))
 
 
-def _cost_compress(answer, seed, scale=1.0):
-    return packed_bytes(answer(), seed, scale)
+def _cost_compress(answer, seed, scale=1.0, dtype=torch.float32):
+    return packed_bytes(answer(), seed, scale, dtype)
 
 
 def exact_hooks():
@@ -362,8 +487,40 @@ def exact_hooks():
     return (lambda t: t.detach()), (lambda t: t)
 
 
-def _fp16_hooks():
-    return (lambda t: t.half()), (lambda p: p.float())
+def _unpack_to(packed):
+    t, dtype = packed
+    return t if dtype is None else t.to(dtype)
+
+
+def _compress_hooks_with(keep_params: bool, once: bool, dtype=torch.bfloat16, keep_input=False, unpack=_unpack_to):
+    """Variations of the compressing hooks (the known wrong answers and right answers of 3.4)."""
+
+    def hooks():
+        compressed = WeakTensorKeyDictionary()
+
+        def pack_hook(t):
+            if keep_params and _is_parameter(t) or keep_input and not t.requires_grad:
+                return t, None
+            if not once:
+                return t.to(dtype), t.dtype
+            if t not in compressed:
+                compressed[t] = t.to(dtype)
+            return compressed[t], t.dtype
+
+        return pack_hook, unpack
+
+    return hooks
+
+
+def _closure_cache_hooks():
+    """Keeps float32 clones in a list of its own; the packed value is only an index."""
+    kept = []
+
+    def pack_hook(t):
+        kept.append(t.clone())
+        return len(kept) - 1
+
+    return pack_hook, lambda i: kept[i]
 
 
 def _identity_hooks():
@@ -391,7 +548,7 @@ exercise(
     oracle=exact_hooks,
     run=_run_compress,
     cost=_cost_compress,
-    budget={"saved bytes": 7000},
+    budget={"saved bytes": 2600},
     rtol=2e-2,
     atol=3e-3,
     points=3,
@@ -399,23 +556,57 @@ exercise(
     hidden=[
         case(1, label="another seed"),
         case(2, scale=3.0, label="inputs 3 times larger"),
+        case(4, dtype=torch.float64, label="the same MLP in float64"),
     ],
     wrong=[
         wrong(
             _identity_hooks,
-            "the gradients are right, but saving float32 as is keeps every byte (9472 here). "
-            "Pack a smaller dtype (torch.bfloat16 or torch.float16), unpack back to float32.",
+            "the gradients are right, but keeping every activation as it is holds all its "
+            "bytes (4352 in the float32 MLP): store activations in a 16-bit floating dtype, and give the "
+            "original dtype back when unpacking.",
+        ),
+        wrong(
+            _compress_hooks_with(keep_params=False, once=False),
+            "a fresh 16-bit copy per pack holds more memory than saving nothing: the weights "
+            "(which the model keeps anyway) get copies, and relu's output, saved twice (by "
+            "relu and by the next matmul), is copied twice. Keep parameters by reference, "
+            "and compress each activation once.",
+        ),
+        wrong(
+            _compress_hooks_with(keep_params=True, once=False),
+            "weights by reference: good. But relu's output is saved twice (by relu and by the "
+            "next matmul), and each pack makes its own copy: two 16-bit copies cost as much "
+            "as the float32 original. Remember what you already compressed (keyed by the "
+            "tensor itself, weakly, so the memory can go).",
+        ),
+        wrong(
+            _compress_hooks_with(keep_params=False, once=True),
+            "each activation once: good. But the weights are compressed too: the model keeps "
+            "its float32 weights for the whole step, so a 16-bit copy is extra memory. Keep a "
+            "parameter (a leaf that requires grad, or a view of one) by reference.",
+        ),
+        wrong(
+            _compress_hooks_with(keep_params=True, once=True, unpack=lambda p: p[0].float()),
+            "unpack must give back the dtype that was saved, not always float32: in the "
+            "float64 MLP the matmul's backward refuses a float32 tensor next to float64 "
+            "gradients. Remember the original dtype when packing.",
+        ),
+        wrong(
+            _closure_cache_hooks,
+            "the packed value is only a number, but the tensors it stands for are kept in a "
+            "list of your own: that memory is held all the same (every pack's full float32 "
+            "copy). Memory counts wherever it is kept; compress what you keep.",
         ),
         wrong(
             _keep_both_hooks,
             "keeping the original tensor next to its bfloat16 copy (to remember its dtype) "
-            "keeps all its bytes alive, and more: remember t.dtype, not t.",
+            "keeps all its bytes alive, and more: remember the dtype, not the tensor.",
         ),
         wrong(
             _int8_hooks,
-            "int8 holds whole numbers from -128 to 127: t.to(torch.int8) rounds every "
-            "activation to an integer, so the gradients are wrong. Without a scale factor "
-            "int8 is no compression of floats; a floating 16-bit dtype is.",
+            "int8 holds whole numbers from -128 to 127: casting rounds every activation to an "
+            "integer, so the gradients are wrong. Without a scale factor int8 is no "
+            "compression of floats; a floating 16-bit dtype is.",
         ),
         wrong(
             _no_cast_back_hooks,
@@ -423,8 +614,13 @@ exercise(
             "refuses a bfloat16 saved tensor next to a float32 gradient. Cast back in unpack.",
         ),
     ],
-    hint="pack: t.to(torch.bfloat16) (and remember t.dtype beside it); unpack: cast back to "
-    "that dtype. Return the pair of functions from compress_hooks().",
+    right=[
+        _compress_hooks_with(keep_params=True, once=True, dtype=torch.float16),
+        _compress_hooks_with(keep_params=True, once=True, keep_input=True),
+    ],
+    hint="three questions: which saved tensors does the step hold anyway (they cost nothing "
+    "kept as they are)? which activation is saved more than once (compress it once)? and "
+    "does unpack give back exactly the dtype that was saved?",
 )
 
 # --- Exercise 3.5: save to disk, clean up after ourselves ------------------------------------
@@ -453,21 +649,29 @@ def disk_hooks(directory):
 
 
 def run_on_disk(answer, seed: int) -> dict:
-    """The program of exercise 3.5: two backward passes with ``answer(directory)``'s hooks."""
+    """The program of exercise 3.5: two backward passes with ``answer(directory)``'s hooks.
+
+    Besides the files and the gradients it observes memory: after the forward pass, how many
+    storages that pack was handed or made are still alive (weights and the input batch
+    aside). Hooks that really moved the activations to disk leave none.
+    """
     with tempfile.TemporaryDirectory() as directory:
         pack, unpack = answer(directory)
         x, Ws = make_mlp(seed)
-        with saved_tensors_hooks(pack, unpack):
+        memory = _MemoryWatch((x, *Ws))
+        with saved_tensors_hooks(memory.wrap(pack), unpack):
             loss = mlp_loss(x, Ws)
+        alive, _ = memory.alive()
         wrote = len(os.listdir(directory))
         first = torch.autograd.grad(loss, Ws, retain_graph=True)
         second = torch.autograd.grad(loss, Ws)  # frees the graph's saved values
-        del loss, pack, unpack
-        gc.collect()
+        del loss, pack, unpack, memory
+        gc.collect(1)  # young objects only: what the step made (a full collection is slow)
         left = len(os.listdir(directory))
     exact = exact_grads(seed)  # torch, with no hooks
     return {
         "wrote files": wrote > 0,
+        "tensors still in memory after forward": alive,
         "grads right": all(torch.allclose(a, b) for a, b in zip(first, exact)),
         "grads right again": all(torch.allclose(a, b) for a, b in zip(second, exact)),
         "files left": left,
@@ -505,6 +709,43 @@ def _kept_in_memory(directory):
     return (lambda t: t.detach()), (lambda t: t)
 
 
+def _file_and_memory(directory):
+    """Writes each file, but keeps the tensor on the handle and unpacks that."""
+    counter = itertools.count()
+
+    class Handle:
+        def __init__(self, t):
+            self.name = os.path.join(directory, f"saved{next(counter)}.pt")
+            self.tensor = t
+
+        def __del__(self):
+            os.remove(self.name)
+
+    def pack_hook(t):
+        handle = Handle(t.detach())
+        torch.save(handle.tensor, handle.name)
+        return handle
+
+    return pack_hook, lambda handle: handle.tensor
+
+
+def _disk_hooks_finalize(directory):  # a right answer: weakref.finalize instead of __del__
+    import uuid
+    import weakref
+
+    class Handle:
+        pass
+
+    def pack_hook(t):
+        handle = Handle()
+        handle.path = os.path.join(directory, f"{uuid.uuid4().hex}.pt")
+        torch.save(t.detach(), handle.path)
+        weakref.finalize(handle, os.remove, handle.path)
+        return handle
+
+    return pack_hook, lambda handle: torch.load(handle.path)
+
+
 exercise(
     "3.5",
     name="disk_hooks",
@@ -529,10 +770,18 @@ exercise(
         ),
         wrong(
             _kept_in_memory,
-            "nothing was written to the directory: pack must torch.save the tensor into a file "
-            "there and return something small (the file's handle), not the tensor.",
+            "nothing was written to the directory: pack must write the tensor into a file "
+            "there and return something small that names the file, not the tensor.",
+        ),
+        wrong(
+            _file_and_memory,
+            "the files are written, but the handle still holds the tensor, so every activation "
+            "stays in memory and unpack never reads the disk: nothing was saved. The handle "
+            "must hold only the file's name; unpack reads the file.",
         ),
     ],
-    hint="pack: save t.detach() to a new file in directory and return a handle whose __del__ "
-    "removes the file; unpack: torch.load(handle.name).",
+    right=[_disk_hooks_finalize],
+    hint="the packed value is all the graph keeps: it must be small (no tensor in it), name a "
+    "file that holds the tensor, and remove that file when the graph lets go of it (and not "
+    "before: unpack may run more than once).",
 )

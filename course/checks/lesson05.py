@@ -7,10 +7,12 @@ wrong answers with the hint each deserves. See docs/authoring.md.
 - 5.1 (predict): which saved tensors of a program get cloned. Truth: course's context,
   read after the program ran (``ctx.original`` / ``ctx.cloned``).
 - 5.2: a clone-before-mutate TorchDispatchMode for one op, ``mul_``. Oracle: the reference.
+  The programs use every op's result (a mode that drops it is seen) and write a copy of the
+  watched tensor with equal values (a mode matching by value is seen).
 - 5.3: ``same_saved_tensor(saved, mutated)``, the aliasing test torch gets wrong. Oracle:
-  write into ``mutated`` and look whether ``saved`` changed.
+  write into ``mutated`` and look whether ``saved`` changed; an answer must not write.
 - 5.4 (predict): why writing a view clones its base, multiple choice. Truth: one experiment
-  per claim, run with course's context; the one claim that holds.
+  per claim, run with course's context; the one claim that holds ("c" or " C)" read as "C").
 """
 
 from __future__ import annotations
@@ -64,6 +66,14 @@ def clone_state(forward=CLONE_PROGRAM_FORWARD, writes=CLONE_PROGRAM_WRITES,
 
 _RIGHT_CLONES = {"b": "cloned", "c": "cloned", "q": "original", "e1": "original"}
 
+
+def _read_clone_states(answer):
+    """5.1's prediction with spacing and capitals forgotten: {" B": "Cloned"} reads as
+    {"b": "cloned"}; anything but a dict is left as it is (and judged as it is)."""
+    if not isinstance(answer, dict):
+        return answer
+    return {str(k).strip(): v.strip().lower() if isinstance(v, str) else v for k, v in answer.items()}
+
 predict(
     "5.1",
     name="predicted_clones",
@@ -99,6 +109,9 @@ predict(
             "writes b, c[1].mul_(2) writes part of c.",
         ),
     ],
+    parse=_read_clone_states,
+    right=[{"e1": "original", "q": "original", "c": "cloned", "b": "cloned"},
+           {"b": "Cloned", "c": "CLONED ", "q": "Original", "e1": "original"}],
     hint="for each saved tensor ask: does one of the three writes change one of its "
     "elements? Then the context cloned it just before.",
 )
@@ -151,6 +164,20 @@ def _read_then_written(x, y):
     x.mul_(2)
 
 
+def _equal_copy_written(x, y):
+    z = x.clone()  # the same values as x, other memory, not watched
+    z.mul_(2)
+    return z
+
+
+def _scalar_overload(x, y):
+    torch.ops.aten.mul_.Scalar(x, 2)  # the other overload of mul_
+
+
+def _uses_results(x, y):
+    return (x + y).mul_(2) - x.mul_(3)  # every op's result is used
+
+
 #: The programs of exercise 5.2; each gets x (watched) and y (not watched).
 MUL_PROGRAMS = {
     "x.mul_(2)": _mul_once,
@@ -159,15 +186,21 @@ MUL_PROGRAMS = {
     "y.mul_(2)": _mul_unwatched,
     "x * 2": _mul_out_of_place,
     "y.mul_(x); x.add_(1); x.mul_(2)": _read_then_written,
+    "z = x.clone(); z.mul_(2)": _equal_copy_written,
+    "torch.ops.aten.mul_.Scalar(x, 2)": _scalar_overload,
+    "(x + y).mul_(2) - x.mul_(3)": _uses_results,
 }
 
 
 def _run_mode(answer, program):
+    """Run ``program`` under ``answer({"x": x})``; observe the clones, x, y and what the
+    program computed (so a mode that drops an op's result is seen)."""
     x, y = torch.arange(1.0, 4.0), torch.full((3,), 5.0)
     mode = answer({"x": x})
     with mode:
-        MUL_PROGRAMS[program](x, y)
-    return {"cloned": dict(sorted(mode.cloned.items())), "x after": x, "y after": y}
+        result = MUL_PROGRAMS[program](x, y)
+    return {"cloned": dict(sorted(mode.cloned.items())), "x after": x, "y after": y,
+            "program's result": result}
 
 
 class _CloneAfter(CloneBeforeMul):
@@ -207,6 +240,50 @@ class _AnyMul(CloneBeforeMul):
         return func(*args, **(kwargs or {}))
 
 
+class _NoReturn(CloneBeforeMul):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket is torch.ops.aten.mul_:
+            for name, t in self.watched.items():
+                if args[0] is t and name not in self.cloned:
+                    self.cloned[name] = t.clone()
+        func(*args, **(kwargs or {}))  # runs the op, but its result is dropped
+
+
+class _ByValue(CloneBeforeMul):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket is torch.ops.aten.mul_:
+            for name, t in self.watched.items():
+                if torch.equal(args[0], t) and name not in self.cloned:  # same values, any tensor
+                    self.cloned[name] = t.clone()
+        return func(*args, **(kwargs or {}))
+
+
+class _TensorOverloadOnly(CloneBeforeMul):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten.mul_.Tensor:  # mul_.Scalar slips through
+            for name, t in self.watched.items():
+                if args[0] is t and name not in self.cloned:
+                    self.cloned[name] = t.clone()
+        return func(*args, **(kwargs or {}))
+
+
+class _CloneBeforeMulBySchema(TorchDispatchMode):
+    """A right answer written differently: the op's schema name, and setdefault."""
+
+    def __init__(self, watched):
+        super().__init__()
+        self.watched = watched
+        self.cloned = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func._schema.name == "aten::mul_":
+            for name, t in self.watched.items():
+                if t is args[0]:
+                    self.cloned.setdefault(name, args[0].clone())
+        out = func(*args, **(kwargs or {}))
+        return out
+
+
 class _AnyArgument(CloneBeforeMul):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func.overloadpacket is torch.ops.aten.mul_:
@@ -228,22 +305,36 @@ exercise(
         case("x.add_(1); x.mul_(y)", label="x.add_(1); x.mul_(y): the value just before mul_"),
         case("x * 2", label="x * 2: an out-of-place mul writes nothing"),
         case("y.mul_(x); x.add_(1); x.mul_(2)", label="x read by a mul_ that writes y, later written"),
+        case("z = x.clone(); z.mul_(2)", label="z = x.clone(); z.mul_(2): equal values, another tensor"),
+        case("torch.ops.aten.mul_.Scalar(x, 2)", label="the mul_.Scalar overload, called directly"),
+        case("(x + y).mul_(2) - x.mul_(3)", label="a program that uses every op's result"),
     ],
     wrong=[
         wrong(_CloneAfter, "you cloned after func ran, so the clone holds the new values: "
-              "clone first, then call func(*args, **kwargs)."),
+              "the clone must be taken before the op writes."),
         wrong(_CloneEveryTime, "keep the value from before the *first* mul_: a second "
               "mul_ must not overwrite the clone (backward needs the value that was saved)."),
-        wrong(_NeverRuns, "the mode must still run the op: end with "
-              "return func(*args, **kwargs), or nothing gets multiplied."),
-        wrong(_AnyMul, "aten.mul (out of place) writes nothing; test "
-              "func.overloadpacket is torch.ops.aten.mul_, not the op's name."),
+        wrong(_NeverRuns, "the mode must still run the op: __torch_dispatch__ "
+              "replaces it, so unless you call func nothing gets multiplied."),
+        wrong(_AnyMul, "aten.mul (out of place) writes nothing: test which op "
+              "it is (its overload packet, aten.mul_), not whether its name contains mul."),
         wrong(_AnyArgument, "mul_ writes only its first argument (self, Tensor(a!) in the "
               "schema); y.mul_(x) reads x and leaves it as it was."),
+        wrong(_NoReturn, "the op ran, but __torch_dispatch__ stands in for it: whatever it "
+              "returns is the op's result for the program. Without a return, x * 2 gives "
+              "None to the code that asked for it."),
+        wrong(_ByValue, "watched means *this* tensor, not a tensor with the same values: "
+              "z = x.clone() holds x's numbers in other memory, and writing z changes nothing "
+              "backward saved. Compare identity, not contents."),
+        wrong(_TensorOverloadOnly, "mul_ has more than one overload (mul_.Tensor, "
+              "mul_.Scalar): a test on one overload lets the other write unseen. Test the "
+              "overload packet, which groups them."),
     ],
-    hint="in __torch_dispatch__: if func.overloadpacket is torch.ops.aten.mul_ and args[0] "
-    "is a watched tensor not yet in self.cloned, store args[0].clone(); then return "
-    "func(*args, **kwargs).",
+    right=[_CloneBeforeMulBySchema],
+    hint="the mode sees every op before it runs: decide whether this op writes a watched "
+    "tensor (which op, which argument, and is it that very tensor?), keep the value from "
+    "before the first such write, and remember the mode must still run the op and hand "
+    "back its result.",
 )
 
 # --- Exercise 5.3: does a write to `mutated` change `saved`? -----------------------------
@@ -293,7 +384,11 @@ VIEW_PAIRS = [
 def _run_pair(answer, saved, mutated):
     b = torch.arange(12.0).reshape(3, 4)
     ns = {"b": b, "c": b.clone()}
-    return bool(answer(eval(saved, ns), eval(mutated, ns)))
+    if answer is _written_through:  # the oracle writes on purpose; it runs on its own copies
+        return {"alias": bool(answer(eval(saved, ns), eval(mutated, ns))), "b and c untouched": True}
+    alias = bool(answer(eval(saved, ns), eval(mutated, ns)))
+    untouched = torch.equal(b, torch.arange(12.0).reshape(3, 4)) and torch.equal(ns["c"], b)
+    return {"alias": alias, "b and c untouched": untouched}
 
 
 def _first_element(saved, mutated):  # torch's rule
@@ -322,6 +417,23 @@ def _equal_values(saved, mutated):
 
 def _same_object(saved, mutated):
     return saved is mutated
+
+
+def _write_and_look(saved, mutated):
+    """Answers the question by doing it: writes into the caller's tensor."""
+    before = saved.clone()
+    mutated.fill_(-1.0)
+    return not torch.equal(before, saved)
+
+
+def _same_saved_tensor_marks(saved, mutated):
+    """A right answer written differently: mark mutated's elements in a scratch copy."""
+    if saved.untyped_storage().data_ptr() != mutated.untyped_storage().data_ptr():
+        return False
+    n = saved.untyped_storage().nbytes() // saved.element_size()
+    marks = torch.zeros(n, dtype=torch.bool)
+    marks.as_strided(mutated.shape, mutated.stride(), mutated.storage_offset()).fill_(True)
+    return bool(marks.as_strided(saved.shape, saved.stride(), saved.storage_offset()).any())
 
 
 def _pair_case(saved, mutated, hidden=False):
@@ -353,9 +465,14 @@ exercise(
               "the same numbers in other memory."),
         wrong(_same_object, "a view is a new Python object over the same memory: b[1] is "
               "not b, but writing b[1] changes b."),
+        wrong(_write_and_look, "right answers, found by writing into the caller's tensors: "
+              "the question is asked *before* an op writes, about tensors backward still "
+              "needs, so answering it must change nothing. Reason from storages, offsets and "
+              "strides instead."),
     ],
-    hint="two tensors alias when they share a storage "
-    "(t.untyped_storage().data_ptr()) and at least one storage element.",
+    right=[_same_saved_tensor_marks],
+    hint="two tensors alias when they share a storage and at least one element of it: "
+    "which storage elements does each tensor look at (offset, strides, shape)?",
 )
 
 # --- Exercise 5.4: why writing a view clones its base -----------------------------------
@@ -397,6 +514,13 @@ def _experiments() -> dict:
     return held
 
 
+def _read_letter(answer):
+    """5.4's answer with case, spaces and a closing parenthesis or dot forgotten ("c", " C)")."""
+    if isinstance(answer, str):
+        return answer.strip().rstrip(").").strip().upper()
+    return answer
+
+
 def _why_view_clones():
     held = [k for k, ok in _experiments().items() if ok]
     assert len(held) == 1, held
@@ -409,6 +533,8 @@ predict(
     title="Why writing b[1] clones the saved b",
     truth=_why_view_clones,
     solution="C",
+    parse=_read_letter,
+    right=["c", " C) "],
     wrong=[
         wrong("A", "the context clones only tensors it saved (a pack hook recorded them): "
               "writing a non-leaf that no node saved clones nothing."),

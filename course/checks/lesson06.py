@@ -7,9 +7,12 @@ wrong answers with the hint each deserves. See docs/authoring.md.
 - 6.1 (``make_joint``) is graded the way AOTAutograd uses a joint function: the check traces
   ``make_joint(fn)`` with ``make_fx`` on example primals that require grad, runs the traced
   graph on *new* inputs and tangents, and compares with eager autograd on those inputs. It
-  also looks at the example primals after tracing: a joint function must leave no ``.grad``
-  behind.
+  also looks at the example primals after tracing: they arrive with a ``.grad`` from "an
+  earlier step", and a joint function must leave it exactly as it was (not accumulated into,
+  not wiped).
 - 6.2 and 6.3 are predictions; the truth is torch's ``aot_export_joint_with_descriptors``.
+  6.3 reads descriptors in any spelling (either quotes, spaces, course's or torch's objects)
+  through ``course.checks.spelling.descriptor_reprs`` before comparing.
 - 6.4 (``copy_back_plan``) is graded on joint graphs exported inside the check, by torch's
   exporter or by ``course.aot.joint.export_joint`` (so torch's descriptor classes and course's).
 """
@@ -29,6 +32,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from course.aot import descriptors as cd
 from course.checks import case, exercise, predict, wrong
+from course.checks.spelling import descriptor_reprs
 from course.aot.joint import export_joint
 
 
@@ -100,16 +104,33 @@ def _observe(outs, grads, leftover):
             "primals' .grad after tracing": leftover}
 
 
+#: What the example primals' ``.grad`` holds before tracing: a gradient from an earlier
+#: micro-batch, as in a training loop that accumulates. A joint function must leave it alone.
+_EARLIER_GRAD = 0.5
+
+
+def _grad_state(p) -> str:
+    if p.grad is None:
+        return "None (the caller's .grad is gone)"
+    if torch.equal(p.grad, torch.full_like(p, _EARLIER_GRAD)):
+        return "unchanged"
+    return "changed"
+
+
 def _run_traced(answer, name):
     """Trace ``answer(fn)`` with make_fx, then run the graph on new primals and tangents.
 
-    The oracle, :func:`_eager`, is not traced: it is eager autograd on the new inputs.
+    The example primals carry a ``.grad`` from "an earlier step"; after tracing, each must
+    still hold it. The oracle, :func:`_eager`, is not traced: it is eager autograd on the new
+    inputs.
     """
     if answer is _eager:
         return _eager(name)
     fn, example, example_tangents = _primals_and_tangents(name, seed=0, requires_grad=True)
+    for p in example:
+        p.grad = torch.full_like(p, _EARLIER_GRAD)
     gm = make_fx(answer(fn))(example, example_tangents)
-    leftover = [p.grad is not None for p in example]
+    leftover = [_grad_state(p) for p in example]
     _, primals, tangents = _primals_and_tangents(name, seed=1, requires_grad=False)
     with torch.no_grad():
         outs, grads = gm(primals, tangents)
@@ -121,7 +142,7 @@ def _eager(name):
     fn, primals, tangents = _primals_and_tangents(name, seed=1, requires_grad=True)
     outs = fn(*primals)
     torch.autograd.backward(outs, tangents)
-    return _observe(outs, [p.grad for p in primals], [False] * len(primals))
+    return _observe(outs, [p.grad for p in primals], ["unchanged"] * len(primals))
 
 
 def _no_tangents(fn):
@@ -137,6 +158,35 @@ def _backward(fn):
         outs = fn(*primals)
         torch.autograd.backward(outs, tangents)  # writes into the primals' .grad
         return outs, tuple(p.grad for p in primals)
+    return joint
+
+
+def _backward_then_wipe(fn):
+    def joint(primals, tangents):
+        for p in primals:
+            p.grad = None  # start clean ...
+        outs = fn(*primals)
+        torch.autograd.backward(outs, tangents)
+        grads = tuple(p.grad for p in primals)
+        for p in primals:
+            p.grad = None  # ... and leave clean: the caller's .grad is lost
+        return outs, grads
+    return joint
+
+
+def _vjp_by_dot_products(fn):  # a right answer: one scalar, <tangent, output> summed
+    def joint(primals, tangents):
+        outs = fn(*primals)
+        total = sum((o * t).sum() for o, t in zip(outs, tangents))
+        return outs, torch.autograd.grad(total, primals)
+    return joint
+
+
+def _grad_with_lists(fn):  # a right answer: keyword names, lists, no retain_graph
+    def joint(primals, tangents):
+        outs = tuple(fn(*primals))
+        grads = torch.autograd.grad(outputs=list(outs), inputs=list(primals), grad_outputs=list(tangents))
+        return list(outs), list(grads)
     return joint
 
 
@@ -184,10 +234,14 @@ exercise(
               "torch.autograd.grad as grad_outputs. Summing the outputs first is the same as "
               "tangents of all ones."),
         wrong(_backward,
-              "the grads are right, but .backward() accumulates them into the primals' .grad: "
-              "a side effect on the caller's tensors (and a second call adds the first call's "
-              "grads in). A joint function must be pure: torch.autograd.grad returns the grads "
-              "and writes nothing."),
+              ".backward() accumulates into the primals' .grad: the caller's gradient from an "
+              "earlier step changed, and the grads you read from .grad include it. A joint "
+              "function must be pure: torch.autograd.grad returns the grads and writes nothing."),
+        wrong(_backward_then_wipe,
+              "the grads are right, but the caller's .grad is gone: you set it to None. A "
+              "training loop that accumulates over micro-batches keeps a gradient there, and a "
+              "joint function may not touch it (nor create one). Ask autograd for the "
+              "gradients as values instead of reading .grad."),
         wrong(_first_output_only,
               "every output with a tangent contributes to the gradient: pass all the outputs "
               "and all the tangents to torch.autograd.grad, not only the first."),
@@ -199,8 +253,10 @@ exercise(
               "detaching them cuts the outputs off from autograd, so there is nothing to "
               "differentiate."),
     ],
-    hint="outs = fn(*primals); grads = torch.autograd.grad(outs, primals, grad_outputs=tangents); "
-    "return outs, grads",
+    right=[_vjp_by_dot_products, _grad_with_lists],
+    hint="a joint computes a vector-Jacobian product: the outputs, and the gradient of "
+    "sum_k <tangents[k], outs[k]> with respect to every primal, as values it returns, "
+    "touching nothing the caller owns.",
 )
 
 # --- Exercise 6.2: predict which outputs get a tangent -------------------------------------
@@ -218,7 +274,7 @@ def five_outputs_args():
     return torch.randn(2, 3, requires_grad=True), torch.randn(2, 3)
 
 
-def _five_outputs_tangent_mask():
+def five_outputs_tangent_mask():
     """Exercise 6.2's program, run by torch: per output, does the joint take a tangent for it?"""
     gm = torch_export(*seeded(FiveOutputs, five_outputs_args))
     with_tangent = {repr(n.meta["desc"].output) for n in gm.graph.find_nodes(op="placeholder")
@@ -230,7 +286,7 @@ predict(
     "6.2",
     name="predicted_tangent_mask",
     title="Predict which outputs get a tangent",
-    truth=_five_outputs_tangent_mask,
+    truth=five_outputs_tangent_mask,
     solution=[True, False, False, False, True],
     wrong=[
         wrong([True] * 5, "a tangent is d loss / d output, fed back into the backward: only an "
@@ -249,6 +305,7 @@ predict(
               "(x * y).sum() depends on x, which requires grad: it is a differentiable output "
               "(a 0-d one) and gets a tangent like any other."),
     ],
+    right=[(True, False, False, False, True), [1, 0, 0, 0, 1]],
     hint="an output gets a tangent when it requires grad, is a float tensor, and does not alias "
     "an input (or another output).",
 )
@@ -287,6 +344,31 @@ _T_H = "TangentAOTInput(output=InputMutationAOTOutput(mutated_input=PlainAOTInpu
 _T_S = "TangentAOTInput(output=InputMutationAOTOutput(mutated_input=BufferAOTInput(target='steps')))"
 _T_OUT = "TangentAOTInput(output=PlainAOTOutput(idx=0))"
 
+def _read_descriptors(answer):
+    """6.3's prediction in any spelling: strings with either quotes or extra spaces, or
+    course's or torch's descriptor objects, read into the canonical reprs."""
+    if not isinstance(answer, (list, tuple)):
+        return answer  # judged as it is (and found to be no list)
+    reprs = descriptor_reprs(answer)
+    if reprs is None:
+        unreadable = next(item for item in answer if descriptor_reprs([item]) is None)
+        raise ValueError(f"{unreadable!r} is not a descriptor; write each placeholder as a "
+                         "descriptor's repr, such as \"ParamAOTInput(target='w')\", or the object")
+    return reprs
+
+
+def _right_6_3():
+    """6.3's answer written three other ways: double quotes and spaces, course's objects,
+    torch's objects."""
+    spaced = ['ParamAOTInput(target="w")', 'BufferAOTInput( target = "steps" )', "PlainAOTInput(0)",
+              "PlainAOTInput(idx=1)", 'TangentAOTInput(InputMutationAOTOutput(PlainAOTInput(1)))',
+              'TangentAOTInput(output=PlainAOTOutput(idx=0))']
+    objects = [cd.ParamAOTInput("w"), cd.BufferAOTInput("steps"), cd.PlainAOTInput(0), cd.PlainAOTInput(1),
+               cd.TangentAOTInput(cd.InputMutationAOTOutput(cd.PlainAOTInput(1))),
+               cd.TangentAOTInput(cd.PlainAOTOutput(0))]
+    return [spaced, objects, [cd.to_torch(d) for d in objects]]
+
+
 predict(
     "6.3",
     name="predicted_placeholders",
@@ -311,6 +393,8 @@ predict(
               "h is still an input (PlainAOTInput(idx=1)); mutating it does not remove it, it "
               "adds an output holding its new value."),
     ],
+    parse=_read_descriptors,
+    right=_right_6_3(),
     hint="placeholders: parameters, buffers, every user input, then one tangent per forward "
     "output that can carry a gradient, in output order (mutated inputs' new values first).",
 )
@@ -417,6 +501,16 @@ def _oracle(gm):
     return plan
 
 
+def _copy_back_plan_converted(gm):  # a right answer: convert torch's descriptors, compare objects
+    def ours(d):
+        return d if d is None or isinstance(d, (cd.AOTInput, cd.AOTOutput)) else cd.from_torch(d)
+
+    name_of = {ours(n.meta["desc"]): n.name for n in gm.graph.find_nodes(op="placeholder")}
+    descs = [ours(d) for d in gm.graph.output_node().meta["desc"]]
+    return [(i, name_of[d.mutated_input]) for i, d in enumerate(descs)
+            if isinstance(d, cd.InputMutationAOTOutput)]
+
+
 def _course_classes_only(gm):
     placeholder_of = {n.meta["desc"]: n.name for n in gm.graph.find_nodes(op="placeholder")}
     return [(i, placeholder_of[d.mutated_input])
@@ -491,7 +585,8 @@ exercise(
               "find the mutation outputs by their descriptors: not every buffer is mutated "
               "(an MLP has none, a read-only buffer is never written) and inputs can be."),
     ],
-    hint="walk gm.graph.output_node().meta['desc'] with enumerate; for each "
-    "InputMutationAOTOutput, find the placeholder whose meta['desc'] equals (or has the repr "
-    "of) desc.mutated_input, and pair the output index with that placeholder's name.",
+    right=[_copy_back_plan_converted],
+    hint="the output node's descriptors say which outputs are input mutations, and each names "
+    "the input it belongs to; the placeholders carry the inputs' descriptors. Match the two "
+    "(in a way that works for torch's classes as well as course's).",
 )

@@ -125,11 +125,16 @@ def _oracle_per_layer(model, x):
 
 
 def _run_measure(answer, model_name):
+    """The bytes per block, and how many module hooks the answer left on the learner's model
+    (a measurement must leave the model as it found it: a forgotten forward pre-hook runs on
+    every later step)."""
     model, x = MODELS[model_name]()
-    return answer(model, x)
+    per_layer = answer(model, x)
+    left = sum(len(m._forward_pre_hooks) + len(m._forward_hooks) for m in model.modules())
+    return {"bytes per block": per_layer, "hooks left on the model": left}
 
 
-def _per_layer_variant(count_param, once_per_storage=True, cumulative=False, is_param=None):
+def _per_layer_variant(count_param, once_per_storage=True, cumulative=False, is_param=None, remove=True):
     """The known wrong answers of 8.1, as variations of the same hook."""
 
     def measure(model, x):
@@ -155,11 +160,36 @@ def _per_layer_variant(count_param, once_per_storage=True, cumulative=False, is_
 
         with saved_tensors_hooks(pack, lambda t: t):
             model(x)
-        for h in handles:
+        for h in handles if remove else ():
             h.remove()
         return per_layer
 
     return measure
+
+
+def _per_layer_by_param_storages(model, x):
+    """A right answer written differently: parameters recognised by their storages, the
+    current block kept by a pre-hook and a forward hook, hooks removed by an ExitStack."""
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    per_layer, seen, stack = dict.fromkeys(dict(model.named_children()), 0), set(), []
+
+    def pack(t):
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in params and ptr not in seen:
+            seen.add(ptr)
+            per_layer[stack[-1]] += t.untyped_storage().nbytes()
+        return t
+
+    with contextlib.ExitStack() as hooks:
+        for name, block in model.named_children():
+            pre = block.register_forward_pre_hook(lambda m, a, name=name: stack.append(name))
+            post = block.register_forward_hook(lambda m, a, o: stack.__delitem__(-1))  # returns None
+            hooks.callback(pre.remove)
+            hooks.callback(post.remove)
+        with saved_tensors_hooks(pack, lambda t: t):
+            out = model(x)
+    del out
+    return per_layer
 
 
 exercise(
@@ -197,12 +227,20 @@ exercise(
         wrong(
             _per_layer_variant(count_param=False, cumulative=True),
             "these are running totals: each block's entry must hold only the bytes saved "
-            "while that block ran (add to per_layer[current], do not store the total).",
+            "while that block ran, not everything saved so far.",
+        ),
+        wrong(
+            _per_layer_variant(count_param=False, remove=False),
+            "the bytes are right, but your forward pre-hooks are still registered on the "
+            "learner's model: they run on every later forward (and pile up with each call). "
+            "Keep the handles that registering returns and remove them when you are done, "
+            "even if the forward raises.",
         ),
     ],
-    hint="a forward pre-hook on each block sets the current block's name; the pack hook adds "
-    "t.untyped_storage().nbytes() to that block when the storage is new and its base is not "
-    "a leaf that requires grad.",
+    right=[_per_layer_by_param_storages],
+    hint="three things decide a block's number: which block is running when a tensor is "
+    "saved, whether that tensor's memory is a parameter's (it stays anyway), and whether its "
+    "storage was already counted. And leave the model with no hooks of yours.",
 )
 
 # --- Exercise 8.2: choose what to offload under a budget ------------------------------------
@@ -282,6 +320,17 @@ def _all_if_impossible(layer_bytes, param_bytes, budget):
         return set(layer_bytes)
 
 
+def _choose_by_bitmask(layer_bytes, param_bytes, budget):
+    """A right answer written differently: subsets as bit masks, the cheapest kept by min()."""
+    names = list(layer_bytes)
+    if param_bytes > budget:
+        raise ValueError("no choice fits: the parameters alone are over budget")
+    keep_all = param_bytes + sum(layer_bytes.values())
+    subsets = [[n for i, n in enumerate(names) if mask >> i & 1] for mask in range(2 ** len(names))]
+    fitting = [c for c in subsets if keep_all - sum(layer_bytes[n] for n in c) <= budget]
+    return set(min(fitting, key=lambda c: sum(layer_bytes[n] for n in c)))
+
+
 #: The lesson's numbers: exercise 8.1's bytes for make_model(), and the parameter bytes.
 LESSON_LAYER_BYTES = {"block0": 9280, "block1": 3136, "block2": 17472, "block3": 5184}
 LESSON_PARAM_BYTES = 48768
@@ -342,9 +391,10 @@ exercise(
             "instead of returning a choice that breaks the budget.",
         ),
     ],
-    hint="device bytes = param_bytes + sum of the layers you keep; among the subsets that "
-    "bring it to <= budget, return one with the fewest offloaded bytes; raise ValueError if "
-    "param_bytes > budget.",
+    right=[_choose_by_bitmask],
+    hint="the device holds the parameters and every block you keep; the cost is what you "
+    "offload. Among all the choices that fit, you want the cheapest, and when none can fit "
+    "you say so with an error.",
 )
 
 # --- Exercise 8.3: apply the choice ---------------------------------------------------------
@@ -399,6 +449,23 @@ def _step_variant(offload_all=False, invert=False, loss_inside=False, backward=T
     return step
 
 
+def _step_loss_excluded(model, x, chosen):
+    """A right answer written differently: the loss inside `with off:`, but excluded."""
+    off = Offloader(min_bytes=0, device_type="cpu", mode="copy")
+    h = x
+    with off:
+        for name, block in model.named_children():
+            if name in chosen:
+                h = block(h)
+            else:
+                with off.exclude():
+                    h = block(h)
+        with off.exclude():
+            loss = h.pow(2).sum()
+    loss.backward()
+    return off
+
+
 exercise(
     "8.3",
     name="offloaded_step",
@@ -418,8 +485,8 @@ exercise(
     wrong=[
         wrong(
             _step_variant(offload_all=True),
-            "every block was offloaded: wrap the blocks that are not chosen in "
-            "`with off.exclude():` so their saved tensors stay on the device.",
+            "every block was offloaded: the blocks that are not chosen must keep their "
+            "saved tensors on the device (the Offloader can be told to look away).",
         ),
         wrong(
             _step_variant(invert=True),
@@ -437,14 +504,16 @@ exercise(
             "call .backward() on the loss before returning the Offloader.",
         ),
     ],
-    hint="h = x; with off: for each (name, block): with nullcontext() if name in chosen else "
-    "off.exclude(): h = block(h). Then h.pow(2).sum().backward() and return off.",
+    right=[_step_loss_excluded],
+    hint="the Offloader's hooks see every tensor saved while they are on, whoever saves it: "
+    "decide block by block what they may take, keep everything else (the loss included) "
+    "out of their reach, and remember the step ends with a backward pass.",
 )
 
 # --- Exercise 8.4: predict what the joint graph saves ---------------------------------------
 
 
-def _param_saves_in_joint():
+def param_saves_in_joint():
     """How many SavedForBackwardsAOTOutput values of the partitioned forward are parameters
     or views of parameters (course.aot.joint, torch's default partitioner)."""
     from course.aot.descriptors import ParamAOTInput, SavedForBackwardsAOTOutput, from_torch
@@ -467,15 +536,15 @@ predict(
     "8.4",
     name="predicted_param_saves",
     title="Predict: how many saved-for-backward values of the joint graph are parameters (or views of them)?",
-    truth=_param_saves_in_joint,
+    truth=param_saves_in_joint,
     solution=20,
     wrong=[
         wrong(
             32,
             "not every parameter is needed by backward: a bias's gradient is the sum of the "
-            "output's gradient, and a Linear's weight is needed only as weight.t(). Count what "
-            "the pack trace showed for one block: LayerNorm's weight and bias, and one "
-            "weight.t() per Linear.",
+            "output's gradient, and a Linear's weight is needed only as weight.t(). Count the "
+            "parameter saves in the pack trace of one block (a parameter's shape is its "
+            "giveaway), then scale to four blocks.",
         ),
         wrong(
             8,
@@ -498,6 +567,8 @@ predict(
             "(and the tangents).",
         ),
     ],
-    hint="count, for one block, the saved tensors the pack trace marked reason=param, then "
-    "multiply by the number of blocks.",
+    right=[20.0],
+    hint="count, in the pack trace of block3 above, the saved tensors that are parameters or "
+    "views of them (LayerNorm's weight and bias are (16,), a Linear's weight.t() is its "
+    "weight transposed), then multiply by the number of blocks.",
 )
