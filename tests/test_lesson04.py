@@ -3,8 +3,9 @@
 Does the reference ``SaveOnCPU`` of exercise 4.1 behave like torch's ``save_on_cpu`` where
 torch copies (``pin_memory=True``), and give torch's gradients? Does the plain-hooks
 threshold offloader of exercise 4.2 send the same tensors to the host as course's
-``Offloader`` at any threshold (its oracle)? Do the predictions of exercises 4.3 and 4.4
-follow from the timing model's definitions?
+``Offloader`` at any threshold (its oracle)? Does the simulated GPU of the checks tell a
+host copy from a clone on the device? Do the predictions of exercises 4.3 and 4.4 follow
+from the timing model's definitions, in the lesson's one unit?
 """
 
 import pytest
@@ -12,9 +13,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course.checks import get, outcomes_of
+from course.checks import get, grade_answer, outcomes_of
 from course.checks import lesson04 as L
-from course.offload.model import overlapped_time, synchronous_time, transfer_times
+from course.offload.model import MB, predict_step, step_schedule, transfer_times
 
 
 @pytest.mark.parametrize("program", sorted(L.PROGRAMS))
@@ -64,12 +65,41 @@ def test_threshold_cases_tell_every_wrong_answer_apart():
 def test_predictions_follow_the_models_definitions():
     n = L.PREDICT_NUMBERS
     k, bw = n["layers"], n["bandwidth_GBs"] * 1e9
-    copy = transfer_times([n["saved_MB"] * 1e6] * k, bw)
+    copy = transfer_times([n["saved_MB"] * MB] * k, bw)
     fwd, bwd = [n["forward_ms"] * 1e-3] * k, [n["backward_ms"] * 1e-3] * k
-    # transfer-bound: each copy is longer than its layer's forward compute
-    assert all(x > c for x, c in zip(copy, fwd)) and L._forward_bound() == "transfer-bound"
-    by_hand = sum(max(c, x) for c, x in zip(fwd, copy)) + sum(max(c, x) for c, x in zip(bwd, copy))
-    assert L._overlapped_step_ms() == pytest.approx(by_hand * 1e3)
-    assert overlapped_time(fwd, copy) < synchronous_time(fwd, copy)
-    wrong_values = {w.answer for w in get("4.4").wrong}
-    assert L._overlapped_step_ms() not in wrong_values
+    # transfer-bound forward: three copies (the last layer stays) outweigh four layers of compute,
+    # and it stays so in the decimal unit too (the conclusion does not hang on the unit)
+    assert sum(copy[:-1]) > sum(fwd) and L._forward_bound() == "transfer-bound"
+    assert sum(transfer_times([n["saved_MB"] * 1e6] * (k - 1), bw)) > sum(fwd)
+    by_hand = sum(fwd) + sum(bwd) + 2 * sum(copy[:-1])  # synchronous: everything adds
+    assert L._synchronous_ms() == pytest.approx(by_hand * 1e3)
+    p = predict_step(fwd, bwd, [n["saved_MB"] * MB] * k, bw)
+    assert p.lower <= p.pipelined <= p.overlapped <= p.synchronous
+    wrong_values = [w.answer for w in get("4.4").wrong]
+    assert all(abs(v - by_hand * 1e3) > 1e-3 * by_hand * 1e3 for v in wrong_values)
+
+
+def test_one_unit_the_notebooks_own_answer_passes_and_a_truncation_does_not():
+    """40.78-style answers: the value computed with the notebook's MB = 2**20 is right."""
+    n = L.PREDICT_NUMBERS
+    mine = 4 * n["forward_ms"] + 4 * n["backward_ms"] + 6 * (n["saved_MB"] * 2**20 / (n["bandwidth_GBs"] * 1e9) * 1e3)
+    assert grade_answer(get("4.4"), round(mine, 2)).status == "passed"
+    assert grade_answer(get("4.4"), int(mine)).status == "failed"
+    assert grade_answer(get("4.4"), torch.tensor(int(mine))).status == "failed"
+
+
+def test_the_one_in_flight_schedule_lies_between_the_bounds_the_lesson_states():
+    fwd, bwd, saved, bw = L._predict_inputs()
+    ends = [step_schedule(fwd, bwd, saved, bw, in_flight=k).end for k in (0, 1, None)]
+    assert ends[0] >= ends[1] >= ends[2] >= sum(fwd) + sum(bwd)
+
+
+@pytest.mark.parametrize("exercise_id", ["4.1", "4.2"])
+def test_a_clone_on_the_device_is_caught_only_by_the_simulated_gpu(exercise_id):
+    """On the CPU a clone and a host copy look alike; the simulated-GPU case tells them apart."""
+    ex = get(exercise_id)
+    clone = {"4.1": L._clone_in_place, "4.2": L._clones_on_device}[exercise_id]
+    ours, ref = outcomes_of(ex, clone), outcomes_of(ex, ex.solution)
+    labels = [c.label for c in ex.all_cases]
+    differing = [label for label, a, b in zip(labels, ours, ref) if repr(a) != repr(b)]
+    assert differing and all("simulated GPU" in label for label in differing)

@@ -8,18 +8,27 @@ See docs/authoring.md.
 There is no GPU in CI, so every check is one the CPU can judge: *whether* a pack hook
 copied (the packed tensor has a storage of its own), what dtype and values come back,
 which saved tensors a threshold sends to the host and how many bytes, and what the timing
-model predicts. The programs the checks run live here too (``PROGRAMS``, ``MODELS``,
-``PREDICT_NUMBERS``), so the notebook runs exactly what the check judges.
+model predicts. Where a copy is *to* matters too, and a CPU cannot show it with real
+tensors (every tensor is a host tensor there), so one case per exercise runs the hooks on a
+**simulated GPU tensor**: a ``FakeTensorMode`` tensor on ``cuda``, which has a device, a
+dtype and a shape but no memory, needs no GPU, and tells a host copy (``device='cpu'``)
+from a clone that stays on the device. The programs the checks run live here too
+(``PROGRAMS``, ``MODELS``, ``PREDICT_NUMBERS``), so the notebook runs exactly what the
+check judges.
 """
 
 from __future__ import annotations
 
+import contextlib
+import warnings
+
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.autograd.graph import saved_tensors_hooks
 
 from course.checks import case, exercise, predict, wrong
+from course.offload.model import MB, predict_step, step_schedule, transfer_times
 from course.offload.offloader import Offloader
-from course.offload.model import overlapped_time, predict_step, transfer_times
 
 # --- shared: find the tensors inside a packed value -------------------------------------------
 
@@ -51,6 +60,49 @@ def _same_grads(leaves, reference) -> bool:
 
 def _grads_without_hooks(leaves, loss_fn) -> list[torch.Tensor]:
     return list(torch.autograd.grad(loss_fn(), leaves))
+
+
+_NO_CUDA = "not linked with support for cuda"  # what a simulated GPU says to a device-to-device copy
+
+
+@contextlib.contextmanager
+def _simulated_gpu():
+    """Fake tensors: ``torch.empty(..., device='cuda')`` works without a GPU (no memory behind it)."""
+    with warnings.catch_warnings(), FakeTensorMode():
+        warnings.simplefilter("ignore")  # data_ptr() on a fake tensor warns
+        yield
+
+
+def _warm_simulated_gpu() -> None:
+    """The first fake tensor loads a good part of torch (seconds); pay that once, at import,
+    so a check (or the grader's worker, forked after importing the checks) does not time out."""
+    with _simulated_gpu():
+        t = torch.empty(2, device="cuda")
+        t.to("cpu", copy=True).to(t.device)
+
+
+_warm_simulated_gpu()
+
+
+def _on_simulated_gpu(pack, unpack, tensors) -> dict:
+    """Pack and unpack each of ``tensors`` (built inside the simulated GPU) and say where the
+    packed copy lives and where unpack puts it back. A clone on the device raises inside the
+    simulation (it cannot copy device to device); that is the answer "stays on the device"."""
+    where, back = [], []
+    for t in tensors:
+        try:
+            packed = pack(t)
+            inside = _tensors_in(packed)
+            where.append("host" if inside and all(p.device.type == "cpu" for p in inside) else
+                         "device" if any(p.device == t.device for p in inside) else "nowhere")
+            out = unpack(packed)
+            back.append(out.device == t.device and out.dtype == t.dtype and out.shape == t.shape)
+        except RuntimeError as e:
+            if _NO_CUDA not in str(e):
+                raise
+            where.append("device")
+            back.append(False)
+    return {"where each packed tensor lives": where, "unpack returns device, dtype and shape": all(back)}
 
 
 # --- Exercise 4.1: save_on_cpu that really copies ------------------------------------------------
@@ -105,16 +157,24 @@ PROGRAMS = {
 
 
 def _run_save_on_cpu(answer, program):
-    """Run ``program`` with ``answer()``'s hooks; observe gradients and every pack / unpack."""
+    """Run ``program`` with ``answer()``'s hooks; observe gradients and every pack / unpack.
+
+    ``program="simulated-gpu"`` packs two tensors of a simulated GPU instead (see the
+    module docstring): a float32 activation and a float64 one."""
     ctx = answer()
     pack, unpack = ctx.pack_hook, ctx.unpack_hook
-    seen = {"copied": [], "keeps_history": [], "same_dtype": [], "same_values": []}
+    if program == "simulated-gpu":
+        with _simulated_gpu():
+            tensors = [torch.empty(5, 8, device="cuda"), torch.empty(4, 3, dtype=torch.float64, device="cuda")]
+            return _on_simulated_gpu(pack, unpack, tensors)
+    seen = {"copied": [], "keeps_history": [], "same_dtype": [], "same_values": [], "itself": []}
 
     def observed_pack(t):
         packed = pack(t)
         inside = _tensors_in(packed)
         seen["copied"].append(bool(inside) and not any(_shares_storage(p, t) for p in inside))
         seen["keeps_history"].append(any(p.requires_grad for p in inside))
+        seen["itself"].append(any(p is t for p in inside))
         return packed, t.detach()  # the original, to compare with what unpack returns
 
     def observed_unpack(both):
@@ -133,6 +193,7 @@ def _run_save_on_cpu(answer, program):
         "gradients as without hooks": _same_grads(leaves, reference),
         "every saved tensor copied": all(seen["copied"]),
         "a packed tensor keeps autograd history": any(seen["keeps_history"]),
+        "pack kept the saved tensor itself": any(seen["itself"]),
         "unpack returns the dtype and device": all(seen["same_dtype"]),
         "unpack returns the values": all(seen["same_values"]),
     }
@@ -157,6 +218,17 @@ _dot_cpu = _make(lambda t: (t.device, t.cpu()), _unpack_pair)
 _detach = _make(lambda t: t.detach(), lambda p: p)
 _half = _make(lambda t: (t.device, t.to("cpu", torch.float16, copy=True)), _unpack_pair)
 _default_dtype = _make(lambda t: (t.device, torch.empty(t.size()).copy_(t)), _unpack_pair)
+_clone_in_place = _make(lambda t: (t.device, t.clone()), _unpack_pair)  # a copy, on the same device
+_empty_like = _make(lambda t: (t.device, torch.empty_like(t).copy_(t)), _unpack_pair)
+_stays_on_host = _make(lambda t: (t.device, t.to("cpu", copy=True)), lambda p: p[1])  # never goes back
+# right answers written differently from the reference
+_to_copy = _make(lambda t: (t.device, t.to("cpu", copy=True)), _unpack_pair)
+_cpu_then_clone = _make(lambda t: (t.device, t.detach().cpu().clone()), _unpack_pair)
+_pinned_when_possible = _make(
+    lambda t: (t.device, torch.empty(t.size(), dtype=t.dtype, layout=t.layout, device="cpu",
+                                     pin_memory=torch.cuda.is_available()).copy_(t)),
+    lambda p: p[1].to(p[0], non_blocking=True),
+)
 
 exercise(
     "4.1",
@@ -170,7 +242,10 @@ exercise(
         case("exp", label="(x * w).exp().sum() in float64"),
         case("mlp64", label="the same MLP in float64"),
         case("shared", label="a.sin() * a.sin().t().t(): a transposed view is saved"),
+        case("simulated-gpu", label="pack and unpack on a simulated GPU (FakeTensorMode, device='cuda'): "
+             "where does the packed copy live?"),
     ],
+    right=[_to_copy, _cpu_then_clone, _pinned_when_possible],
     wrong=[
         wrong(
             _dot_cpu,
@@ -193,10 +268,26 @@ exercise(
             "torch.empty(size) without dtype= is float32: a float64 activation comes back "
             "rounded. Pass dtype=tensor.dtype (and layout=tensor.layout), as torch does.",
         ),
+        wrong(
+            _clone_in_place,
+            "clone() copies, but onto the tensor's own device: on a GPU the copy sits in GPU "
+            "memory beside the original, so offloading frees nothing (the simulated-GPU case shows "
+            "where it lives). The copy must be allocated in host memory, device='cpu'.",
+        ),
+        wrong(
+            _empty_like,
+            "empty_like(tensor) allocates on the tensor's device: on a GPU this is a second GPU "
+            "buffer, not host memory. Give the new tensor device='cpu' explicitly.",
+        ),
+        wrong(
+            _stays_on_host,
+            "unpack must hand backward a tensor on the device the activation came from: the "
+            "packed value remembers that device; move the host copy back there.",
+        ),
     ],
-    hint="pack: allocate torch.empty(tensor.size(), dtype=tensor.dtype, layout=tensor.layout, "
-    "device='cpu'), copy_ the tensor into it, return (tensor.device, copy); unpack: "
-    "device, t = packed; return t.to(device).",
+    hint="what pack returns must hold a copy in host memory (its own storage, same dtype and "
+    "layout, no autograd history) and the device to go back to; unpack returns a tensor on "
+    "that device with the original values.",
 )
 
 # --- Exercise 4.2: a size-threshold offloader -----------------------------------------------
@@ -254,8 +345,23 @@ def _scaled_model():
 MODELS = {"mlp": _mlp_model, "scaled": _scaled_model}
 
 
+def _threshold_on_simulated_gpu(hooks, min_bytes):
+    """A 4096-byte and a 512-byte activation, packed on a simulated GPU.
+
+    (No parameter here: a fake GPU tensor that requires grad cannot enter autograd without a
+    real GPU; the CPU cases judge the parameter rule.)"""
+    if isinstance(hooks, Offloader):  # the oracle: the Offloader's rule, written out
+        hooks = threshold_hooks(min_bytes)
+    pack, unpack = hooks
+    with _simulated_gpu():
+        big, small = torch.empty(16, 64, device="cuda"), torch.empty(128, device="cuda")
+        return _on_simulated_gpu(pack, unpack, [big, small])
+
+
 def _run_threshold(answer, model_name, min_bytes):
     """Forward + backward under the hooks; observe gradients and what went to the host."""
+    if model_name == "simulated-gpu":
+        return _threshold_on_simulated_gpu(answer(min_bytes), min_bytes)
     model, inputs = MODELS[model_name]()
     reference = _grads_without_hooks(list(model.parameters()), lambda: model(*inputs).pow(2).sum())
     hooks = answer(min_bytes)
@@ -268,11 +374,12 @@ def _run_threshold(answer, model_name, min_bytes):
         calls, nbytes = st.packed - kept, st.offloaded_bytes
     else:
         pack, unpack = hooks
-        offloaded, held = {}, []
+        offloaded, held, itself = {}, [], []
 
         def observed_pack(t):
             packed = pack(t)
             inside = _tensors_in(packed)
+            itself.append(any(p is t for p in inside))
             if inside and not any(_shares_storage(p, t) for p in inside):
                 held.append(t)  # alive until backward: a storage address is not reused
                 offloaded.setdefault(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
@@ -282,6 +389,8 @@ def _run_threshold(answer, model_name, min_bytes):
             loss = model(*inputs).pow(2).sum()
         loss.backward()
         calls, nbytes = len(held), sum(offloaded.values())
+        if any(itself):
+            return {"pack kept the saved tensor itself (a reference cycle)": True}
     return {
         "gradients as without hooks": _same_grads(model.parameters(), reference),
         "pack calls that went to the host": calls,
@@ -331,6 +440,56 @@ def _keeps_everything(min_bytes):
     return (lambda t: ("kept", t.detach())), (lambda p: p[1])
 
 
+def _keeps_t_itself(min_bytes):
+    _, unpack = threshold_hooks(min_bytes)
+
+    def pack(t):
+        base = t._base if t._base is not None else t
+        if (base.is_leaf and base.requires_grad) or t.nbytes < min_bytes:
+            return ("kept", t)  # the tensor itself: the graph now holds itself
+        return ("host", t.device, t.to("cpu", copy=True))
+
+    return pack, unpack
+
+
+def _clones_on_device(min_bytes):
+    _, unpack = threshold_hooks(min_bytes)
+
+    def pack(t):
+        base = t._base if t._base is not None else t
+        if (base.is_leaf and base.requires_grad) or t.nbytes < min_bytes:
+            return ("kept", t.detach())
+        return ("host", t.device, t.clone())  # a copy, but on the tensor's own device
+
+    return pack, unpack
+
+
+# right answers written differently from the reference
+def _storage_bytes(min_bytes):
+    _, unpack = threshold_hooks(min_bytes)
+
+    def pack(t):
+        is_param = t.requires_grad and (t.is_leaf or (t._base is not None and t._base.is_leaf))
+        if is_param or t.untyped_storage().nbytes() < min_bytes:
+            return ("kept", t.detach())
+        return ("host", t.device, t.detach().cpu().clone())
+
+    return pack, unpack
+
+
+def _dict_packed(min_bytes):
+    def pack(t):
+        base = t if t._base is None else t._base
+        if isinstance(base, torch.nn.Parameter) or t.numel() * t.element_size() < min_bytes:
+            return {"tensor": t.detach(), "device": None}
+        return {"tensor": t.to("cpu", copy=True), "device": t.device}
+
+    def unpack(p):
+        return p["tensor"] if p["device"] is None else p["tensor"].to(p["device"], non_blocking=True)
+
+    return pack, unpack
+
+
 exercise(
     "4.2",
     name="threshold_hooks",
@@ -347,7 +506,10 @@ exercise(
         case("mlp", 0, label="MODELS['mlp'], min_bytes=0"),
         case("scaled", 4096, label="tanh((x @ w) * scale) in float64, min_bytes=4096"),
         case("scaled", 1 << 20, label="tanh((x @ w) * scale), min_bytes=1 MiB (nothing is that big)"),
+        case("simulated-gpu", 1024, label="a 4 KB and a 512-byte activation on a simulated GPU, "
+             "min_bytes=1024: where does each packed tensor live?"),
     ],
+    right=[_storage_bytes, _dict_packed],
     wrong=[
         wrong(
             _on_numel,
@@ -367,102 +529,161 @@ exercise(
         ),
         wrong(
             _isinstance_parameter,
-            "addmm saves weight.t(), a view: it is a plain Tensor, not an nn.Parameter. Look at "
-            "its base (t._base if t._base is not None else t) and ask is_leaf and requires_grad.",
+            "addmm saves weight.t(), a view: it is a plain Tensor, not an nn.Parameter. Ask the "
+            "tensor the view was taken from (its ._base) whether it is a leaf that requires grad.",
         ),
         wrong(
             _keeps_everything,
             "nothing went to the host: a tensor of min_bytes or more (and not a parameter) "
-            "must be packed as a host copy, t.to('cpu', copy=True).",
+            "must be packed as a copy in host memory, with the device it came from.",
+        ),
+        wrong(
+            _keeps_t_itself,
+            "the packed value holds the saved tensor itself: the graph keeps the tensor and the "
+            "tensor (through grad_fn) keeps the graph, a reference cycle that only the garbage "
+            "collector frees. Keep a detached alias (it shares the memory) instead.",
+        ),
+        wrong(
+            _clones_on_device,
+            "clone() makes its copy on the tensor's own device: on a GPU nothing is freed (the "
+            "simulated-GPU case shows the copy living on 'cuda'). Copy to host memory instead.",
         ),
     ],
-    hint="pack: if the tensor (or its ._base) is a leaf that requires grad, or t.nbytes < "
-    "min_bytes, return ('kept', t.detach()); else ('host', t.device, t.to('cpu', copy=True)). "
-    "unpack: undo whichever you did.",
+    hint="three rules, in order: a parameter (or a view of one) stays; a tensor below the "
+    "threshold stays; anything else goes to host memory with the device it came from. What "
+    "stays is packed without the tensor object itself.",
 )
 
 # --- Exercises 4.3 and 4.4: predict, then run the timing model ------------------------------
 
-#: The numbers of exercises 4.3 and 4.4: four identical layers.
+#: The numbers of exercises 4.3 and 4.4: four identical layers. One unit throughout the
+#: lesson: MB = 2**20 bytes (``course.offload.model.MB``), GB/s = 1e9 bytes per second.
 PREDICT_NUMBERS = {
     "layers": 4,
     "forward_ms": 3.0,  # per layer
     "backward_ms": 6.0,  # per layer (backward costs about twice forward)
-    "saved_MB": 48.0,  # per layer, offloaded in forward and fetched back in backward
-    "bandwidth_GBs": 12.0,  # each direction
+    "saved_MB": 64.0,  # per layer, MB = 2**20 bytes; the last layer's stay on the device
+    "bandwidth_GBs": 12.0,  # each direction, GB = 1e9 bytes
 }
 
 
-def _predict_inputs():
+def _predict_inputs(mb: float = MB, keep_last: bool = True):
     n = PREDICT_NUMBERS
     k = n["layers"]
     return (
         [n["forward_ms"] * 1e-3] * k,
         [n["backward_ms"] * 1e-3] * k,
-        [n["saved_MB"] * 1e6] * k,
+        [n["saved_MB"] * mb] * k,
         n["bandwidth_GBs"] * 1e9,
     )
 
 
 def _forward_bound():
-    """Is the overlapped forward pass limited by compute or by the copies? (course's model)"""
+    """In forward, is there more copying than computing (course's model, last layer kept)?"""
     forward, _, saved, bandwidth = _predict_inputs()
-    x = transfer_times(saved, bandwidth)
-    return "compute-bound" if overlapped_time(forward, x) <= sum(forward) else "transfer-bound"
+    copies = transfer_times(saved[:-1], bandwidth)  # the last layer stays on the device
+    return "transfer-bound" if sum(copies) > sum(forward) else "compute-bound"
+
+
+def _read_bound(answer):
+    """Read "transfer-bound" in any case and spacing ("Transfer bound", "transfer_bound")."""
+    if not isinstance(answer, str):
+        raise ValueError(f"write a string, not {type(answer).__name__}")
+    word = "".join(ch for ch in answer.lower() if ch.isalpha())
+    for full in ("transfer-bound", "compute-bound"):
+        if word in (full.replace("-", ""), full.split("-")[0]):
+            return full
+    return answer
 
 
 predict(
     "4.3",
     name="predicted_forward_bound",
-    title="Predict: is the overlapped forward pass compute-bound or transfer-bound?",
+    title="Predict: is the forward pass compute-bound or transfer-bound?",
     truth=_forward_bound,
     solution="transfer-bound",
+    parse=_read_bound,
+    right=["Transfer-bound", "transfer bound", "TRANSFER_BOUND"],
     wrong=[
         wrong(
             "compute-bound",
-            "each layer's copy takes 48 MB / 12 GB/s = 4 ms, longer than its 3 ms of forward "
-            "compute: the copy stream, not compute, sets the pace in forward.",
+            "compare the two streams' work in forward: one copy takes bytes / bandwidth (mind "
+            "the unit: MB is 2**20 bytes, GB/s is 1e9 bytes per second) and three layers send "
+            "theirs out, against four layers of forward compute.",
         ),
     ],
-    hint='write "compute-bound" or "transfer-bound": compare one copy (bytes / bandwidth) '
-    "with one layer's forward compute.",
+    hint='write "compute-bound" or "transfer-bound": which stream has more work in forward, '
+    "compute or copy?",
 )
 
 
-def _overlapped_step_ms():
-    """The overlapped step time of the timing model, in milliseconds."""
-    return round(predict_step(*_predict_inputs()).overlapped * 1e3, 6)
+def _synchronous_ms(mb: float = MB, keep_last: bool = True) -> float:
+    """The synchronous step time of the timing model, in milliseconds."""
+    return predict_step(*_predict_inputs(mb), keep_last=keep_last).synchronous * 1e3
 
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1e3, 2)
+
+
+def _wrong_step_values() -> dict[str, float]:
+    """The known wrong answers of 4.4, computed (not typed in) so they follow the numbers."""
+    fwd, bwd, saved, bw = _predict_inputs()
+    x = transfer_times(saved, bw)
+    none = sum(fwd) + sum(bwd)
+    return {
+        "decimal MB": round(_synchronous_ms(mb=1e6), 2),
+        "last layer offloaded": round(_synchronous_ms(keep_last=False), 2),
+        "copies out only": _ms(none + sum(x[:-1])),
+        "no offload": _ms(none),
+        "one in flight": _ms(step_schedule(fwd, bwd, saved, bw, in_flight=1).end),
+        "truncated": float(int(_synchronous_ms())),  # written as an int below
+    }
+
+
+_W = _wrong_step_values()
 
 predict(
     "4.4",
-    name="predicted_overlapped_ms",
-    title="Predict the overlapped step time (forward + backward), in ms",
-    truth=_overlapped_step_ms,
-    solution=40.0,
+    name="predicted_synchronous_ms",
+    title="Predict the synchronous step time (copies block compute), in ms",
+    truth=_synchronous_ms,
+    solution=69.55,
+    rtol=1e-3,  # two decimals are enough
+    atol=0.0,
+    right=[69.554, 69.5544, torch.tensor(69.55)],
     wrong=[
         wrong(
-            36.0,
-            "that is the step without offload: copies are free only where compute is longer. "
-            "In forward each layer costs max(3, 4) = 4 ms, not 3.",
+            _W["decimal MB"],
+            "that is the answer with MB = 1e6 bytes; this lesson's MB is 2**20 bytes (the MB "
+            "of the first cell and of every table), so one copy takes 64 * 2**20 / 12e9 s.",
         ),
         wrong(
-            68.0,
-            "that is the synchronous time (every copy added to compute): overlapped layers "
-            "cost max(compute, copy) each, not the sum.",
+            _W["last layer offloaded"],
+            "the last layer's activations stay on the device: backward starts with that layer, "
+            "so sending them out only to fetch them straight back would leave compute idle. "
+            "Three layers go out and come back.",
         ),
         wrong(
-            32.0,
-            "that counts only the copies (4 ms x 8): in backward each layer computes for 6 ms, "
-            "longer than its 4 ms fetch, so backward costs 4 x 6 = 24 ms.",
+            _W["copies out only"],
+            "what goes out in forward comes back in backward: each offloaded layer is copied "
+            "twice per step.",
         ),
         wrong(
-            47.0,
-            "that is the pipelined schedule (predict_step(...).pipelined: the last copy starts "
-            "only when its layer ends, and backward must fetch before it computes). We asked "
-            "for the overlapped model: each layer costs max(compute, copy).",
+            _W["no offload"],
+            "that is the step without offload. Synchronous copies block compute: their time "
+            "adds to it.",
+        ),
+        wrong(
+            _W["one in flight"],
+            "that is the one-in-flight schedule (copies beside compute). Synchronous means "
+            "each copy waits for compute and compute waits for each copy: nothing hides.",
+        ),
+        wrong(
+            int(_W["truncated"]),
+            "right value, but cut to an int: write the float with its decimals (two are enough).",
         ),
     ],
-    hint="overlapped time = sum over layers of max(compute, copy), for forward and for "
-    "backward; a copy takes bytes / bandwidth.",
+    hint="synchronous step = all compute (forward and backward) + every copy's time; a copy "
+    "takes bytes / bandwidth.",
 )

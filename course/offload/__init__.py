@@ -14,12 +14,32 @@ All three are the course's own code, written on torch's public saved-tensor hook
 """
 
 from course.offload import bench, model, offloader
-from course.offload.bench import STRATEGIES, BenchmarkResult, StrategyResult, benchmark, plot
+from course.offload.bench import (
+    PUBLISHED,
+    RESULTS_FORMAT,
+    STRATEGIES,
+    BenchmarkResult,
+    StrategyResult,
+    benchmark,
+    copy_bandwidth,
+    forward_seconds,
+    hook_seconds,
+    load_results,
+    plot,
+    predict_rows,
+    results_table,
+    schedule_of,
+    stored_results,
+)
 from course.offload.model import (
+    MB,
     StepPrediction,
+    StepSchedule,
+    lower_bound,
     overlapped_time,
     pipelined_time,
     predict_step,
+    step_schedule,
     synchronous_time,
     transfer_times,
 )

@@ -1,38 +1,53 @@
 """A timing model for activation offloading: when do the copies cost nothing?
 
-Per layer ``i`` we know its compute time ``c[i]`` (forward or backward) and the bytes it
-saves ``s[i]``; the link (PCIe, NVLink-C2C) moves ``bandwidth`` bytes per second after a
-fixed ``latency`` per copy, so a copy takes ``x[i] = latency + s[i] / bandwidth``.
+Per layer ``i`` we know its forward and backward compute times ``f[i]``, ``b[i]`` and the
+bytes it saves ``s[i]``; the link (PCIe, NVLink-C2C) moves ``bandwidth`` bytes per second
+after a fixed ``latency`` per copy, so a copy takes ``x[i] = latency + s[i] / bandwidth``.
+The hooks themselves cost time too: ``hook_s`` seconds per layer and pass, spent on the
+compute stream (measure it with identity hooks, which copy nothing).
 
-- **Synchronous** offload (``save_on_cpu`` without pinned memory: the copy blocks the
-  compute stream) pays both: ``sum(c) + sum(x)``.
-- **Overlapped** offload (a side stream, one layer in flight): layer ``i``'s copy hides
-  behind neighbouring compute, and the slower of the two sets the pace:
-  ``sum(max(c[i], x[i]))``.
-- **Pipelined** offload (a side stream, unlimited queue) is the two-machine flow shop: the
-  copy stream starts copy ``i`` once compute ``i`` is done and copy ``i-1`` is done. Backward
-  is the mirror image: fetch ``i`` must finish before backward compute ``i`` starts.
+Forward sends each layer's activations to the host after the layer ran; backward fetches
+them back, in reverse, before the layer's backward needs them. The **last layer stays on
+the device** (``keep_last=True``): backward starts with it, so sending it out only to fetch
+it straight back would leave compute idle (real offloaders keep it too). One copy stream
+carries both directions, in order.
 
-Every model sits between two bounds a learner should be able to state::
+One schedule, :func:`step_schedule`, with one knob, ``in_flight``, the number of copies
+allowed to run ahead of compute:
 
-    max(sum(c), sum(x)) <= pipelined_time(c, x) <= synchronous_time(c, x)   # OK
-    max(sum(c), sum(x)) <= overlapped_time(c, x) <= synchronous_time(c, x)  # OK
-    overlapped_time(c, x) < max(sum(c), sum(x))                             # BAD: impossible
+- ``in_flight=0``: **synchronous** (each copy blocks compute, as with pageable memory or
+  ``mode='copy'``): every second of copying is added;
+- ``in_flight=1``: **one layer in flight** (a side stream; layer ``i + 1`` computes while
+  layer ``i`` is copied, and backward fetches one layer ahead);
+- ``in_flight=None``: **pipelined**, an unlimited queue (the copy stream never waits for
+  room; in backward every fetch is issued at once).
 
-Worked example (4 layers, 2 ms of forward compute each, 32 MB saved each, 16 GB/s link:
-2 ms per copy) -- the copies hide exactly::
+A looser schedule is never slower than a stricter one, and all of them lie between two
+bounds a learner should be able to state::
 
-    >>> x = transfer_times([32e6] * 4, bandwidth=16e9)
-    >>> [round(t * 1e3, 3) for t in x]
-    [2.0, 2.0, 2.0, 2.0]
-    >>> round(synchronous_time([2e-3] * 4, x) * 1e3, 3), round(overlapped_time([2e-3] * 4, x) * 1e3, 3)
-    (16.0, 8.0)
+    lower_bound <= step(in_flight=None) <= step(in_flight=1) <= step(in_flight=0) == synchronous  # OK
+    step(in_flight=1) < max(total compute, total copy time)                                      # BAD: impossible
 
-Index: :func:`transfer_times`, :func:`synchronous_time`, :func:`overlapped_time`,
-:func:`pipelined_time`, :func:`predict_step`, :class:`StepPrediction`.
+``lower_bound`` is ``max(sum of compute, sum of copies)``: each stream has at least that much
+work. ``synchronous`` is their sum.
 
-Differences from torch: torch has no such model; this one ignores copy-engine contention,
-the time to launch kernels, and the memory the prefetched tensors occupy.
+Worked example (4 layers, 2 ms of forward and 4 ms of backward compute each, 32 MB saved
+each, 16 GB/s: 2 ms per copy; three layers move, the last stays)::
+
+    >>> p = predict_step([2e-3] * 4, [4e-3] * 4, [32e6] * 4, bandwidth=16e9)
+    >>> print(p)
+    none 24.000 ms | lower x1.00 | pipelined x1.00 | in flight x1.00 | synchronous x1.50
+
+Units: seconds and bytes everywhere in this module; lesson 4 prints milliseconds and
+``MB = 2**20`` bytes (:data:`MB`), and gives bandwidths in GB/s of ``1e9`` bytes.
+
+Index: :data:`MB`, :func:`transfer_times`, :func:`synchronous_time`, :func:`lower_bound`,
+:func:`overlapped_time`, :func:`pipelined_time`, :func:`step_schedule`, :class:`StepSchedule`,
+:func:`predict_step`, :class:`StepPrediction`.
+
+Differences from torch: torch has no such model. Ours ignores copy-engine contention (both
+directions share one stream), kernel launch time, and that a real offloader counts storages,
+not layers, when it prefetches.
 """
 
 from __future__ import annotations
@@ -41,13 +56,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
+    "MB",
     "StepPrediction",
+    "StepSchedule",
+    "lower_bound",
     "overlapped_time",
     "pipelined_time",
     "predict_step",
+    "step_schedule",
     "synchronous_time",
     "transfer_times",
 ]
+
+#: The byte unit lesson 4 prints: 2**20 bytes (the harness's tables use it too).
+MB = 2**20
 
 
 def transfer_times(saved_bytes: Sequence[float], bandwidth: float, latency: float = 0.0) -> list[float]:
@@ -79,17 +101,7 @@ def _check(compute: Sequence[float], transfer: Sequence[float]) -> None:
 
 
 def synchronous_time(compute: Sequence[float], transfer: Sequence[float]) -> float:
-    """Copies block compute: every second of transfer is added.
-
-    Args:
-        compute: per-layer compute times (seconds).
-        transfer: per-layer transfer times (seconds), same length.
-
-    Returns:
-        ``sum(compute) + sum(transfer)``.
-
-    Raises:
-        ValueError: if the lengths differ.
+    """One pass whose copies block compute: every second of transfer is added (the upper bound).
 
     Example:
         >>> synchronous_time([1.0, 2.0], [3.0, 0.5])
@@ -99,43 +111,60 @@ def synchronous_time(compute: Sequence[float], transfer: Sequence[float]) -> flo
     return float(sum(compute) + sum(transfer))
 
 
-def overlapped_time(compute: Sequence[float], transfer: Sequence[float]) -> float:
-    """Copies run beside compute, one layer at a time: each layer costs the slower of the two.
+def lower_bound(compute: Sequence[float], transfer: Sequence[float]) -> float:
+    """No schedule beats ``max(sum(compute), sum(transfer))``: each stream has that much work.
+
+    Example:
+        >>> lower_bound([1.0, 2.0], [3.0, 0.5])
+        3.5
+    """
+    _check(compute, transfer)
+    return float(max(sum(compute), sum(transfer)))
+
+
+def overlapped_time(compute: Sequence[float], transfer: Sequence[float], in_flight: int | None = 1) -> float:
+    """One forward-shaped pass (compute layer ``i``, then copy it) on two streams.
+
+    Copy ``i`` starts when layer ``i`` is done and copy ``i - 1`` is done; layer ``i`` may
+    start only when at most ``in_flight`` earlier copies are unfinished.
 
     Args:
         compute: per-layer compute times (seconds).
-        transfer: per-layer transfer times (seconds), same length.
-
-    Returns:
-        ``sum(max(c, x) for c, x in zip(compute, transfer))``.
-
-    Raises:
-        ValueError: if the lengths differ.
-
-    Example:
-        >>> overlapped_time([1.0, 2.0], [3.0, 0.5])  # max(1, 3) + max(2, 0.5)
-        5.0
-    """
-    _check(compute, transfer)
-    return float(sum(max(c, x) for c, x in zip(compute, transfer)))
-
-
-def pipelined_time(first: Sequence[float], second: Sequence[float]) -> float:
-    """Two streams, unlimited queue: stage ``second[i]`` starts after ``first[i]`` and ``second[i-1]``.
-
-    Forward is ``pipelined_time(compute, transfer)`` (compute, then offload its activations);
-    backward, with layers in backward order, is ``pipelined_time(transfer, compute)``
-    (fetch, then compute with it).
-
-    Args:
-        first: per-layer times of the stage that runs first.
-        second: per-layer times of the stage that depends on it, same length.
+        transfer: per-layer copy times (seconds), same length; 0 means "nothing to copy".
+        in_flight: copies allowed to run behind compute (0: synchronous; None: unlimited).
 
     Returns:
         The time at which both streams are done.
 
     Raises:
-        ValueError: if the lengths differ.
+        ValueError: if the lengths differ or ``in_flight`` is negative.
+
+    Example:
+        >>> overlapped_time([1.0, 2.0, 3.0], [2.0, 2.0, 2.0])  # layer 2 waits for copy 0
+        8.0
+        >>> overlapped_time([1.0, 2.0, 3.0], [2.0, 2.0, 2.0], in_flight=0)
+        12.0
+    """
+    _check(compute, transfer)
+    if in_flight is not None and in_flight < 0:
+        raise ValueError(f"in_flight must be >= 0 or None, got {in_flight}")
+    t_compute = t_copy = 0.0
+    copy_ends: list[float] = []
+    for c, x in zip(compute, transfer):
+        if in_flight is not None and len(copy_ends) > in_flight:
+            t_compute = max(t_compute, copy_ends[-(in_flight + 1)])  # room for one more copy
+        t_compute += c
+        if x:
+            t_copy = max(t_copy, t_compute) + x
+            copy_ends.append(t_copy)
+    return max(t_compute, t_copy)
+
+
+def pipelined_time(first: Sequence[float], second: Sequence[float]) -> float:
+    """Two streams, unlimited queue: stage ``second[i]`` starts after ``first[i]`` and ``second[i-1]``.
+
+    Forward is ``pipelined_time(compute, transfer)`` (compute, then offload); a backward
+    whose fetches are all issued at once is ``pipelined_time(transfer, compute)``.
 
     Example:
         >>> pipelined_time([1.0, 2.0], [3.0, 0.5])  # copy 0 ends at 4, copy 1 at 4.5
@@ -152,19 +181,132 @@ def pipelined_time(first: Sequence[float], second: Sequence[float]) -> float:
 
 
 @dataclass(frozen=True)
+class StepSchedule:
+    """One training step laid out in time (seconds) and device memory (bytes).
+
+    ``intervals`` are ``(stream, start, end, label)`` tuples (``course.show.timeline``
+    draws them); ``memory`` is a step function of ``(time, activation bytes on the device)``.
+    """
+
+    intervals: tuple[tuple[str, float, float, str], ...]
+    memory: tuple[tuple[float, float], ...]
+
+    @property
+    def end(self) -> float:
+        """When the last interval ends: the step's time."""
+        return max(iv[2] for iv in self.intervals)
+
+    @property
+    def peak(self) -> float:
+        """The most activation bytes on the device at any moment."""
+        return max(m for _, m in self.memory)
+
+
+def step_schedule(
+    forward: Sequence[float],
+    backward: Sequence[float],
+    saved_bytes: Sequence[float],
+    bandwidth: float,
+    in_flight: int | None = 1,
+    latency: float = 0.0,
+    hook_s: float = 0.0,
+    keep_last: bool = True,
+) -> StepSchedule:
+    """Lay out forward, then backward, with offload copies on one copy stream.
+
+    Forward: layer ``i`` computes (``forward[i] + hook_s``) once at most ``in_flight`` earlier
+    copies are unfinished; its copy to the host follows on the copy stream. Backward, layers
+    in reverse: the fetch of layer ``i`` is issued when layer ``i + 1 + in_flight`` has finished
+    its backward (at once for the first ones, or for ``in_flight=None``) and runs when the copy
+    stream is free; layer ``i`` computes (``backward[i] + hook_s``) when its fetch is back.
+
+    Args:
+        forward, backward: per-layer compute times in forward order (seconds).
+        saved_bytes: per-layer bytes saved for backward, in forward order.
+        bandwidth: bytes per second over the link (each direction).
+        in_flight: copies allowed ahead of compute (0: synchronous, None: unlimited).
+        latency: fixed seconds per copy.
+        hook_s: seconds of hook work per layer and pass (pack calls, unpack calls).
+        keep_last: keep the last layer's activations on the device (no copy either way).
+
+    Returns:
+        A :class:`StepSchedule`.
+
+    Raises:
+        ValueError: on mismatched lengths, a non-positive bandwidth or a negative ``in_flight``.
+
+    Example:
+        >>> s = step_schedule([1.0] * 3, [2.0] * 3, [2.0] * 3, bandwidth=1.0)
+        >>> [iv for iv in s.intervals if iv[0] == "copy"]
+        [('copy', 1.0, 3.0, 'd2h0'), ('copy', 3.0, 5.0, 'd2h1'), ('copy', 5.0, 7.0, 'h2d1'), ('copy', 7.0, 9.0, 'h2d0')]
+        >>> s.end, s.peak
+        (11.0, 4.0)
+    """
+    n = len(forward)
+    _check(forward, backward)
+    _check(forward, saved_bytes)
+    if in_flight is not None and in_flight < 0:
+        raise ValueError(f"in_flight must be >= 0 or None, got {in_flight}")
+    x = transfer_times(saved_bytes, bandwidth, latency)
+    moves = [bool(saved_bytes[i]) and not (keep_last and i == n - 1) for i in range(n)]
+    ivs: list[tuple[str, float, float, str]] = []
+    deltas: list[tuple[float, float]] = []  # (time, +/- bytes on the device)
+    t_compute = t_copy = 0.0
+    copy_ends: list[float] = []
+    for i in range(n):  # forward: compute, then offload
+        if in_flight is not None and len(copy_ends) > in_flight:
+            t_compute = max(t_compute, copy_ends[-(in_flight + 1)])
+        ivs.append(("compute", t_compute, t_compute + forward[i] + hook_s, f"fwd{i}"))
+        t_compute += forward[i] + hook_s
+        deltas.append((t_compute, +saved_bytes[i]))
+        if moves[i]:
+            start = max(t_copy, t_compute)
+            t_copy = start + x[i]
+            ivs.append(("copy", start, t_copy, f"d2h{i}"))
+            copy_ends.append(t_copy)
+            deltas.append((t_copy, -saved_bytes[i]))  # the device copy is freed
+    backward_start = t_compute
+    done: dict[int, float] = {}  # layer -> end of its backward
+    for i in reversed(range(n)):  # backward: fetch, then compute
+        ready = t_compute
+        if moves[i]:
+            j = None if in_flight is None else i + 1 + in_flight
+            issue = done[j] if j is not None and j < n else backward_start
+            start = max(t_copy, issue)
+            t_copy = start + x[i]
+            ivs.append(("copy", start, t_copy, f"h2d{i}"))
+            deltas.append((start, +saved_bytes[i]))  # room for the fetched copy
+            ready = max(ready, t_copy)
+        ivs.append(("compute", ready, ready + backward[i] + hook_s, f"bwd{i}"))
+        t_compute = done[i] = ready + backward[i] + hook_s
+        deltas.append((t_compute, -saved_bytes[i]))
+    memory, level = [(0.0, 0.0)], 0.0
+    for t in sorted({t for t, _ in deltas}):
+        level += sum(d for u, d in deltas if u == t)
+        memory.append((t, level))
+    return StepSchedule(tuple(ivs), tuple(memory))
+
+
+@dataclass(frozen=True)
 class StepPrediction:
-    """Predicted seconds per training step, without offload and with each model of it."""
+    """Predicted seconds per training step: no offload, the two bounds and three schedules.
+
+    ``lower <= pipelined <= overlapped <= synchronous``; ``overlapped`` is the schedule with
+    ``in_flight`` copies ahead of compute (one layer in flight by default).
+    """
 
     none: float
-    synchronous: float
-    overlapped: float
+    lower: float
     pipelined: float
+    overlapped: float
+    synchronous: float
 
     def __str__(self) -> str:
         base = self.none or 1.0
         return (
-            f"none {self.none * 1e3:.3f} ms | synchronous x{self.synchronous / base:.2f} | "
-            f"overlapped x{self.overlapped / base:.2f} | pipelined x{self.pipelined / base:.2f}"
+            f"none {self.none * 1e3:.3f} ms | lower x{self.lower / base:.2f} | "
+            f"pipelined x{self.pipelined / base:.2f} | in flight x{self.overlapped / base:.2f} | "
+            f"synchronous x{self.synchronous / base:.2f}"
         )
 
 
@@ -174,17 +316,21 @@ def predict_step(
     saved_bytes: Sequence[float],
     bandwidth: float,
     latency: float = 0.0,
+    hook_s: float = 0.0,
+    in_flight: int = 1,
+    keep_last: bool = True,
 ) -> StepPrediction:
-    """Predict one step (forward, then backward) with the offload copies modelled both ways.
-
-    Each layer's saved bytes go to the host during forward and come back during backward.
+    """Predict one step (forward, then backward) without offload and with each schedule.
 
     Args:
         forward: per-layer forward compute times, in forward order (seconds).
         backward: per-layer backward compute times, in *forward* order (seconds).
-        saved_bytes: per-layer offloaded bytes, in forward order.
+        saved_bytes: per-layer saved bytes, in forward order.
         bandwidth: link bandwidth in bytes per second (each direction).
         latency: fixed cost per copy (seconds).
+        hook_s: seconds the hooks cost per layer and pass (not paid by ``none``).
+        in_flight: copies ahead of compute for the ``overlapped`` schedule.
+        keep_last: keep the last layer's activations on the device.
 
     Returns:
         A :class:`StepPrediction`.
@@ -194,23 +340,24 @@ def predict_step(
 
     Example:
         >>> p = predict_step([2.0] * 3, [4.0] * 3, [1.0, 1.0, 6.0], bandwidth=1.0)
-        >>> p  # sync: 18 + 2 * 8; overlap: (2 + 2 + 6) + (6 + 4 + 4)
-        StepPrediction(none=18.0, synchronous=34.0, overlapped=24.0, pipelined=30.0)
-
-    The pipelined model is the honest one here: the last layer's 6 s copy can only start
-    when its compute ends (forward ends at 12), and backward must fetch it before anything
-    (6 + 4 + 4 + 4 = 18). The per-layer model pretends each copy hides behind its own layer.
-
-        >>> print(p)
-        none 18000.000 ms | synchronous x1.89 | overlapped x1.33 | pipelined x1.67
+        >>> p  # the last layer's 6 bytes stay on the device: only 1 + 1 go out and back
+        StepPrediction(none=18.0, lower=18.0, pipelined=18.0, overlapped=18.0, synchronous=22.0)
+        >>> predict_step([2.0] * 3, [4.0] * 3, [1.0, 1.0, 6.0], bandwidth=1.0, keep_last=False).synchronous
+        34.0
     """
-    x = transfer_times(saved_bytes, bandwidth, latency)
-    _check(forward, x)
-    _check(backward, x)
     none = float(sum(forward) + sum(backward))
+
+    def end(k: int | None) -> float:
+        return step_schedule(forward, backward, saved_bytes, bandwidth, k, latency, hook_s, keep_last).end
+
+    n = len(forward)
+    copies = [t for i, t in enumerate(transfer_times(saved_bytes, bandwidth, latency))
+              if not (keep_last and i == n - 1)]
+    work = none + 2 * n * hook_s
     return StepPrediction(
         none=none,
-        synchronous=synchronous_time(forward, x) + synchronous_time(backward, x),
-        overlapped=overlapped_time(forward, x) + overlapped_time(backward, x),
-        pipelined=pipelined_time(forward, x) + pipelined_time(x[::-1], list(backward)[::-1]),
+        lower=max(work, 2 * sum(copies)),
+        pipelined=end(None),
+        overlapped=end(in_flight),
+        synchronous=end(0),
     )
