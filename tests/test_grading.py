@@ -9,10 +9,13 @@
 - the learner's notebook is never written (bytes and mtime unchanged).
 """
 
+import atexit
 import json
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
@@ -20,7 +23,7 @@ import nbformat
 import pytest
 
 from course import checks
-from course.grading.grade import _grade_exercise, _lesson_of, exit_code, grade_notebook
+from course.grading.grade import _grade_exercise, _lesson_of, exit_code
 from course.grading.kernel import run_notebook
 from course.grading.worker import definitions
 
@@ -35,31 +38,51 @@ def _stat(path: Path) -> tuple[bytes, int]:
     return path.read_bytes(), path.stat().st_mtime_ns
 
 
+_SNAPSHOT: list[Path] = []
+
+
+def _snapshot() -> Path:
+    """A private copy of the course package, made once: the grader voids a grade when the
+    package changes while it grades (tampering), and a checkout may be edited meanwhile."""
+    if not _SNAPSHOT:
+        where = Path(tempfile.mkdtemp(prefix="course-snapshot-"))
+        atexit.register(shutil.rmtree, where, True)
+        shutil.copytree(ROOT / "course", where / "course", ignore=shutil.ignore_patterns("__pycache__"))
+        _SNAPSHOT.append(where)
+    return _SNAPSHOT[0]
+
+
 def _grade_cli(*args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """``python -m course grade ARGS`` on the snapshot of the package; (process, --json report)."""
     out = Path(args[args.index("--json") + 1])
-    proc = subprocess.run([sys.executable, "-m", "course", "grade", *args], capture_output=True, text=True, timeout=900)
+    env = {**os.environ, "PYTHONPATH": str(_snapshot())}
+    proc = subprocess.run([sys.executable, "-m", "course", "grade", *args], capture_output=True, text=True,
+                          timeout=900, env=env, cwd=out.parent)
     return proc, json.loads(out.read_text())
 
 
 @pytest.fixture(scope="module")
 def lessons(tmp_path_factory):
-    """Every lesson's solution and learner copy, scored as one folder with -j 2.
+    """Every lesson's solutions (one folder) and learner copies (another), each scored as a
+    folder with -j 2 (a folder holds one notebook per lesson: two copies of one are refused).
 
     --no-run: the score never depends on the headless run, and nbval already runs every
     solution (strict) and learner copy (lax) in the same pytest session; the full run is
     exercised on the sample lesson and the fixtures below."""
-    folder = tmp_path_factory.mktemp("lessons")
-    for sol in SOLUTIONS:
-        shutil.copy2(sol, folder / sol.name.replace(".ipynb", "_solution.ipynb"))
-        learner = ROOT / "notebooks" / sol.name
-        if learner.exists():  # a missing copy fails its own test below (and test_assign's)
-            shutil.copy2(learner, folder / sol.name.replace(".ipynb", "_learner.ipynb"))
-    before = {p.name: _stat(p) for p in folder.glob("*.ipynb")}
-    report = tmp_path_factory.mktemp("out")
-    proc, summary = _grade_cli(str(folder), "-j", "2", "--no-run", "--json", str(report / "grade.json"),
-                               "--junit", str(report / "junit.xml"))
-    by_name = {Path(nb["path"]).name: nb for nb in summary["notebooks"]}
-    return dict(folder=folder, before=before, proc=proc, summary=summary, by_name=by_name, junit=report / "junit.xml")
+    result = {"by_name": {}, "runs": {}}
+    for kind, source in (("solution", ROOT / "solutions"), ("learner", ROOT / "notebooks")):
+        folder = tmp_path_factory.mktemp(kind)
+        for sol in SOLUTIONS:
+            if (source / sol.name).exists():  # a missing learner copy fails its own test below
+                shutil.copy2(source / sol.name, folder / sol.name)
+        before = {p.name: _stat(p) for p in folder.glob("*.ipynb")}
+        report = tmp_path_factory.mktemp("out")
+        proc, summary = _grade_cli(str(folder), "-j", "2", "--no-run", "--json", str(report / "grade.json"),
+                                   "--junit", str(report / "junit.xml"))
+        result["runs"][kind] = dict(folder=folder, before=before, proc=proc, summary=summary, junit=report / "junit.xml")
+        for nb in summary["notebooks"]:
+            result["by_name"][Path(nb["path"]).name.replace(".ipynb", f"_{kind}.ipynb")] = nb
+    return result
 
 
 @pytest.mark.slow
@@ -80,40 +103,45 @@ def test_every_learner_copy_runs_and_scores_zero_not_attempted(lessons, solution
 
 
 @pytest.mark.parametrize("folder", ["solutions", "notebooks"])
-def test_the_sample_lesson_runs_headless_and_scores_all_or_nothing(folder):
+def test_the_sample_lesson_runs_headless_and_scores_all_or_nothing(folder, tmp_path):
     path = ROOT / folder / "00_warmup.ipynb"
     before = _stat(path)
-    report = grade_notebook(path, cell_timeout=120)
+    proc, summary = _grade_cli(str(path), "--cell-timeout", "120", "--json", str(tmp_path / "g.json"))
     assert _stat(path) == before
-    assert report.run["timeouts"] == [] and report.run["skipped"] == 0
-    statuses = {e["status"] for e in report.exercises}
+    (report,) = summary["notebooks"]
+    assert report["run"]["timeouts"] == [] and report["run"]["skipped"] == 0
+    assert report["error"] == "" and summary["killed"] == [] and summary["tampering"] == []
+    statuses = {e["status"] for e in report["exercises"]}
     if folder == "solutions":
-        assert statuses == {"passed"} and report.score == report.max_score == 3
-        assert report.run["errors"] == []
+        assert statuses == {"passed"} and report["score"] == report["max_score"] == 3
+        assert report["run"]["errors"] == [] and proc.returncode == 0
     else:
-        assert statuses == {"not attempted"} and report.score == 0
+        assert statuses == {"not attempted"} and report["score"] == 0
         learner = nbformat.read(path, as_version=4)
-        assert report.run["errors"]  # the prediction's stub raises...
-        for error in report.run["errors"]:  # ...and only stubs raise, in cells tagged for it
+        for error in report["run"]["errors"]:  # only stubs raise, in cells tagged for it
             assert "NotImplementedError: exercise" in error["error"]
             assert "raises-exception" in learner.cells[error["cell"]].metadata.get("tags", [])
 
 
 @pytest.mark.slow
-def test_grading_a_folder_prints_a_table_writes_json_and_junit_and_never_writes_notebooks(lessons):
-    proc, summary = lessons["proc"], lessons["summary"]
-    assert proc.returncode == 1  # the learner copies do not pass
-    assert proc.stdout.splitlines()[0].split()[:3] == ["notebook", "score", "passed"]
-    assert proc.stdout.splitlines()[-1].startswith("total")
-    assert summary["format"] == "course-grade/1"
-    suites = ET.parse(lessons["junit"]).getroot().findall("testsuite")
-    assert len(suites) == len(summary["notebooks"]) == len(lessons["before"])
+@pytest.mark.parametrize("kind", ["solution", "learner"])
+def test_grading_a_folder_prints_a_table_writes_json_and_junit_and_never_writes_notebooks(lessons, kind):
+    run = lessons["runs"][kind]
+    proc, summary = run["proc"], run["summary"]
+    assert proc.returncode == (0 if kind == "solution" else 1)  # the learner copies do not pass
+    lines = proc.stdout.splitlines()
+    assert lines[0].split()[:3] == ["notebook", "score", "passed"]
+    assert any(line.startswith("total") for line in lines)
+    assert lines[-1].startswith("score ") and "graded in" in lines[-1]  # the command's wall time
+    assert summary["format"] == "course-grade/1" and summary["tampering"] == [] and summary["killed"] == []
+    suites = ET.parse(run["junit"]).getroot().findall("testsuite")
+    assert len(suites) == len(summary["notebooks"]) == len(run["before"])
     statuses = [e["status"] for nb in summary["notebooks"] for e in nb["exercises"]]
     assert sum(int(s.get("failures")) for s in suites) == sum(s in ("failed", "not attempted") for s in statuses)
     assert sum(len(s.findall("testcase")) for s in suites) == len(statuses)
-    after = {p.name: _stat(p) for p in lessons["folder"].glob("*.ipynb")}
-    assert after == lessons["before"]
-    assert sorted(p.name for p in lessons["folder"].iterdir()) == sorted(lessons["before"])  # nothing added
+    after = {p.name: _stat(p) for p in run["folder"].glob("*.ipynb")}
+    assert after == run["before"]
+    assert sorted(p.name for p in run["folder"].iterdir()) == sorted(run["before"])  # nothing added
 
 
 def test_a_notebook_that_monkeypatches_the_checker_scores_as_if_it_had_not(tmp_path):
@@ -135,14 +163,16 @@ def test_a_notebook_that_monkeypatches_the_checker_scores_as_if_it_had_not(tmp_p
 def test_right_answers_score_despite_a_messy_notebook(tmp_path):
     path = DATA / "00_messy.ipynb"
     before = _stat(path)
-    report = grade_notebook(path, timeout=300, cell_timeout=15)  # generous: CI machines are slow
+    _, summary = _grade_cli(str(path), "--timeout", "300", "--cell-timeout", "15",  # generous: CI machines are slow
+                            "--json", str(tmp_path / "g.json"))
     assert _stat(path) == before
-    assert report.all_passed and report.score == report.max_score == 3
-    run = report.run
+    (report,) = summary["notebooks"]
+    assert report["all_passed"] and report["score"] == report["max_score"] == 3
+    run = report["run"]
     assert [t["cell"] for t in run["timeouts"]] == [4]  # the top-level `while True`
     assert "timed out after 15 s" in run["timeouts"][0]["error"]
     assert {e["cell"] for e in run["errors"]} == {5, 8}  # the ValueError, the retyped markdown
-    assert len(json.dumps(report.to_json())) < 20_000  # the huge output was not kept
+    assert len(json.dumps(report)) < 20_000  # the huge output was not kept
 
 
 def test_an_answer_that_never_returns_is_reported_as_timed_out(tmp_path):
@@ -188,9 +218,11 @@ def test_an_unreadable_notebook_is_an_error_not_a_crash(tmp_path, capsys):
 
     bad = tmp_path / "00_broken.ipynb"
     bad.write_text("{ not json")
-    assert main([str(bad), "--json", str(tmp_path / "g.json"), "-q"]) == 1
-    (nb,) = json.loads((tmp_path / "g.json").read_text())["notebooks"]
+    proc, summary = _grade_cli(str(bad), "--json", str(tmp_path / "g.json"), "-q")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    (nb,) = summary["notebooks"]
     assert nb["error"].startswith("cannot read the notebook")
+    assert nb["max_score"] == 3 and {e["status"] for e in nb["exercises"]} == {"error"}  # counts 0 of 3
     assert main([str(tmp_path / "missing.ipynb")]) == 2
 
 

@@ -3,23 +3,30 @@
 ::
 
     course grade PATH.ipynb [--json OUT] [--junit OUT] [--timeout S] [--cell-timeout S] [--min-score X]
-    course grade DIR [-j N] [...]          # every *.ipynb in DIR, then a table
+    course grade DIR [--lessons 00,01] [-j N] [...]   # the course's lessons, found in DIR, then a table
 
-What happens to one notebook (the file is only ever read):
+Before any learner code runs, the grading process fingerprints the files of the ``course``
+package, imports the checks of every lesson it will grade and computes their oracles'
+outcomes, and starts the checking server (``course.grading.worker``), which imports the same
+checks. Then, for each notebook (the file is only ever read):
 
 1. **Run it** top to bottom in a fresh kernel of this Python environment (nbclient; outputs
    are dropped as they arrive), with a per-cell and a total timeout. This is the learner's
    experience of "Run All": the report lists the cells that raised or timed out. It does
    not decide the score.
-2. **Check each exercise** of the lesson in its own fresh worker process
-   (``course.grading.worker``): the worker imports the checks before any learner code runs,
-   executes only the notebook's definitions, runs the answer (found by the exercise's name)
-   on the visible and hidden cases, and returns plain-data outcomes.
-3. **Judge** here, in the grading process, which never runs learner code: the oracle's
-   outcomes are computed here, the worker's are loaded with ``torch.load(weights_only=True)``
-   and compared; a wrong answer gets the hint of the misconception it matches.
+2. **Check it**: the checking server forks a process that executes only the notebook's
+   definitions, and that process forks one per exercise to run the answer (found by the
+   exercise's name) on the visible and hidden cases; they return plain-data outcomes.
+3. **Judge** here, in the grading process, which never runs learner code: the worker's
+   outcomes are loaded with ``torch.load(weights_only=True)`` and compared with the oracle's;
+   a wrong answer gets the hint of the misconception it matches. Nothing here raises: a
+   comparison that fails makes that exercise an ``error`` with the reason.
 
-Steps 1 and 2 run at the same time. Threat model and limits: ``docs/grading.md``.
+Steps 1 and 2 run at the same time. Afterwards every process that learner code left behind
+is killed (the grader is a child subreaper on Linux, so detached processes stay in its
+tree), the package's files are checked against the fingerprint (a change voids the grade of
+every notebook graded while it happened), and the report is written, last, atomically.
+Threat model and limits: ``docs/grading.md``.
 
 Exit status: 0 when every exercise passed (or the score reaches ``--min-score``, a fraction
 of the points, e.g. 0.8), 1 otherwise, 2 for a usage error.
@@ -28,6 +35,10 @@ of the points, e.g. 0.8), 1 otherwise, 2 for a usage error.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
+import io
+import itertools
 import json
 import os
 import re
@@ -36,18 +47,23 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
+from course.grading.worker import become_subreaper, descendants, end_processes
+
 __all__ = ["NotebookReport", "exit_code", "grade_notebook", "main"]
 
 FORMAT = "course-grade/1"
 _LESSON_FILE = re.compile(r"^(\d\d)_")
+_OFFERED = re.compile(r"\.updated(-\d+)?\.ipynb$")  # the copies `course update` offers
 _EXERCISE_ID = re.compile(r"""(?:check\(\s*["']|exercise )(\d+)\.\d+""")
 _judge_lock = threading.Lock()  # oracles and hint matching reseed global RNGs: one at a time
 _expected_cache: dict[str, list] = {}
+_session: "_Session | None" = None  # the one `course grade` runs under (main() sets it)
 
 
 @dataclass
@@ -60,6 +76,8 @@ class NotebookReport:
     run: dict = field(default_factory=dict)
     seconds: float = 0.0
     error: str = ""
+    note: str = ""
+    killed: list[str] = field(default_factory=list)
 
     @property
     def score(self) -> float:
@@ -87,13 +105,56 @@ def _lesson_of(path: Path, sources: list[str]) -> int | None:
     return found.pop() if len(found) == 1 else None
 
 
-class _NoRun(Exception):
-    """``--no-run``: skip the headless run."""
-
-
 def _source(cell: dict) -> str:
     source = cell.get("source", "")
     return "".join(source) if isinstance(source, list) else str(source)
+
+
+def _code_cells(text: str) -> list[list]:
+    """[index, source] of every code cell (plain JSON: no nbformat needed to start checking)."""
+    return [[i, _source(c)] for i, c in enumerate(json.loads(text)["cells"]) if c.get("cell_type") == "code"]
+
+
+def _one_line(e: BaseException) -> str:
+    text = f"{type(e).__name__}: {e}".strip().splitlines()
+    return (text[0] if text else type(e).__name__)[:200]
+
+
+def _command_seconds() -> float:
+    """Wall-clock seconds since this process started (Linux), else since this module loaded."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            stat = f.read().decode("ascii", "replace")
+        started = int(stat[stat.rfind(")") + 2:].split()[19]) / os.sysconf("SC_CLK_TCK")
+        with open("/proc/uptime", encoding="ascii") as f:
+            return float(f.read().split()[0]) - started
+    except (OSError, ValueError, IndexError, AttributeError):
+        return time.monotonic() - _LOADED
+
+
+_LOADED = time.monotonic()
+
+
+# --- before any learner code: fingerprint, imports, oracles, the checking server ------------
+
+
+def _package_digest() -> dict[str, str]:
+    """sha256 of every file of the ``course`` package (bytecode caches aside), by relative path."""
+    import course
+
+    root = Path(course.__file__).resolve().parent
+    digest = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and "__pycache__" not in p.parts:
+            try:
+                digest[p.relative_to(root).as_posix()] = hashlib.sha256(p.read_bytes()).hexdigest()
+            except OSError as e:
+                digest[p.relative_to(root).as_posix()] = f"unreadable: {type(e).__name__}"
+    return digest
+
+
+def _changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
 
 
 def _expected(ex) -> list:
@@ -102,6 +163,159 @@ def _expected(ex) -> list:
     if ex.id not in _expected_cache:
         _expected_cache[ex.id] = checks.expected_outcomes(ex)
     return _expected_cache[ex.id]
+
+
+def _prepare_judge(lessons: set[int]) -> None:
+    """Import the checks of ``lessons`` and run their oracles and comparisons once, so that
+    nothing the judge uses is first loaded from disk after learner code ran."""
+    import torch
+
+    from course import checks
+
+    for n in sorted(lessons):
+        try:
+            exercises = checks.all_exercises(n)
+        except Exception:  # a broken lesson module: its exercises are errors when judged
+            continue
+        for ex in exercises:
+            try:
+                expected = _expected(ex)
+                checks.judge(ex, expected, expected, dict(ex.budget))  # the passing path: no hint search
+            except Exception:  # the same failure comes back when judging, as an `error`
+                pass
+    buffer = io.BytesIO()  # the weights-only unpickler, loaded now
+    torch.save({"yours": [{"kind": "value", "value": torch.zeros(1)}]}, buffer)
+    buffer.seek(0)
+    torch.load(buffer, weights_only=True)
+
+
+class _Checker:
+    """The checking server (``python -m course.grading.worker --serve``), one per session."""
+
+    def __init__(self, lessons: set[int], tmp: Path):
+        self.err_path = tmp / "checker.err"
+        with open(self.err_path, "wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "course.grading.worker", "--serve", *map(str, sorted(lessons))],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+        self.replies: dict[str, dict] = {}
+        self.ready = self.dead = False
+        self.cond = threading.Condition()
+        self.jobs = itertools.count()
+        threading.Thread(target=self._listen, daemon=True).start()
+
+    def _listen(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            with self.cond:
+                if msg.get("ready"):
+                    self.ready = True
+                elif "job" in msg:
+                    self.replies[str(msg["job"])] = msg
+                self.cond.notify_all()
+        with self.cond:
+            self.dead = True
+            self.cond.notify_all()
+
+    def _why_dead(self) -> str:
+        tail = self.err_path.read_bytes()[-400:].decode("utf-8", "replace").strip().splitlines()
+        return "the checking server stopped" + (f": {tail[-1]}" if tail else "")
+
+    def wait_ready(self, timeout: float = 600) -> None:
+        with self.cond:
+            self.cond.wait_for(lambda: self.ready or self.dead, timeout)
+
+    def check(self, exercises: list, cells: list, cwd: Path, cell_timeout: float, limit: float, tmp: Path) -> dict:
+        """Every exercise's worker report, by id (``{"failure": why}`` where there is none)."""
+        job = str(next(self.jobs))
+        out = Path(tempfile.mkdtemp(prefix=f"out-{job}-", dir=tmp))
+        spec = {"job": job, "exercises": [ex.id for ex in exercises], "cells": cells, "cwd": str(cwd),
+                "cell_timeout": cell_timeout, "limit": limit, "out": str(out)}
+        with self.cond:
+            self.cond.wait_for(lambda: self.ready or self.dead, 600)
+            try:
+                if self.dead or not self.ready:
+                    raise BrokenPipeError
+                self.proc.stdin.write((json.dumps(spec) + "\n").encode())
+                self.proc.stdin.flush()
+            except (BrokenPipeError, OSError, ValueError):
+                why = self._why_dead()
+                return {ex.id: {"failure": why} for ex in exercises}
+            finished = self.cond.wait_for(lambda: job in self.replies or self.dead, 2 * limit + 60)
+        reports = {ex.id: _read_report(out / f"{ex.id}.pt") for ex in exercises}
+        reply = self.replies.pop(job, None)
+        if reply is None:
+            why = f"timeout: checking ran past {2 * limit + 60:g} s" if not finished else self._why_dead()
+        elif reply["exit"] != 0:
+            why = (f"timeout: checking ran past {2 * limit + 30:g} s" if reply["exit"] == "killed"
+                   else f"the checking process failed (exit {reply['exit']})")
+        else:
+            return reports
+        return {i: r if "failure" not in r else {"failure": why} for i, r in reports.items()}
+
+    def stop(self) -> None:
+        """End the server (idle once every job has its reply: nothing to finish)."""
+        with contextlib.suppress(OSError, ValueError):
+            self.proc.stdin.close()
+        self.proc.kill()
+        self.proc.wait()
+
+
+class _Session:
+    """What one ``course grade`` sets up before any learner code runs, and ends after.
+
+    ``sequential``: notebooks are graded one at a time, so the processes a notebook leaves
+    behind are killed before the next one starts (with ``-j N`` they are killed at the end).
+    """
+
+    def __init__(self, lessons: set[int], sequential: bool = True):
+        self.tmp = Path(tempfile.mkdtemp(prefix="course-grade-"))
+        self.sequential = sequential
+        self.subreaper = become_subreaper()
+        self.keep = set(descendants())  # what was running before us is not ours to end
+        self.baseline = _package_digest()
+        self.killed: list[str] = []
+        self.checker = _Checker(lessons, self.tmp) if hasattr(os, "fork") else None
+        try:
+            _prepare_judge(lessons)
+        finally:
+            if self.checker:
+                self.checker.wait_ready()
+
+    def end_leftovers(self) -> list[str]:
+        """Kill every process below us that is not the checking server (nor was here before)."""
+        keep = self.keep | ({self.checker.proc.pid} if self.checker and self.checker.proc.poll() is None else set())
+        killed = end_processes(keep)
+        self.killed += killed
+        return killed
+
+    def close(self) -> list[str]:
+        """Stop the checking server, end every leftover process; the files that changed."""
+        if self.checker:
+            self.checker.stop()
+        self.end_leftovers()
+        import shutil
+
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        return _changed(self.baseline, _package_digest())
+
+
+@contextlib.contextmanager
+def _session_for(lessons: set[int], sequential: bool = True):
+    global _session
+    session = _Session(lessons, sequential)
+    previous, _session = _session, session
+    try:
+        yield session
+    finally:
+        _session = previous
+        session.tampered = session.close()
+
+
+# --- checking and judging ------------------------------------------------------------------
 
 
 def _read_report(path: Path) -> dict:
@@ -124,44 +338,49 @@ def _read_report(path: Path) -> dict:
 
 
 def _run_worker(exercises: list, cells: list, cwd: Path, cell_timeout: float, limit: float, tmp: Path) -> dict:
-    """Run one worker process for ``exercises``; their reports by id."""
-    name = "-".join(ex.id for ex in exercises)
-    spec, out, err = tmp / f"{name}.json", tmp / f"out-{name}", tmp / f"{name}.err"
-    out.mkdir()
-    spec.write_text(json.dumps({"exercises": [ex.id for ex in exercises], "cells": cells, "cwd": str(cwd),
+    """Where there is no fork: one fresh worker process for one exercise; its report by id."""
+    (ex,) = exercises
+    spec, out, err = tmp / f"{ex.id}.json", Path(tempfile.mkdtemp(prefix=f"out-{ex.id}-", dir=tmp)), tmp / f"{ex.id}.err"
+    spec.write_text(json.dumps({"exercises": [ex.id], "cells": cells, "cwd": str(cwd),
                                 "cell_timeout": cell_timeout, "limit": limit}))
-    cmd = [sys.executable, "-m", "course.grading.worker", str(spec), str(out)]
     with open(err, "wb") as stderr:
-        try:  # the worker enforces `limit` per exercise; this is the backstop
-            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+        try:
+            proc = subprocess.run([sys.executable, "-m", "course.grading.worker", str(spec), str(out)],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
                                   cwd=cwd, timeout=limit + 120)
         except subprocess.TimeoutExpired:
-            return {ex.id: {"failure": f"timeout: checking ran past {limit:g} s"} for ex in exercises}
-    reports = {ex.id: _read_report(out / f"{ex.id}.pt") for ex in exercises}
-    if proc.returncode != 0:
-        tail = err.read_bytes()[-400:].decode("utf-8", "replace").strip().splitlines()
-        why = f"the checking process failed (exit {proc.returncode}): {tail[-1] if tail else ''}"
-        reports = {i: r if "failure" not in r else {"failure": why} for i, r in reports.items()}
-    return reports
+            return {ex.id: {"failure": f"timeout: checking ran past {limit:g} s"}}
+    report = _read_report(out / f"{ex.id}.pt")
+    if proc.returncode != 0 and "failure" in report:
+        report = {"failure": f"the checking process failed (exit {proc.returncode})"}
+    return {ex.id: report}
+
+
+def _error_result(ex, why: str, seconds: float = 0.0) -> dict:
+    return {"id": ex.id, "name": ex.name, "title": ex.title, "status": "error", "points": ex.points, "score": 0,
+            "cases_passed": 0, "cases_total": len(ex.all_cases), "message": f"[{ex.id} {ex.name}] error: {why}",
+            "hint": "", "cost": {}, "budget": dict(ex.budget), "seconds": round(seconds, 2),
+            "timed_out": why.startswith("timeout")}
 
 
 def _judge(ex, report: dict, seconds: float) -> dict:
-    """The verdict on one exercise, from its worker report (this process runs no learner code)."""
+    """The verdict on one exercise, from its worker report (this process runs no learner code).
+    Never raises: a comparison that fails makes the exercise an ``error`` with the reason."""
     from course import checks
 
-    with _judge_lock:
-        expected = _expected(ex)
-        if "failure" not in report and len(report["yours"]) != len(expected):
-            report = {"failure": "the checking process reported the wrong number of cases"}
-        if "failure" in report:
-            result = checks.Result(id=ex.id, name=ex.name, title=ex.title, status="error", points=ex.points,
-                                   score=0, cases_passed=0, cases_total=len(expected),
-                                   message=f"[{ex.id} {ex.name}] error: {report['failure']}", budget=dict(ex.budget))
-        else:
+    try:
+        with _judge_lock:
+            expected = _expected(ex)
+            if "failure" not in report and len(report["yours"]) != len(expected):
+                report = {"failure": "the checking process reported the wrong number of cases"}
+            if "failure" in report:
+                return _error_result(ex, report["failure"], seconds)
             result = checks.judge(ex, report["yours"], expected, report.get("cost") or {})
             if result.status != "passed" and report.get("notes"):
                 result.message += "\n  notes:    " + "\n            ".join(report["notes"][:5])
-    d = result.to_json()
+        d = result.to_json()
+    except Exception as e:
+        return _error_result(ex, f"the grader could not compare this answer ({_one_line(e)})", seconds)
     d["seconds"] = round(seconds, 2)
     d["timed_out"] = "timeout" in d["message"] or "did not finish within" in d["message"]
     return d
@@ -169,12 +388,12 @@ def _judge(ex, report: dict, seconds: float) -> dict:
 
 def _check_exercises(exercises: list, cells: list, cwd: Path, cell_timeout: float, limit: float,
                      tmp: Path, jobs: int) -> list[dict]:
-    """Check every exercise in fresh processes: one worker forking a child per exercise where
-    ``fork`` exists, else one worker per exercise (``jobs`` at a time)."""
+    """Check every exercise (the session's checking server, else a worker per exercise) and judge."""
     start = time.monotonic()
-    if hasattr(os, "fork"):
-        reports = _run_worker(exercises, cells, cwd, cell_timeout, limit, tmp)
-    else:  # pragma: no cover (Windows)
+    checker = _session.checker if _session else None
+    if checker:
+        reports = checker.check(exercises, cells, cwd, cell_timeout, limit, tmp)
+    else:  # pragma: no cover (Windows: no fork)
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             parts = pool.map(lambda ex: _run_worker([ex], cells, cwd, cell_timeout, limit, tmp), exercises)
             reports = {k: v for part in parts for k, v in part.items()}
@@ -184,7 +403,17 @@ def _check_exercises(exercises: list, cells: list, cwd: Path, cell_timeout: floa
 
 def _grade_exercise(ex, cells, cwd, cell_timeout, limit, tmp) -> dict:
     """Check and judge one exercise alone (what the tests use)."""
-    return _check_exercises([ex], cells, cwd, cell_timeout, limit, tmp, jobs=1)[0]
+    if _session is not None:
+        return _check_exercises([ex], cells, cwd, cell_timeout, limit, tmp, jobs=1)[0]
+    with _session_for({ex.lesson}):
+        return _check_exercises([ex], cells, cwd, cell_timeout, limit, tmp, jobs=1)[0]
+
+
+def _not_attempted(ex) -> dict:
+    return _judge(ex, {"yours": [{"kind": "not attempted"} for _ in ex.all_cases]}, 0.0)
+
+
+# --- one notebook --------------------------------------------------------------------------
 
 
 def grade_notebook(
@@ -196,76 +425,189 @@ def grade_notebook(
     progress=None,
     run: bool = True,
 ) -> NotebookReport:
-    """Grade one notebook. Never writes to ``path``.
+    """Grade one notebook. Never writes to ``path``; never raises for a bad notebook.
+
+    Called on its own (``course progress``, tests), it sets up a grading session of its own
+    (fingerprint, oracles, checking server) for this lesson and ends every process the
+    notebook left behind before returning.
 
     Args:
         path: the learner's notebook.
-        timeout: seconds for the whole notebook run (and, separately, for each exercise's checks).
+        timeout: seconds for the whole notebook run (and, separately, for checking its answers).
         cell_timeout: seconds per cell.
         lesson: the lesson number, when the file name does not start with it (``NN_``).
-        jobs: how many checking processes at once (default: the CPU count).
+        jobs: worker processes at once where there is no ``fork`` (default: the CPU count).
         progress: ``progress(text)`` is called with one-line updates (stderr in the CLI).
         run: run the notebook in a kernel too (False: score only; ``report.run`` stays empty).
 
     Returns:
         A :class:`NotebookReport`.
     """
+    path = Path(path)
+    text, lesson = _read(path, lesson)
+    options = dict(timeout=timeout, cell_timeout=cell_timeout, jobs=jobs, progress=progress, run=run)
+    if _session is not None:
+        return _grade(path, text, lesson, **options)
+    with _session_for({lesson} if lesson is not None and _has_exercises(lesson) else set()) as session:
+        report = _grade(path, text, lesson, **options)
+    if session.tampered:
+        _void(report, session.tampered)
+    return report
+
+
+def _read(path: Path, lesson: int | None) -> tuple[str | BaseException, int | None]:
+    """The notebook's text (or why it cannot be read) and its lesson (None if unknown)."""
+    try:
+        text: str | BaseException = path.read_text(encoding="utf-8")
+        sources = [src for _, src in _code_cells(text)]
+    except Exception as e:
+        text, sources = e, []
+    return text, lesson if lesson is not None else _lesson_of(path, sources)
+
+
+def _has_exercises(lesson: int) -> bool:
     from course import checks
 
-    say = progress or (lambda text: None)
+    try:
+        return bool(checks.all_exercises(lesson))
+    except Exception:
+        return False
+
+
+def _void(report: NotebookReport, changed: list[str]) -> None:
+    """Tampering: the course package changed while this notebook was graded; no score counts."""
+    files = ", ".join(changed[:5]) + (", ..." if len(changed) > 5 else "")
+    report.error = f"void: the course package changed while this notebook was graded (tampering): {files}"
+    for e in report.exercises:
+        e.update(status="error", score=0, message=f"[{e['id']} {e['name']}] error: void, the course package "
+                                                  "changed while this notebook was graded")
+
+
+def _grade(path: Path, text: str | BaseException, lesson: int | None, timeout: float, cell_timeout: float,
+           jobs: int | None, progress, run: bool) -> NotebookReport:
+    """Grade one notebook inside the current session; voids it if the package changed meanwhile."""
+    session = _session
+    before = _package_digest()
     start = time.monotonic()
-    path = Path(path)
-    try:  # plain JSON first: the checking processes can start before nbformat/nbclient load
-        text = path.read_text(encoding="utf-8")
-        raw_cells = json.loads(text)["cells"]
-        cells = [[i, _source(c)] for i, c in enumerate(raw_cells) if c.get("cell_type") == "code"]
-    except Exception as e:
-        return NotebookReport(str(path), lesson, error=f"cannot read the notebook: {type(e).__name__}: {e}")
-    lesson = lesson if lesson is not None else _lesson_of(path, [src for _, src in cells])
     report = NotebookReport(str(path), lesson)
+    try:
+        _grade_into(report, path, text, timeout, cell_timeout, jobs, progress or (lambda text: None), run)
+    except Exception as e:  # never lose the other notebooks' results
+        report.error = f"the grader failed on this notebook: {_one_line(e)}"
+    if session.sequential:
+        report.killed = session.end_leftovers()
+    changed = _changed(before, _package_digest())
+    if changed:
+        _void(report, changed)
+    report.seconds = round(time.monotonic() - start, 2)
+    return report
+
+
+def _grade_into(report: NotebookReport, path: Path, text, timeout, cell_timeout, jobs, say, run) -> None:
+    from course import checks
+
+    lesson = report.lesson
+    if isinstance(text, BaseException):
+        report.error = f"cannot read the notebook: {_one_line(text)}"
+        if lesson is not None and _has_exercises(lesson):
+            report.exercises = [_error_result(ex, "the notebook cannot be read") for ex in checks.all_exercises(lesson)]
+        return
     if lesson is None:
         report.error = "cannot tell which lesson this is: name it NN_slug.ipynb or pass --lesson N"
-        return report
-    exercises = checks.all_exercises(lesson)
+        return
+    exercises = checks.all_exercises(lesson) if _has_exercises(lesson) else []
     if not exercises:
         report.error = f"lesson {lesson} has no registered exercises"
-        return report
+        return
+    cells = _code_cells(text)
     say(f"{path.name}: " + (f"running {len(cells)} code cells, " if run else "") + f"checking {len(exercises)} exercises")
     cwd = path.resolve().parent
-    with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp, ThreadPoolExecutor(max_workers=1) as pool:
-        checking = pool.submit(_check_exercises, exercises, cells, cwd, cell_timeout, timeout, Path(tmp),
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        checking = pool.submit(_check_exercises, exercises, cells, cwd, cell_timeout, timeout, _session.tmp,
                                jobs or os.cpu_count() or 2)
-        try:
-            if not run:
-                raise _NoRun
-            import nbformat
-
-            from course.grading.kernel import run_notebook
-
-            nb = nbformat.reads(text, as_version=4)
-            run = run_notebook(nb, cwd, cell_timeout=cell_timeout, total_timeout=timeout)
-            report.run = {
-                "code_cells": len(run.cells), "seconds": round(run.seconds, 2),
-                "errors": [{"cell": c.index, "error": c.error} for c in run.cells if c.status == "error"],
-                "timeouts": [{"cell": c.index, "error": c.error} for c in run.cells if c.status == "timeout"],
-                "skipped": sum(c.status == "skipped" for c in run.cells),
-                "total_timed_out": run.total_timed_out, "kernel_died": run.kernel_died,
-            }
-        except _NoRun:
-            pass
-        except Exception as e:  # the kernel would not start, for example
-            report.run = {"failure": f"{type(e).__name__}: {e}"}
-        say(f"{path.name}: " + ("notebook run done, " if run else "") + "waiting for the checks")
+        if run:
+            report.run = _run_in_kernel(text, cwd, cell_timeout, timeout)
+            say(f"{path.name}: notebook run done, waiting for the checks")
         report.exercises = checking.result()
-    report.seconds = round(time.monotonic() - start, 2)
-    say(f"{path.name}: {report.score:g}/{report.max_score:g} in {report.seconds:.1f} s")
+
+
+def _run_in_kernel(text: str, cwd: Path, cell_timeout: float, timeout: float) -> dict:
+    """Step 1, the learner's "Run All": what raised, what timed out (never the score)."""
+    try:
+        import nbformat
+
+        from course.grading.kernel import run_notebook
+
+        with warnings.catch_warnings():  # a notebook without cell ids is fine to grade
+            warnings.simplefilter("ignore")
+            nb = nbformat.reads(text, as_version=4)
+        run = run_notebook(nb, cwd, cell_timeout=cell_timeout, total_timeout=timeout)
+    except Exception as e:  # the kernel would not start, for example
+        return {"failure": _one_line(e)}
+    return {
+        "code_cells": len(run.cells), "seconds": round(run.seconds, 2),
+        "errors": [{"cell": c.index, "error": c.error} for c in run.cells if c.status == "error"],
+        "timeouts": [{"cell": c.index, "error": c.error} for c in run.cells if c.status == "timeout"],
+        "skipped": sum(c.status == "skipped" for c in run.cells),
+        "total_timed_out": run.total_timed_out, "kernel_died": run.kernel_died,
+    }
+
+
+# --- a folder: the course's lessons ---------------------------------------------------------
+
+
+class _Usage(Exception):
+    """A usage error: exit 2 with this message, before any grading."""
+
+
+def _folder_plan(folder: Path, only: set[int] | None) -> tuple[list, list[int], list[dict]]:
+    """(notebooks to grade as (path, text, lesson), lessons with no notebook, ignored files).
+
+    Raises:
+        _Usage: two notebooks of the same lesson.
+    """
+    course_lessons = _lesson_files()
+    wanted = sorted(only) if only is not None else course_lessons
+    unknown = sorted(set(wanted) - set(course_lessons))
+    if unknown:
+        raise _Usage(f"--lessons: the course has no lesson {', '.join(f'{n:02d}' for n in unknown)}")
+    found: dict[int, list] = {}
+    ignored = []
+    for p in sorted(folder.glob("*.ipynb")):
+        if p.name.startswith("."):
+            continue
+        if _OFFERED.search(p.name):
+            ignored.append({"path": str(p), "reason": "a copy offered by `course update`, not graded"})
+            continue
+        text, lesson = _read(p, None)
+        if lesson is None:
+            ignored.append({"path": str(p), "reason": "not a lesson (name it NN_slug.ipynb)"})
+        elif lesson not in wanted:
+            why = "not in --lessons" if lesson in course_lessons else f"the course has no lesson {lesson:02d}"
+            ignored.append({"path": str(p), "reason": why})
+        else:
+            found.setdefault(lesson, []).append((p, text, lesson))
+    twins = {n: entries for n, entries in found.items() if len(entries) > 1}
+    if twins:
+        lines = [f"  lesson {n:02d}: " + ", ".join(p.name for p, _, _ in entries) for n, entries in sorted(twins.items())]
+        raise _Usage(f"more than one notebook for the same lesson in {folder}:\n" + "\n".join(lines) +
+                     "\nKeep one per lesson (or grade them one at a time: course grade FILE.ipynb).")
+    return [found[n][0] for n in sorted(found)], [n for n in wanted if n not in found], ignored
+
+
+def _missing_report(folder: Path, lesson: int) -> NotebookReport:
+    from course import checks
+
+    report = NotebookReport(str(folder / f"{lesson:02d}_*.ipynb"), lesson,
+                            note="no notebook for this lesson: every exercise counts as not attempted")
+    report.exercises = [_not_attempted(ex) for ex in checks.all_exercises(lesson)]
     return report
 
 
 # --- reports --------------------------------------------------------------------------------
 
 
-def _summary(reports: list[NotebookReport]) -> dict:
+def _summary(reports: list[NotebookReport], ignored=(), killed=(), tampering=(), seconds=0.0) -> dict:
     import torch
 
     import course
@@ -276,10 +618,14 @@ def _summary(reports: list[NotebookReport]) -> dict:
         "course_version": course.__version__,
         "torch_version": torch.__version__,
         "notebooks": [r.to_json() for r in reports],
+        "ignored": list(ignored),
+        "killed": list(killed),
+        "tampering": list(tampering),
+        "seconds": round(seconds, 2),
         "score": score,
         "max_score": max_score,
         "fraction": round(score / max_score, 4) if max_score else 0.0,
-        "all_passed": bool(reports) and all(r.all_passed for r in reports),
+        "all_passed": bool(reports) and all(r.all_passed for r in reports) and not tampering,
     }
 
 
@@ -303,101 +649,191 @@ def _print_notebook(r: NotebookReport) -> None:
         print(line)
         for p in problems[:10]:
             print(f"    {p[:160]}")
-    pct = f" ({100 * r.score / r.max_score:.0f}%)" if r.max_score else ""
-    print(f"\n  score {r.score:g}/{r.max_score:g}{pct}, {r.seconds:.1f} s")
 
 
 def _print_table(reports: list[NotebookReport]) -> None:
-    width = max([len(Path(r.path).name) for r in reports] + [8])
+    names = [Path(r.path).name if not r.note else f"{r.lesson:02d} (missing)" for r in reports]
+    width = max([len(n) for n in names] + [8])
     print(f"{'notebook':<{width}}  {'score':>9}  passed  failed  not att.  error  seconds")
-    for r in reports:
+    for name, r in zip(names, reports):
         count = {s: sum(e["status"] == s for e in r.exercises) for s in ("passed", "failed", "not attempted", "error")}
-        score = "error" if r.error else f"{r.score:g}/{r.max_score:g}"
-        print(f"{Path(r.path).name:<{width}}  {score:>9}  {count['passed']:>6}  {count['failed']:>6}  "
+        score = f"{r.score:g}/{r.max_score:g}" if r.exercises or not r.error else "error"
+        print(f"{name:<{width}}  {score:>9}  {count['passed']:>6}  {count['failed']:>6}  "
               f"{count['not attempted']:>8}  {count['error']:>5}  {r.seconds:>7.1f}")
     total, most = sum(r.score for r in reports), sum(r.max_score for r in reports)
     print(f"{'total':<{width}}  {f'{total:g}/{most:g}':>9}")
+    for r in reports:
+        if r.error:
+            print(f"{Path(r.path).name}: {r.error}")
+
+
+def _print_footer(summary: dict) -> None:
+    for item in summary["ignored"]:
+        print(f"skipped {Path(item['path']).name}: {item['reason']}")
+    if summary["killed"]:
+        print(f"ended {len(summary['killed'])} process(es) that learner code left running:")
+        for line in summary["killed"][:10]:
+            print(f"  {line}")
+    if summary["tampering"]:
+        print("TAMPERING: files of the course package changed during grading: " + ", ".join(summary["tampering"][:10]))
+    score, most = summary["score"], summary["max_score"]
+    pct = f" ({100 * score / most:.0f}%)" if most else ""
+    print(f"\nscore {score:g}/{most:g}{pct}, graded in {summary['seconds']:.1f} s (wall clock, the whole command)")
 
 
 def _junit(summary: dict) -> ET.ElementTree:
     suites = ET.Element("testsuites", name="course grade")
     for nb in summary["notebooks"]:
-        exs = nb["exercises"]
-        suite = ET.SubElement(suites, "testsuite", name=nb["path"], tests=str(len(exs)),
-                              failures=str(sum(e["status"] in ("failed", "not attempted") for e in exs)),
-                              errors=str(sum(e["status"] == "error" for e in exs) + bool(nb["error"])),
-                              time=f"{nb['seconds']:.2f}")
+        suite = ET.SubElement(suites, "testsuite", name=nb["path"], time=f"{nb['seconds']:.2f}")
+        cases = []
         if nb["error"]:
-            ET.SubElement(ET.SubElement(suite, "testcase", name="notebook", classname=nb["path"]),
-                          "error", message=nb["error"])
-        for e in exs:
+            case = ET.SubElement(suite, "testcase", name="notebook", classname=nb["path"])
+            ET.SubElement(case, "error", message="error").text = nb["error"]
+            cases.append("error")
+        for e in nb["exercises"]:
             case = ET.SubElement(suite, "testcase", name=f"{e['id']} {e['name']}", classname=nb["path"],
                                  time=f"{e['seconds']:.2f}")
             if e["status"] == "error":
                 ET.SubElement(case, "error", message=e["status"]).text = e["message"]
             elif e["status"] != "passed":
                 ET.SubElement(case, "failure", message=e["status"]).text = e["message"]
+            cases.append({"error": "error", "passed": "passed"}.get(e["status"], "failure"))
+        suite.set("tests", str(len(cases)))
+        suite.set("failures", str(cases.count("failure")))
+        suite.set("errors", str(cases.count("error")))
     return ET.ElementTree(suites)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` all at once: a reader sees the old file or the new one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _output_path(value: str) -> Path:
+    """``--json`` / ``--junit``: the folder is created now, so a bad path fails before grading."""
+    path = Path(value)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{value} is a folder; give a file name")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"cannot create the folder for {value}: {e.strerror or e}") from None
+    return path
+
+
+def _positive_int(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {value!r}")
+    return int(value)
+
+
+def _lesson_list(value: str) -> set[int]:
+    parts = [p.strip() for p in value.split(",") if p.strip()]
+    if not parts or not all(p.isdigit() for p in parts):
+        raise argparse.ArgumentTypeError(f"expected lesson numbers like 00,01, not {value!r}")
+    return {int(p) for p in parts}
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="course grade", description=__doc__.split("\n\n")[0])
     parser.add_argument("path", type=Path, help="a notebook, or a folder of notebooks")
-    parser.add_argument("--json", type=Path, help="write the report as JSON here (docs/grading.md)")
-    parser.add_argument("--junit", type=Path, help="write a JUnit XML report here")
+    parser.add_argument("--json", type=_output_path, help="write the report as JSON here (docs/grading.md)")
+    parser.add_argument("--junit", type=_output_path, help="write a JUnit XML report here")
     parser.add_argument("--timeout", type=float, default=300, help="seconds for the whole notebook run (default 300)")
     parser.add_argument("--cell-timeout", type=float, default=60, help="seconds per cell (default 60)")
     parser.add_argument("--min-score", type=float, default=None,
                         help="pass when score/max reaches this fraction (default: every exercise must pass)")
     parser.add_argument("--lesson", type=int, default=None, help="lesson number, if the file name lacks NN_")
-    parser.add_argument("-j", "--jobs", type=int, default=1, help="notebooks graded at once (folders)")
+    parser.add_argument("--lessons", type=_lesson_list, default=None,
+                        help="folders: grade only these lessons, e.g. 00,01 (default: every lesson of the course)")
+    parser.add_argument("-j", "--jobs", type=_positive_int, default=1, help="notebooks graded at once (folders)")
     parser.add_argument("--no-run", action="store_true",
                         help="score only: skip running the notebook in a kernel (the score never depends on it)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
-    args = parser.parse_args(argv)
+    return parser
 
-    if args.path.is_dir():
-        paths = sorted(p for p in args.path.glob("*.ipynb") if not p.name.startswith("."))
-    elif args.path.is_file():
-        paths = [args.path]
-    else:
-        print(f"course grade: no such notebook or folder: {args.path}", file=sys.stderr)
-        return 2
-    if not paths:
-        print(f"course grade: no notebooks in {args.path}", file=sys.stderr)
-        return 2
+
+def _lesson_files() -> list[int]:
+    """The lessons that have a check module (``course/checks/lessonNN.py``), without importing them."""
+    import course
+
+    folder = Path(course.__file__).resolve().parent / "checks"
+    return sorted(int(m.group(1)) for p in folder.glob("lesson*.py") if (m := re.fullmatch(r"lesson(\d\d)\.py", p.name)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    # nbformat -> jsonschema would build an IRI grammar (rfc3987_syntax) that no notebook check
+    # uses: 2-3 s of start-up. Marking it absent makes jsonschema skip that one format check.
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
     say = (lambda text: None) if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
-    kwargs = dict(timeout=args.timeout, cell_timeout=args.cell_timeout, lesson=args.lesson, run=not args.no_run,
-                  progress=say if len(paths) == 1 else None)  # a folder gets a progress bar instead
-    if len(paths) == 1:
-        reports = [grade_notebook(paths[0], **kwargs)]
-    else:
-        from tqdm import tqdm
+    try:  # usage errors first, before anything costly
+        if args.path.is_dir():
+            plan, missing, ignored = _folder_plan(args.path, args.lessons)
+            if not plan:  # a wrong folder, more likely than a learner who did nothing
+                raise _Usage(f"no lesson notebooks in {args.path}")
+        elif args.path.is_file():
+            text, lesson = _read(args.path, args.lesson)
+            plan, missing, ignored = [(args.path, text, lesson)], [], []
+        else:
+            raise _Usage(f"no such notebook or folder: {args.path}")
+    except _Usage as e:
+        print(f"course grade: {e}", file=sys.stderr)
+        return 2
+    options = dict(timeout=args.timeout, cell_timeout=args.cell_timeout, run=not args.no_run)
+    lessons = {lesson for _, _, lesson in plan if lesson is not None} | set(missing)
+    say(f"preparing the grader ({len(lessons)} lesson(s)) before any notebook code runs")
+    with _session_for(lessons, sequential=args.jobs == 1) as session:
+        reports = [r for r in (_missing_report(args.path, n) for n in missing) if r.exercises]
+        if not args.path.is_dir():
+            reports.append(_grade(*plan[0], progress=say, jobs=None, **options))
+        else:
+            from tqdm import tqdm
 
-        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            futures = [pool.submit(grade_notebook, p, jobs=max(1, (os.cpu_count() or 2) // args.jobs), **kwargs)
-                       for p in paths]
-            reports = [f.result() for f in tqdm(futures, desc="grading", unit="nb", disable=args.quiet, file=sys.stderr)]
-
-    summary = _summary(reports)
-    if args.path.is_dir():
-        _print_table(reports)
-    else:
-        _print_notebook(reports[0])
-    if args.json:
-        args.json.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    if args.junit:
-        _junit(summary).write(args.junit, encoding="unicode", xml_declaration=True)
+            with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+                futures = [pool.submit(_grade, p, text, lesson, progress=None, jobs=None, **options)
+                           for p, text, lesson in plan]
+                reports += [f.result() for f in tqdm(futures, desc="grading", unit="nb", disable=args.quiet,
+                                                     file=sys.stderr)]
+    reports.sort(key=lambda r: (r.lesson if r.lesson is not None else 99, r.path))
+    summary = _summary(reports, ignored, session.killed, session.tampered, _command_seconds())
+    _report(summary, reports, args)
     return exit_code(summary, args.min_score)
+
+
+def _report(summary: dict, reports: list[NotebookReport], args) -> None:
+    """stdout, then the files (last, each written atomically). A closed stdout is not an error."""
+    try:
+        if args.path.is_dir():
+            _print_table(reports)
+        else:
+            _print_notebook(reports[0])
+        _print_footer(summary)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `course grade ... | head`: the reader left; the files still matter
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    if args.json:
+        _write_atomically(args.json, json.dumps(summary, indent=2) + "\n")
+    if args.junit:
+        buffer = io.StringIO()
+        _junit(summary).write(buffer, encoding="unicode", xml_declaration=True)
+        _write_atomically(args.junit, buffer.getvalue())
 
 
 def exit_code(summary: dict, min_score: float | None = None) -> int:
     """0 when every exercise passed, or, with ``min_score``, when score/max reaches it; else 1.
+    Tampering with the course package is never a pass.
 
     Example:
         >>> exit_code({"all_passed": False, "fraction": 0.75}), exit_code({"all_passed": False, "fraction": 0.75}, 0.7)
         (1, 0)
     """
+    if summary.get("tampering"):
+        return 1
     ok = summary["all_passed"] if min_score is None else summary["fraction"] >= min_score
     return 0 if ok else 1
 

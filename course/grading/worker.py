@@ -1,45 +1,59 @@
-"""The grader's worker: run ONE exercise's answer, in a fresh process, and report outcomes.
+"""The grader's checking processes: run a notebook's answers where nothing is decided.
 
-``python -m course.grading.worker SPEC.json OUT_DIR`` (started by ``course grade``; not meant
-to be run by hand). The order of events is the point of this module:
+``python -m course.grading.worker --serve N...`` is started once by ``course grade`` (not meant to
+be run by hand). The order of events is the point of this module:
 
-1. Before any learner code runs, import torch and the checks, and take private copies of
-   what we will use: the exercise (deep-copied, so its case tensors cannot be changed
-   through the registry), ``outcomes_of``, ``measure_cost`` and ``torch.save``.
-2. Extract only the learner's *definitions* from the notebook's code cells: top-level
-   ``import``, ``def``, ``class`` and assignments to plain names (``x = ...``, ``a, b = ...``),
-   statement by statement, each under a time limit, with stdout and stderr discarded.
-   Everything else (calls such as ``check(...)``, ``print``, plotting, loops, attribute or
-   item assignments such as ``course.checks.check = ...``, IPython magics) is not run.
-3. Look the answer up by the exercise's ``name``; run it on every case (visible and hidden)
-   with the per-case time limit; measure its cost if the exercise is cost-graded.
-4. Write the outcomes (plain data: tensors, numbers, strings) with ``torch.save``.
+1. **The checking server starts before any learner code runs.** It imports torch, the checks
+   of the lessons it will check and what the checking itself needs (IPython's cell translator,
+   ``torch.save``), takes private copies of the functions it will call, pins torch to one
+   thread (a fork after a parallel region would hang in the child), prints ``ready`` and
+   waits for jobs on stdin, one JSON line per notebook.
+2. **One fork per notebook runs its definitions once.** The child executes only the
+   notebook's *definitions*: top-level ``import``, ``def``, ``class`` and assignments to
+   plain names (``x = ...``, ``a, b = ...``), statement by statement, each under a time
+   limit, with stdout and stderr discarded. Everything else (calls such as ``check(...)``,
+   ``print``, plotting, loops, attribute or item assignments such as
+   ``course.checks.check = ...``, IPython magics) is not run.
+3. **One fork of that child per exercise runs the answer.** Each looks the answer up by the
+   exercise's ``name``, runs it on every visible and hidden case with the per-case time
+   limit, measures its cost if the exercise is cost-graded, and writes the outcomes (plain
+   data: tensors, numbers, strings) with ``torch.save``. The forks start from the state the
+   definitions left, so one answer's side effects (global hooks left installed, grad mode
+   switched off) cannot reach another exercise's check, and a large global is built once and
+   shared (copy-on-write) instead of once per exercise.
 
-Steps 2-4 run once per exercise, each in a fresh process: a child forked after step 1 (so
-torch is imported once per notebook), or, where there is no ``fork``, a worker per exercise.
-One answer's side effects (global hooks left installed, grad mode switched off) cannot
-reach another exercise's check.
-
-The worker never decides pass or fail: the grading process, which runs no learner code,
+The server never decides pass or fail: the grading process, which runs no learner code,
 loads the outcomes with ``torch.load(weights_only=True)`` and compares them with the
-oracle's. Whatever the learner's code does in here (patch the checks, patch torch, print
-"passed") can only change the outcomes it reports for its own answer.
+oracle's. Whatever learner code does in here (patch the checks, patch torch, print
+"passed", rewrite files of the course package) can only change the outcomes reported for
+that notebook's own answers: the server imported everything before any learner code ran.
+
+Where ``os.fork`` does not exist, ``python -m course.grading.worker SPEC.json OUT_DIR``
+checks one exercise in a fresh process instead (steps 2 and 3 in one process).
+
+The process-tree helpers at the bottom (:func:`become_subreaper`, :func:`descendants`,
+:func:`end_processes`) let the grader end every process that learner code started, however
+it was detached, before the report is written.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import copy
 import io
 import json
 import os
+import select
 import signal
 import sys
+import threading
 import time
 from contextlib import redirect_stderr, redirect_stdout
+from typing import Iterator
 
-__all__ = ["definitions", "main"]
+__all__ = ["become_subreaper", "definitions", "descendants", "end_processes", "main"]
 
 _KEPT = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
@@ -94,10 +108,32 @@ class _NoIPython:
         return lambda *args, **kwargs: None
 
 
-def _check_one(ex, spec: dict, tools: dict, out_path: str) -> None:
-    """Steps 2-4 for one exercise, in a process of its own (learner code runs here)."""
-    time_limit, timeout_error, missing = tools["time_limit"], tools["timeout_error"], tools["missing"]
-    case_timeout = min(float(spec["cell_timeout"]), float(ex.timeout))
+class _DefinitionTimeout(BaseException):
+    """A definition ran past the cell timeout (a BaseException: ``except Exception`` in
+    learner code cannot swallow it)."""
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float) -> Iterator[None]:
+    """Interrupt the block after ``seconds`` (SIGALRM; the main thread on POSIX, else no limit)."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum, frame):
+        raise _DefinitionTimeout()
+
+    previous = signal.signal(signal.SIGALRM, _raise)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _run_definitions(spec: dict) -> tuple[dict, list[str]]:
+    """Step 2: the notebook's definitions, executed in a fresh namespace; (namespace, notes)."""
     os.chdir(spec["cwd"])
     sys.path.insert(0, spec["cwd"])
     namespace = {"__name__": "__main__", "__builtins__": builtins, "get_ipython": _NoIPython}
@@ -111,76 +147,244 @@ def _check_one(ex, spec: dict, tools: dict, out_path: str) -> None:
             continue
         for stmt in statements:
             try:
-                with redirect_stdout(sink), redirect_stderr(sink), time_limit(spec["cell_timeout"]):
+                with redirect_stdout(sink), redirect_stderr(sink), _deadline(float(spec["cell_timeout"])):
                     exec(compile(stmt, f"<cell {index}>", "exec"), namespace)
-            except timeout_error:
+            except _DefinitionTimeout:
                 notes.append(f"cell {index}: a definition ran past {spec['cell_timeout']:g} s")
             except Exception as e:
                 notes.append(f"cell {index}: {type(e).__name__}: {str(e)[:200]}")
-    answer = namespace.get(ex.name, missing)
+    return namespace, notes
+
+
+def _run_answer(ex, spec: dict, tools: dict, namespace: dict, notes: list[str], out_path: str) -> None:
+    """Step 3 for one exercise: its answer on every case, outcomes saved to ``out_path``."""
+    case_timeout = min(float(spec["cell_timeout"]), float(ex.timeout))
+    answer = namespace.get(ex.name, tools["missing"])
+    sink = _Discard()
     with redirect_stdout(sink), redirect_stderr(sink):
         yours = tools["outcomes_of"](ex, answer, timeout=case_timeout)
         cost = tools["measure_cost"](ex, answer, timeout=case_timeout) if ex.cost else {}
-    tools["save"]({"yours": yours, "cost": cost, "defined": answer is not missing, "notes": notes}, out_path)
+    tools["save"]({"yours": yours, "cost": cost, "defined": answer is not tools["missing"], "notes": notes}, out_path)
 
 
-def _fork_each(exercises: list, spec: dict, tools: dict, out_dir: str) -> None:
-    """One forked child per exercise, all at once; a child past ``spec["limit"]`` is killed.
-    This process runs no learner code: it only forks, waits and reports overruns."""
-    deadline = time.monotonic() + float(spec["limit"])
+def _silence_standard_streams() -> None:
+    """A checking process must not read the server's jobs nor write into its replies."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1):
+        os.dup2(null, fd)
+    os.close(null)
+
+
+def _check_notebook(spec: dict, tools: dict) -> None:
+    """Steps 2 and 3, in the notebook's own fork; a fork per exercise, killed past ``limit``."""
+    fork, exit_, kill, waitpid, monotonic, sleep = (tools[k] for k in ("fork", "exit", "kill", "waitpid",
+                                                                       "monotonic", "sleep"))
+    exercises = [tools["exercises"][i] for i in spec["exercises"]]
+    namespace, notes = _run_definitions(spec)
+    deadline = monotonic() + float(spec["limit"])
     children = {}
     for ex in exercises:
-        pid = os.fork()
-        if pid == 0:  # the child: fresh copy of this process, learner code allowed from here on
+        pid = fork()
+        if pid == 0:  # the exercise's own copy of the notebook's state
             code = 0
             try:
-                _check_one(ex, spec, tools, os.path.join(out_dir, f"{ex.id}.pt"))
+                _run_answer(ex, spec, tools, namespace, notes, os.path.join(spec["out"], f"{ex.id}.pt"))
             except BaseException:
                 code = 1
-            os._exit(code)
+            exit_(code)
         children[pid] = ex
     while children:
         for pid in list(children):
-            done, _status = os.waitpid(pid, os.WNOHANG)
-            if done:
+            if waitpid(pid, os.WNOHANG)[0]:
                 del children[pid]
-        if children and time.monotonic() > deadline:
+        if children and monotonic() > deadline:
             for pid, ex in children.items():
+                kill(pid, signal.SIGKILL)
+                waitpid(pid, 0)
+                tools["save"]({"failure": f"timeout: checking ran past {spec['limit']:g} s"},
+                              os.path.join(spec["out"], f"{ex.id}.pt"))
+            children.clear()
+        sleep(0.02)
+
+
+def _prepare(lessons: list[int]) -> dict:
+    """Step 1: import and capture everything the checking uses, before any learner code."""
+    import torch
+    from IPython.core.inputtransformer2 import TransformerManager  # noqa: F401 (definitions() uses it)
+
+    from course import checks
+
+    for lesson in lessons:
+        checks.all_exercises(lesson)  # imports course/checks/lessonNN.py
+    torch.set_num_threads(1)  # a fork after an OpenMP parallel region hangs in the child
+    torch.save({"warm": [torch.zeros(1)]}, io.BytesIO())  # the pickler's modules, loaded now
+    exercises = {ex.id: copy.deepcopy(ex) for n in lessons for ex in checks.all_exercises(n)}  # private copies
+    return dict(exercises=exercises, outcomes_of=checks.outcomes_of, measure_cost=checks.measure_cost,
+                missing=checks.MISSING, save=torch.save, fork=os.fork, exit=os._exit, kill=os.kill,
+                waitpid=os.waitpid, monotonic=time.monotonic, sleep=time.sleep)
+
+
+def _reply(message: dict) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def serve(lessons: list[int]) -> int:
+    """The checking server for ``lessons``: one JSON job per stdin line, one reply per job.
+
+    A job: ``{"job", "exercises" (ids), "cells" ([index, source] of the code cells), "cwd",
+    "cell_timeout", "limit", "out"}``. The reply ``{"job", "exit"}`` comes when the notebook's
+    fork has ended; its outcomes are the files ``OUT/<id>.pt``. A fork still running
+    ``2 * limit + 30`` s after its job arrived is killed (``"exit": "killed"``). End of stdin:
+    finish the jobs in flight, then exit.
+    """
+    tools = _prepare(lessons)
+    _reply({"ready": True})
+    running: dict[int, tuple[str, float]] = {}  # pid -> (job, deadline)
+    stdin_open, pending = True, b""
+    while stdin_open or running:
+        if stdin_open and select.select([0], [], [], 0.02 if running else None)[0]:
+            chunk = os.read(0, 1 << 20)
+            stdin_open, pending = bool(chunk), pending + chunk
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                spec = json.loads(line)
+                pid = os.fork()
+                if pid == 0:
+                    code = 0
+                    try:
+                        _silence_standard_streams()
+                        _check_notebook(spec, tools)
+                    except BaseException:
+                        code = 1
+                    os._exit(code)
+                running[pid] = (spec["job"], time.monotonic() + 2 * float(spec["limit"]) + 30)
+        elif not stdin_open:
+            time.sleep(0.02)
+        for pid, (job, deadline) in list(running.items()):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if not done and time.monotonic() > deadline:
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
-                tools["save"]({"failure": f"timeout: checking ran past {spec['limit']:g} s"},
-                              os.path.join(out_dir, f"{ex.id}.pt"))
-            children.clear()
-        time.sleep(0.02)
+                done, status = pid, "killed"
+            if done:
+                del running[pid]
+                _reply({"job": job, "exit": status if status == "killed" else os.waitstatus_to_exitcode(status)})
+    return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m course.grading.worker SPEC.json OUT_DIR``: writes ``OUT_DIR/<id>.pt`` per exercise.
-
-    SPEC holds ``exercises`` (ids), ``cells`` ([index, source] of the code cells), ``cwd``,
-    ``cell_timeout`` and ``limit`` (seconds for each exercise's whole check). Where ``fork``
-    exists, each exercise is checked in a forked child (one torch import for the notebook,
-    still a fresh process per exercise); elsewhere the spec must name one exercise, checked here.
-    """
-    argv = sys.argv[1:] if argv is None else argv
-    spec_path, out_dir = argv
+def _check_alone(spec_path: str, out_dir: str) -> int:
+    """Where there is no ``fork``: one exercise (the spec names one), checked in this process."""
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
-
-    # 1. Capture everything we rely on before any learner code runs.
     import torch
 
     from course import checks
 
-    exercises = [copy.deepcopy(checks.get(i)) for i in spec["exercises"]]
+    (ex,) = [copy.deepcopy(checks.get(i)) for i in spec["exercises"]]
     tools = dict(outcomes_of=checks.outcomes_of, measure_cost=checks.measure_cost, missing=checks.MISSING,
-                 time_limit=checks._time_limit, timeout_error=checks.CaseTimeout, save=torch.save)
-    if hasattr(os, "fork"):
-        _fork_each(exercises, spec, tools, out_dir)
-    else:
-        (ex,) = exercises
-        _check_one(ex, spec, tools, os.path.join(out_dir, f"{ex.id}.pt"))
+                 save=torch.save)
+    namespace, notes = _run_definitions(spec)
+    _run_answer(ex, spec, tools, namespace, notes, os.path.join(out_dir, f"{ex.id}.pt"))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``--serve N...`` (the checking server for lessons N...) or ``SPEC.json OUT_DIR`` (one
+    exercise, where there is no fork)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--serve"]:
+        return serve([int(n) for n in argv[1:]])
+    return _check_alone(*argv)
+
+
+# --- the process tree ----------------------------------------------------------------------
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Make this process adopt every orphaned descendant (Linux ``prctl``); False elsewhere.
+
+    A process that learner code started and detached (a double fork, ``start_new_session``)
+    then stays in our tree, where :func:`descendants` finds it, instead of escaping to init.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, state letter) of every process, read from /proc ({} without it)."""
+    table = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read().decode("ascii", "replace")
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()  # after "pid (command name) "
+        table[int(entry)] = (int(fields[1]), fields[0])
+    return table
+
+
+def descendants(pid: int | None = None) -> list[int]:
+    """Every living (not zombie) process below ``pid`` (default: this process), from /proc."""
+    root = os.getpid() if pid is None else pid
+    table = _processes()
+    children: dict[int, list[int]] = {}
+    for p, (parent, _state) in table.items():
+        children.setdefault(parent, []).append(p)
+    found, todo = [], list(children.get(root, []))
+    while todo:
+        p = todo.pop()
+        if table.get(p, (0, "Z"))[1] not in ("Z", "X"):
+            found.append(p)
+        todo.extend(children.get(p, []))
+    return sorted(found)
+
+
+def _describe(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            words = f.read().split(b"\0")
+        return " ".join(w.decode("utf-8", "replace") for w in words if w)[:120] or "?"
+    except OSError:
+        return "?"
+
+
+def end_processes(keep: set[int] = frozenset()) -> list[str]:
+    """Kill every descendant of this process except ``keep`` (and theirs), and reap them.
+
+    Several rounds: a process may fork while we kill. Returns one line per process killed
+    (``"pid 123: python -c ..."``), for the report.
+    """
+    me, killed = os.getpid(), []
+    for _round in range(20):
+        spared = set(keep)
+        for k in keep:
+            spared.update(descendants(k))
+        victims = [p for p in descendants() if p not in spared]
+        if not victims:
+            break
+        for pid in victims:
+            killed.append(f"pid {pid}: {_describe(pid)}")
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
+        for pid, (parent, _state) in _processes().items():  # reap the ones that are ours now
+            if parent == me and pid not in keep:
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(pid, os.WNOHANG)
+    return list(dict.fromkeys(killed))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,274 @@
+"""Can a notebook fool or crash ``course grade``? (issue 18, items 1-5)
+
+Each attack runs the real ``python -m course grade`` in a temporary folder, on a COPY of the
+``course`` package (``PYTHONPATH`` points at the copy), so an attack that writes to the
+package damages the copy, never the checkout.
+
+- a notebook that rewrites the grader's files cannot raise another lesson's score, and its
+  own grade is void (tampering is reported, exit 1);
+- a process the notebook starts and detaches is ended before the report is written, and the
+  report says so; the report on disk is the grader's;
+- an answer the comparison chokes on (a ragged list, ``10**400``) is an ``error``, and the
+  report is still written, with folders for the reports created, through a closed pipe;
+- a folder is graded against the course's lessons: a missing lesson is not attempted, an
+  unreadable notebook counts 0 with the reason, offered ``.updated`` copies and non-lessons
+  are skipped, two notebooks of one lesson are refused;
+- ``-j 0`` is a usage error; definitions run once per notebook (a large global is built once
+  and shared by the exercises' processes); nbformat's warnings stay off stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import nbformat
+import pytest
+
+from course import checks
+from course.grading import grade
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLVED_00 = ROOT / "solutions" / "00_warmup.ipynb"
+LEARNER_01 = ROOT / "notebooks" / "01_autograd_graph.ipynb"
+
+pytestmark = [pytest.mark.notebook]
+
+
+def _package_copy(tmp_path: Path) -> Path:
+    """A private copy of the course package; returns the folder to put on PYTHONPATH."""
+    where = tmp_path / "pkg"
+    shutil.copytree(ROOT / "course", where / "course", ignore=shutil.ignore_patterns("__pycache__"))
+    return where
+
+
+def _grade(pkg: Path, *args: str, cwd: Path, shell_pipe: bool = False) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(pkg)}
+    cmd = [sys.executable, "-m", "course", "grade", *args]
+    if shell_pipe:  # the reader of stdout goes away after one line
+        line = " ".join(f"'{c}'" for c in cmd) + " | head -n 1"
+        return subprocess.run(["sh", "-c", line], env=env, cwd=cwd, capture_output=True, text=True, timeout=900)
+    return subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=900)
+
+
+def _solved_00_with(cells: list[str], ids: bool = True) -> nbformat.NotebookNode:
+    """The solved warm-up with extra code cells at the end (and, with ``ids=False``, no cell ids)."""
+    nb = nbformat.read(SOLVED_00, as_version=4)
+    nb.cells += [nbformat.v4.new_code_cell(textwrap.dedent(c)) for c in cells]
+    if not ids:
+        for cell in nb.cells:
+            cell.pop("id", None)
+    return nb
+
+
+def _write(nb: nbformat.NotebookNode, path: Path) -> Path:
+    path.write_text(json.dumps(nb, indent=1), encoding="utf-8")  # json: nbformat would add ids back
+    return path
+
+
+def _points(lesson: int) -> float:
+    return sum(ex.points for ex in checks.all_exercises(lesson))
+
+
+# --- 1. a notebook cannot rewrite the grader --------------------------------------------------
+
+# Appended to the copy's files by a definition of the solved 00 (it runs in the checking
+# process, and would run in the kernel too). Imported after it, the first makes every judged
+# answer equal to the expected one; the second makes every reported outcome the reference's.
+_JUDGE_PATCH = """
+import course.checks as _checks
+if not hasattr(_checks, "_real_judge"):
+    _checks._real_judge = _checks.judge
+    _checks.judge = lambda ex, yours, expected, cost=None: _checks._real_judge(ex, expected, expected, cost)
+"""
+_WORKER_PATCH = """
+if "_real_outcomes_of" not in globals():
+    _real_outcomes_of = outcomes_of
+    def outcomes_of(ex, answer, timeout=None):
+        return _real_outcomes_of(ex, ex.solution, timeout)
+"""
+
+
+def test_a_notebook_that_rewrites_the_grader_cannot_raise_another_lessons_score(tmp_path):
+    pkg = _package_copy(tmp_path)
+    folder = tmp_path / "work"
+    folder.mkdir()
+    attack = f"""
+    import course.checks
+    from pathlib import Path
+    _here = Path(course.checks.__file__).parent
+    _a = open(_here / "lesson01.py", "a").write({_JUDGE_PATCH!r})
+    _b = open(_here / "__init__.py", "a").write({_WORKER_PATCH!r})
+    """
+    _write(_solved_00_with([attack]), folder / "00_warmup.ipynb")
+    shutil.copy(LEARNER_01, folder / "01_autograd_graph.ipynb")
+    proc = _grade(pkg, str(folder), "--lessons", "00,01", "--no-run", "--json", str(tmp_path / "g.json"), "-q",
+                  cwd=tmp_path)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert _JUDGE_PATCH.strip() in (pkg / "course" / "checks" / "lesson01.py").read_text()  # the attack ran
+    summary = json.loads((tmp_path / "g.json").read_text())
+    assert proc.returncode == 1
+    assert summary["tampering"] == ["checks/__init__.py", "checks/lesson01.py"]
+    assert "TAMPERING" in proc.stdout
+    by_lesson = {nb["lesson"]: nb for nb in summary["notebooks"]}
+    unsolved = by_lesson[1]
+    assert unsolved["score"] == 0 and unsolved["max_score"] == _points(1)
+    assert {e["status"] for e in unsolved["exercises"]} == {"not attempted"}  # judged as it is
+    attacker = by_lesson[0]
+    assert attacker["error"].startswith("void: the course package changed")
+    assert attacker["score"] == 0 and {e["status"] for e in attacker["exercises"]} == {"error"}
+
+
+# --- 2. nothing the notebook started outlives the grade --------------------------------------
+
+
+def test_a_detached_process_is_ended_before_the_report_is_written(tmp_path):
+    pkg = _package_copy(tmp_path)
+    marks, report = tmp_path / "marks", tmp_path / "reports" / "g.json"
+    marks.mkdir()
+    forged = {"all_passed": True, "score": 999}
+    forger = f"# FORGER\nimport json, time\nwhile True:\n    open({str(report)!r}, 'w').write(json.dumps({forged!r}))\n    time.sleep(0.05)\n"
+    spawn = f"""
+    import subprocess, sys
+    def _spawn(tag):
+        p = subprocess.Popen([sys.executable, "-c", {forger!r}, "FORGER"], start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        open({str(marks)!r} + "/" + tag + "-" + str(p.pid), "w").close()
+        return p
+    _forger = _spawn("definition")
+    """
+    answer = """
+    def cube_sum_grad(x):
+        _spawn("answer")
+        x = x.detach().requires_grad_()
+        (x**3).sum().backward()
+        return x.grad
+    """
+    path = _write(_solved_00_with([spawn, answer], ids=False), tmp_path / "00_warmup.ipynb")
+    proc = _grade(pkg, str(path), "--json", str(report), "--cell-timeout", "60", cwd=tmp_path)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "MissingIDFieldWarning" not in proc.stderr
+    tags = [p.name.split("-")[0] for p in marks.iterdir()]
+    assert tags.count("definition") == 2 and "answer" in tags  # the kernel, the checking processes
+    for pid in (int(p.name.split("-")[1]) for p in marks.iterdir()):
+        cmdline = Path(f"/proc/{pid}/cmdline")
+        assert not (cmdline.exists() and b"FORGER" in cmdline.read_bytes()), f"forger {pid} still runs"
+    summary = json.loads(report.read_text())  # the grader's report, not the forger's
+    assert summary["format"] == "course-grade/1" and summary["score"] == 3
+    assert any("FORGER" in line for line in summary["killed"])
+    assert "ended" in proc.stdout and "FORGER" in proc.stdout
+
+
+# --- 3. the judge never raises; the report is always written ----------------------------------
+
+
+def test_answers_the_comparison_chokes_on_are_errors_and_the_report_is_written(tmp_path):
+    pkg = _package_copy(tmp_path)
+    folder, counter = tmp_path / "work", tmp_path / "definitions-ran"
+    folder.mkdir()
+    answers = f"""
+    def cube_sum_grad(x):
+        return 10**400
+    predicted_a_grad = [[1.0], [1.0, 2.0]]
+    _big = open({str(counter)!r}, "a").write("x")  # a global built by a definition
+    """
+    _write(_solved_00_with([answers]), folder / "00_warmup.ipynb")
+    out = tmp_path / "not" / "yet"  # the folders are created
+    proc = _grade(pkg, str(folder), "--lessons", "00", "--no-run", "--json", str(out / "g.json"),
+                  "--junit", str(out / "j.xml"), "-q", cwd=tmp_path, shell_pipe=True)
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+    (nb,) = json.loads((out / "g.json").read_text())["notebooks"]
+    assert nb["score"] == 0 and nb["max_score"] == 3
+    for e in nb["exercises"]:
+        assert e["status"] in ("failed", "error"), e
+        if e["status"] == "error":
+            assert "\n" not in e["message"] and "could not compare" in e["message"], e["message"]
+    assert ET.parse(out / "j.xml").getroot().find("testsuite").get("tests") == "2"
+    assert counter.read_text() == "x"  # definitions ran once for the notebook, not once per exercise
+
+
+def test_a_comparison_that_raises_makes_an_error_not_a_crash(monkeypatch):
+    ex = checks.get("0.1")
+
+    def boom(*args, **kwargs):
+        raise OverflowError("int too large to convert to float")
+
+    monkeypatch.setattr(checks, "judge", boom)
+    result = grade._judge(ex, {"yours": [{"kind": "value", "value": 1}] * len(ex.all_cases)}, 0.5)
+    assert result["status"] == "error" and result["score"] == 0
+    assert result["message"] == ("[0.1 cube_sum_grad] error: the grader could not compare this answer "
+                                 "(OverflowError: int too large to convert to float)")
+
+
+# --- 4. a folder is graded against the course's lessons ---------------------------------------
+
+
+def test_a_folder_counts_missing_and_unreadable_lessons_and_skips_copies(tmp_path):
+    pkg = _package_copy(tmp_path)
+    folder = tmp_path / "work"
+    folder.mkdir()
+    shutil.copy(SOLVED_00, folder / "00_warmup.ipynb")
+    shutil.copy(SOLVED_00, folder / "00_warmup.updated.ipynb")
+    shutil.copy(SOLVED_00, folder / "00_warmup.updated-2.ipynb")
+    (folder / "01_autograd_graph.ipynb").write_text('{"cells": [')  # truncated
+    (folder / "scratch.ipynb").write_text(json.dumps(nbformat.v4.new_notebook()))
+    proc = _grade(pkg, str(folder), "--lessons", "00,01,02", "--no-run", "--json", str(tmp_path / "g.json"),
+                  "--junit", str(tmp_path / "j.xml"), "-q", cwd=tmp_path)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 1
+    summary = json.loads((tmp_path / "g.json").read_text())
+    by_lesson = {nb["lesson"]: nb for nb in summary["notebooks"]}
+    assert sorted(by_lesson) == [0, 1, 2]
+    assert by_lesson[0]["score"] == 3 and by_lesson[0]["all_passed"]
+    assert by_lesson[1]["error"].startswith("cannot read the notebook")
+    assert by_lesson[1]["score"] == 0 and by_lesson[1]["max_score"] == _points(1) > 0
+    assert by_lesson[2]["note"] and {e["status"] for e in by_lesson[2]["exercises"]} == {"not attempted"}
+    assert summary["max_score"] == _points(0) + _points(1) + _points(2)
+    assert sorted(Path(i["path"]).name for i in summary["ignored"]) == [
+        "00_warmup.updated-2.ipynb", "00_warmup.updated.ipynb", "scratch.ipynb"]
+    for suite in ET.parse(tmp_path / "j.xml").getroot().findall("testsuite"):
+        assert int(suite.get("tests")) == len(suite.findall("testcase"))
+
+
+def test_two_notebooks_of_one_lesson_are_refused_before_grading(tmp_path):
+    pkg = _package_copy(tmp_path)
+    folder = tmp_path / "work"
+    folder.mkdir()
+    shutil.copy(SOLVED_00, folder / "00_warmup.ipynb")
+    shutil.copy(SOLVED_00, folder / "00_again.ipynb")
+    proc = _grade(pkg, str(folder), "--json", str(tmp_path / "g.json"), cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "more than one notebook" in proc.stderr and "00_again.ipynb, 00_warmup.ipynb" in proc.stderr
+    assert not (tmp_path / "g.json").exists()
+
+
+def test_without_lessons_every_course_lesson_is_expected(tmp_path):
+    (tmp_path / "00_warmup.ipynb").write_text(SOLVED_00.read_text())
+    plan, missing, ignored = grade._folder_plan(tmp_path, None)
+    lessons = sorted({ex.lesson for ex in checks.all_exercises()})
+    assert [lesson for _, _, lesson in plan] == [0] and missing == lessons[1:] and ignored == []
+
+
+# --- 5. usage errors are clean ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("jobs", ["0", "-1", "two"])
+def test_a_bad_job_count_is_a_usage_error(tmp_path, jobs):
+    proc = subprocess.run([sys.executable, "-m", "course", "grade", str(SOLVED_00), "-j", jobs],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "at least 1" in proc.stderr or "expected one argument" in proc.stderr
+
+
+def test_an_empty_folder_and_an_unknown_lesson_are_usage_errors(tmp_path, capsys):
+    assert grade.main([str(tmp_path)]) == 2
+    (tmp_path / "00_warmup.ipynb").write_text(SOLVED_00.read_text())
+    assert grade.main([str(tmp_path), "--lessons", "99"]) == 2
+    err = capsys.readouterr().err
+    assert "no lesson notebooks in" in err and "the course has no lesson 99" in err
