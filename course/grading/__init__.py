@@ -2,8 +2,11 @@
 
 - :mod:`course.grading.assign`: generate ``notebooks/`` from ``solutions/``;
 - :mod:`course.grading.grade`: ``course grade``, the judge that scores a notebook;
+- :mod:`course.grading.report`: what a grade reports (text, ``--json``, JUnit), written atomically;
 - :mod:`course.grading.kernel`: run a notebook in a fresh kernel (grading and ``assign --execute``);
-- :mod:`course.grading.worker`: run one exercise's answer in a fresh process;
+- :mod:`course.grading.worker`: the checking server: one fork per notebook runs its definitions,
+  one fork per exercise runs the answer; no judgement happens there;
+- :mod:`course.grading.gradebook`: ``course gradebook``, a class's scores and misconceptions;
 - :mod:`course.grading.progress`: ``course progress``, cached per notebook content;
 - :mod:`course.grading.workspace`: ``course start`` / ``course update``, never overwriting an edit.
 

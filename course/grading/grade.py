@@ -49,52 +49,20 @@ import threading
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from xml.etree import ElementTree as ET
 
+from course.grading import report as reporting
+from course.grading.report import NotebookReport
 from course.grading.worker import become_subreaper, descendants, end_processes
 
 __all__ = ["NotebookReport", "exit_code", "grade_notebook", "main"]
 
-FORMAT = "course-grade/1"
 _LESSON_FILE = re.compile(r"^(\d\d)_")
 _OFFERED = re.compile(r"\.updated(-\d+)?\.ipynb$")  # the copies `course update` offers
 _EXERCISE_ID = re.compile(r"""(?:check\(\s*["']|exercise )(\d+)\.\d+""")
 _judge_lock = threading.Lock()  # oracles and hint matching reseed global RNGs: one at a time
 _expected_cache: dict[str, list] = {}
 _session: "_Session | None" = None  # the one `course grade` runs under (main() sets it)
-
-
-@dataclass
-class NotebookReport:
-    """The grade of one notebook (``to_json`` is the ``--json`` entry, see docs/grading.md)."""
-
-    path: str
-    lesson: int | None
-    exercises: list[dict] = field(default_factory=list)
-    run: dict = field(default_factory=dict)
-    seconds: float = 0.0
-    error: str = ""
-    note: str = ""
-    killed: list[str] = field(default_factory=list)
-
-    @property
-    def score(self) -> float:
-        return sum(e["score"] for e in self.exercises)
-
-    @property
-    def max_score(self) -> float:
-        return sum(e["points"] for e in self.exercises)
-
-    @property
-    def all_passed(self) -> bool:
-        return not self.error and bool(self.exercises) and all(e["status"] == "passed" for e in self.exercises)
-
-    def to_json(self) -> dict:
-        d = asdict(self)
-        d.update(score=self.score, max_score=self.max_score, all_passed=self.all_passed)
-        return d
 
 
 def _lesson_of(path: Path, sources: list[str]) -> int | None:
@@ -604,113 +572,6 @@ def _missing_report(folder: Path, lesson: int) -> NotebookReport:
     return report
 
 
-# --- reports --------------------------------------------------------------------------------
-
-
-def _summary(reports: list[NotebookReport], ignored=(), killed=(), tampering=(), seconds=0.0) -> dict:
-    import torch
-
-    import course
-
-    score, max_score = sum(r.score for r in reports), sum(r.max_score for r in reports)
-    return {
-        "format": FORMAT,
-        "course_version": course.__version__,
-        "torch_version": torch.__version__,
-        "notebooks": [r.to_json() for r in reports],
-        "ignored": list(ignored),
-        "killed": list(killed),
-        "tampering": list(tampering),
-        "seconds": round(seconds, 2),
-        "score": score,
-        "max_score": max_score,
-        "fraction": round(score / max_score, 4) if max_score else 0.0,
-        "all_passed": bool(reports) and all(r.all_passed for r in reports) and not tampering,
-    }
-
-
-def _print_notebook(r: NotebookReport) -> None:
-    print(f"{r.path}  (lesson {r.lesson})")
-    if r.error:
-        print(f"  error: {r.error}")
-    for e in r.exercises:
-        print(f"  {e['id']:<6} {e['name']:<28} {e['status']:<14} {e['score']:g}/{e['points']:g}")
-    for e in r.exercises:
-        if e["status"] != "passed":
-            print("\n" + "\n".join("  " + line for line in e["message"].splitlines()))
-    run = r.run
-    if "failure" in run:
-        print(f"\n  notebook run failed: {run['failure']}")
-    elif run:
-        problems = [f"cell {x['cell']}: {x['error']}" for x in sorted(run["errors"] + run["timeouts"], key=lambda x: x["cell"])]
-        line = (f"\n  notebook run: {run['code_cells']} code cells in {run['seconds']:.1f} s, "
-                f"{len(run['errors'])} raised, {len(run['timeouts'])} timed out")
-        line += f", {run['skipped']} skipped (total timeout)" if run["skipped"] else ""
-        print(line)
-        for p in problems[:10]:
-            print(f"    {p[:160]}")
-
-
-def _print_table(reports: list[NotebookReport]) -> None:
-    names = [Path(r.path).name if not r.note else f"{r.lesson:02d} (missing)" for r in reports]
-    width = max([len(n) for n in names] + [8])
-    print(f"{'notebook':<{width}}  {'score':>9}  passed  failed  not att.  error  seconds")
-    for name, r in zip(names, reports):
-        count = {s: sum(e["status"] == s for e in r.exercises) for s in ("passed", "failed", "not attempted", "error")}
-        score = f"{r.score:g}/{r.max_score:g}" if r.exercises or not r.error else "error"
-        print(f"{name:<{width}}  {score:>9}  {count['passed']:>6}  {count['failed']:>6}  "
-              f"{count['not attempted']:>8}  {count['error']:>5}  {r.seconds:>7.1f}")
-    total, most = sum(r.score for r in reports), sum(r.max_score for r in reports)
-    print(f"{'total':<{width}}  {f'{total:g}/{most:g}':>9}")
-    for r in reports:
-        if r.error:
-            print(f"{Path(r.path).name}: {r.error}")
-
-
-def _print_footer(summary: dict) -> None:
-    for item in summary["ignored"]:
-        print(f"skipped {Path(item['path']).name}: {item['reason']}")
-    if summary["killed"]:
-        print(f"ended {len(summary['killed'])} process(es) that learner code left running:")
-        for line in summary["killed"][:10]:
-            print(f"  {line}")
-    if summary["tampering"]:
-        print("TAMPERING: files of the course package changed during grading: " + ", ".join(summary["tampering"][:10]))
-    score, most = summary["score"], summary["max_score"]
-    pct = f" ({100 * score / most:.0f}%)" if most else ""
-    print(f"\nscore {score:g}/{most:g}{pct}, graded in {summary['seconds']:.1f} s (wall clock, the whole command)")
-
-
-def _junit(summary: dict) -> ET.ElementTree:
-    suites = ET.Element("testsuites", name="course grade")
-    for nb in summary["notebooks"]:
-        suite = ET.SubElement(suites, "testsuite", name=nb["path"], time=f"{nb['seconds']:.2f}")
-        cases = []
-        if nb["error"]:
-            case = ET.SubElement(suite, "testcase", name="notebook", classname=nb["path"])
-            ET.SubElement(case, "error", message="error").text = nb["error"]
-            cases.append("error")
-        for e in nb["exercises"]:
-            case = ET.SubElement(suite, "testcase", name=f"{e['id']} {e['name']}", classname=nb["path"],
-                                 time=f"{e['seconds']:.2f}")
-            if e["status"] == "error":
-                ET.SubElement(case, "error", message=e["status"]).text = e["message"]
-            elif e["status"] != "passed":
-                ET.SubElement(case, "failure", message=e["status"]).text = e["message"]
-            cases.append({"error": "error", "passed": "passed"}.get(e["status"], "failure"))
-        suite.set("tests", str(len(cases)))
-        suite.set("failures", str(cases.count("failure")))
-        suite.set("errors", str(cases.count("error")))
-    return ET.ElementTree(suites)
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` all at once: a reader sees the old file or the new one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def _output_path(value: str) -> Path:
     """``--json`` / ``--junit``: the folder is created now, so a bad path fails before grading."""
     path = Path(value)
@@ -798,7 +659,7 @@ def main(argv: list[str] | None = None) -> int:
                 reports += [f.result() for f in tqdm(futures, desc="grading", unit="nb", disable=args.quiet,
                                                      file=sys.stderr)]
     reports.sort(key=lambda r: (r.lesson if r.lesson is not None else 99, r.path))
-    summary = _summary(reports, ignored, session.killed, session.tampered, _command_seconds())
+    summary = reporting.summary(reports, ignored, session.killed, session.tampered, _command_seconds())
     _report(summary, reports, args)
     return exit_code(summary, args.min_score)
 
@@ -807,21 +668,21 @@ def _report(summary: dict, reports: list[NotebookReport], args) -> None:
     """stdout, then the files (last, each written atomically). A closed stdout is not an error."""
     try:
         if args.path.is_dir():
-            _print_table(reports)
+            reporting.print_table(reports)
         else:
-            _print_notebook(reports[0])
-        _print_footer(summary)
+            reporting.print_notebook(reports[0])
+        reporting.print_footer(summary)
         sys.stdout.flush()
     except BrokenPipeError:  # `course grade ... | head`: the reader left; the files still matter
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, sys.stdout.fileno())
         os.close(null)
     if args.json:
-        _write_atomically(args.json, json.dumps(summary, indent=2) + "\n")
+        reporting.write_atomically(args.json, json.dumps(summary, indent=2) + "\n")
     if args.junit:
         buffer = io.StringIO()
-        _junit(summary).write(buffer, encoding="unicode", xml_declaration=True)
-        _write_atomically(args.junit, buffer.getvalue())
+        reporting.junit(summary).write(buffer, encoding="unicode", xml_declaration=True)
+        reporting.write_atomically(args.junit, buffer.getvalue())
 
 
 def exit_code(summary: dict, min_score: float | None = None) -> int:

@@ -1,0 +1,156 @@
+"""What ``course grade`` reports: one notebook's grade, the summary, its text, JSON and JUnit.
+
+:class:`NotebookReport` is one notebook's result; :func:`summary` gathers a run's reports into
+the ``--json`` document (format ``course-grade/1``, described in docs/grading.md);
+:func:`print_notebook`, :func:`print_table` and :func:`print_footer` write what a person reads;
+:func:`junit` builds the JUnit XML a CI system shows; :func:`write_atomically` writes a file so
+that a reader sees the old one or the new one, never half of it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+__all__ = ["FORMAT", "NotebookReport", "junit", "print_footer", "print_notebook", "print_table", "summary",
+           "write_atomically"]
+
+FORMAT = "course-grade/1"
+
+
+@dataclass
+class NotebookReport:
+    """The grade of one notebook (``to_json`` is the ``--json`` entry, see docs/grading.md)."""
+
+    path: str
+    lesson: int | None
+    exercises: list[dict] = field(default_factory=list)
+    run: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    error: str = ""
+    note: str = ""
+    killed: list[str] = field(default_factory=list)
+
+    @property
+    def score(self) -> float:
+        return sum(e["score"] for e in self.exercises)
+
+    @property
+    def max_score(self) -> float:
+        return sum(e["points"] for e in self.exercises)
+
+    @property
+    def all_passed(self) -> bool:
+        return not self.error and bool(self.exercises) and all(e["status"] == "passed" for e in self.exercises)
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d.update(score=self.score, max_score=self.max_score, all_passed=self.all_passed)
+        return d
+
+
+
+def summary(reports: list[NotebookReport], ignored=(), killed=(), tampering=(), seconds=0.0) -> dict:
+    import torch
+
+    import course
+
+    score, max_score = sum(r.score for r in reports), sum(r.max_score for r in reports)
+    return {
+        "format": FORMAT,
+        "course_version": course.__version__,
+        "torch_version": torch.__version__,
+        "notebooks": [r.to_json() for r in reports],
+        "ignored": list(ignored),
+        "killed": list(killed),
+        "tampering": list(tampering),
+        "seconds": round(seconds, 2),
+        "score": score,
+        "max_score": max_score,
+        "fraction": round(score / max_score, 4) if max_score else 0.0,
+        "all_passed": bool(reports) and all(r.all_passed for r in reports) and not tampering,
+    }
+
+
+def print_notebook(r: NotebookReport) -> None:
+    print(f"{r.path}  (lesson {r.lesson})")
+    if r.error:
+        print(f"  error: {r.error}")
+    for e in r.exercises:
+        print(f"  {e['id']:<6} {e['name']:<28} {e['status']:<14} {e['score']:g}/{e['points']:g}")
+    for e in r.exercises:
+        if e["status"] != "passed":
+            print("\n" + "\n".join("  " + line for line in e["message"].splitlines()))
+    run = r.run
+    if "failure" in run:
+        print(f"\n  notebook run failed: {run['failure']}")
+    elif run:
+        problems = [f"cell {x['cell']}: {x['error']}" for x in sorted(run["errors"] + run["timeouts"], key=lambda x: x["cell"])]
+        line = (f"\n  notebook run: {run['code_cells']} code cells in {run['seconds']:.1f} s, "
+                f"{len(run['errors'])} raised, {len(run['timeouts'])} timed out")
+        line += f", {run['skipped']} skipped (total timeout)" if run["skipped"] else ""
+        print(line)
+        for p in problems[:10]:
+            print(f"    {p[:160]}")
+
+
+def print_table(reports: list[NotebookReport]) -> None:
+    names = [Path(r.path).name if not r.note else f"{r.lesson:02d} (missing)" for r in reports]
+    width = max([len(n) for n in names] + [8])
+    print(f"{'notebook':<{width}}  {'score':>9}  passed  failed  not att.  error  seconds")
+    for name, r in zip(names, reports):
+        count = {s: sum(e["status"] == s for e in r.exercises) for s in ("passed", "failed", "not attempted", "error")}
+        score = f"{r.score:g}/{r.max_score:g}" if r.exercises or not r.error else "error"
+        print(f"{name:<{width}}  {score:>9}  {count['passed']:>6}  {count['failed']:>6}  "
+              f"{count['not attempted']:>8}  {count['error']:>5}  {r.seconds:>7.1f}")
+    total, most = sum(r.score for r in reports), sum(r.max_score for r in reports)
+    print(f"{'total':<{width}}  {f'{total:g}/{most:g}':>9}")
+    for r in reports:
+        if r.error:
+            print(f"{Path(r.path).name}: {r.error}")
+
+
+def print_footer(summary: dict) -> None:
+    for item in summary["ignored"]:
+        print(f"skipped {Path(item['path']).name}: {item['reason']}")
+    if summary["killed"]:
+        print(f"ended {len(summary['killed'])} process(es) that learner code left running:")
+        for line in summary["killed"][:10]:
+            print(f"  {line}")
+    if summary["tampering"]:
+        print("TAMPERING: files of the course package changed during grading: " + ", ".join(summary["tampering"][:10]))
+    score, most = summary["score"], summary["max_score"]
+    pct = f" ({100 * score / most:.0f}%)" if most else ""
+    print(f"\nscore {score:g}/{most:g}{pct}, graded in {summary['seconds']:.1f} s (wall clock, the whole command)")
+
+
+def junit(summary: dict) -> ET.ElementTree:
+    suites = ET.Element("testsuites", name="course grade")
+    for nb in summary["notebooks"]:
+        suite = ET.SubElement(suites, "testsuite", name=nb["path"], time=f"{nb['seconds']:.2f}")
+        cases = []
+        if nb["error"]:
+            case = ET.SubElement(suite, "testcase", name="notebook", classname=nb["path"])
+            ET.SubElement(case, "error", message="error").text = nb["error"]
+            cases.append("error")
+        for e in nb["exercises"]:
+            case = ET.SubElement(suite, "testcase", name=f"{e['id']} {e['name']}", classname=nb["path"],
+                                 time=f"{e['seconds']:.2f}")
+            if e["status"] == "error":
+                ET.SubElement(case, "error", message=e["status"]).text = e["message"]
+            elif e["status"] != "passed":
+                ET.SubElement(case, "failure", message=e["status"]).text = e["message"]
+            cases.append({"error": "error", "passed": "passed"}.get(e["status"], "failure"))
+        suite.set("tests", str(len(cases)))
+        suite.set("failures", str(cases.count("failure")))
+        suite.set("errors", str(cases.count("error")))
+    return ET.ElementTree(suites)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` all at once: a reader sees the old file or the new one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
