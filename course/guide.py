@@ -12,6 +12,8 @@ Example:
 from __future__ import annotations
 
 import argparse
+import ast
+import inspect
 import re
 import sys
 from pathlib import Path
@@ -46,8 +48,39 @@ def _one_line(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _lambda_source(fn) -> str:
+    """The text of a lambda: the longest piece of its line, from ``lambda``, that parses as one."""
+    try:
+        line = inspect.getsource(fn)
+        text = line[line.index("lambda"):]
+    except (OSError, TypeError, ValueError):
+        return "a lambda"
+    for end in range(len(text), 0, -1):
+        try:
+            if isinstance(ast.parse(text[:end], mode="eval").body, ast.Lambda):
+                return " ".join(text[:end].split())
+        except SyntaxError:
+            continue
+    return "a lambda"
+
+
+def _answer_text(answer, limit: int = 90) -> str:
+    """A known answer as the table shows it: a prediction's value, a function's name (a lambda's
+    source), with no memory address."""
+    if callable(answer) and not isinstance(answer, type):
+        name = getattr(answer, "__name__", type(answer).__name__)
+        if name == "<lambda>":
+            name = _lambda_source(answer)
+        return f"`{_one_line(name, limit)}`"
+    if isinstance(answer, type):
+        return f"`{answer.__name__}`"
+    text = re.sub(r" at 0x[0-9a-f]+", "", repr(answer))
+    return f"`{_one_line(text, limit)}`"
+
+
 def exercises_markdown() -> str:
-    """Every exercise with what it teaches and its known wrong answers' hints."""
+    """Every exercise with what it teaches, its known wrong answers (each with the hint the
+    learner gets) and its right answers written differently from the reference."""
     from course.checks import all_exercises, load_all
 
     load_all()
@@ -74,7 +107,10 @@ def exercises_markdown() -> str:
             out.append(f"{ex.points} point(s), {what}{cost}. Known wrong answers and their hints:")
             out.append("")
             for w in ex.wrong:
-                out.append(f"- {_one_line(w.hint)}")
+                out.append(f"- {_answer_text(w.answer)}: {_one_line(w.hint)}")
+            if ex.right:
+                out += ["", "Also accepted (right answers written differently): "
+                        + ", ".join(_answer_text(r) for r in ex.right) + "."]
             out.append("")
     return "\n".join(out).rstrip() + "\n"
 

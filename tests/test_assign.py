@@ -34,7 +34,11 @@ def test_every_registered_exercise_has_a_stub_in_its_lesson(solution):
     lesson = int(solution.name[:2])
     text = (ROOT / "notebooks" / solution.name).read_text()
     for ex in checks.all_exercises(lesson):
-        assert f'NotImplementedError(\\"exercise {ex.id}\\")' in text, ex.id  # an answer may have several parts
+        raising = f'NotImplementedError(\\"exercise {ex.id}\\")'
+        placeholder = f"{ex.name} = ...  # exercise {ex.id}:"
+        assert raising in text or placeholder in text, ex.id  # an answer may have several parts
+        if ex.kind == "predict":
+            assert placeholder in text, ex.id  # a prediction stub never stops "Run All"
     assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text
 
 
@@ -52,8 +56,8 @@ def test_the_exercise_id_comes_from_the_marker_the_registry_or_the_next_check_ca
              new_code_cell("### BEGIN SOLUTION\nunregistered = 1\n### END SOLUTION"),
              new_code_cell('check("0.9")'))
     out = learner_copy(nb, Path("00_demo.ipynb"))
-    assert 'NotImplementedError("exercise 0.2")' in out.cells[0].source
-    assert 'NotImplementedError("exercise 0.9")' in out.cells[1].source
+    assert "predicted_a_grad = ...  # exercise 0.2:" in out.cells[0].source
+    assert "unregistered = ...  # exercise 0.9:" in out.cells[1].source
 
 
 @pytest.mark.parametrize(
@@ -81,11 +85,14 @@ def test_outputs_are_cleared_unless_kept_and_top_level_stubs_are_tagged():
                          metadata={"tags": ["keep_output"]})
     stub_top = new_code_cell("### BEGIN SOLUTION 9.1\nx = 1\n### END SOLUTION")
     stub_def = new_code_cell("def f():\n    ### BEGIN SOLUTION 9.2\n    return 1\n    ### END SOLUTION")
-    out = learner_copy(_nb(shown, kept, stub_top, stub_def, kernelspec=False), Path("09_x.ipynb"))
+    top_def = new_code_cell("### BEGIN SOLUTION 9.3\ndef g():\n    return 1\n### END SOLUTION")
+    out = learner_copy(_nb(shown, kept, stub_top, stub_def, top_def, kernelspec=False), Path("09_x.ipynb"))
     assert out.cells[0].outputs == [] and out.cells[0].execution_count is None
     assert out.cells[1].outputs[0].text == "2\n" and out.cells[1].execution_count == 2
-    assert out.cells[2].metadata["tags"] == ["raises-exception"]
+    assert "tags" not in out.cells[2].metadata  # x = ... runs: "Run All" goes on
     assert "tags" not in out.cells[3].metadata  # defining f does not raise; calling it does
+    assert out.cells[4].metadata["tags"] == ["raises-exception"]  # a top-level def keeps the raise
+    assert 'raise NotImplementedError("exercise 9.3")' in out.cells[4].source
     assert out.metadata["kernelspec"] == {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
 
@@ -137,6 +144,10 @@ def test_a_top_level_region_names_what_the_learner_must_define():
     src = "### BEGIN SOLUTION\npredicted_a_grad = 8.0\n### END SOLUTION\ncheck('0.2')"
     out = clear_solutions(src, lambda name: "0.2" if name == "predicted_a_grad" else None, "nb")
     assert out.splitlines()[0] == "# YOUR CODE HERE (about 1 line; define predicted_a_grad)"
+    assert out.splitlines()[1] == "predicted_a_grad = ...  # exercise 0.2: write your answer in place of ..."
+    namespace = {}
+    exec(out.replace("check('0.2')", ""), namespace)  # the stub runs, and holds the placeholder
+    assert namespace["predicted_a_grad"] is checks.PLACEHOLDER
     nested = clear_solutions("def f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION\n",
                              lambda name: "0.1", "nb")
     assert "define" not in nested  # inside a def, the def's own line already names it

@@ -6,6 +6,7 @@ The first three tests iterate over EVERY exercise of every course/checks/lessonN
 lesson author gets them for free by registering the exercise.
 """
 
+import inspect
 import io
 
 import pytest
@@ -14,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course import checks
-from course.checks import MISSING, Exercise, case, check, grade_answer, wrong
-from course.checks._outcomes import encode, same, value_outcome
+from course.checks import MISSING, PLACEHOLDER, Exercise, case, check, grade_answer, wrong
+from course.checks._outcomes import encode, same, same_but_for_form, value_outcome
 
 EXERCISES = checks.all_exercises()
 
@@ -23,7 +24,7 @@ EXERCISES = checks.all_exercises()
 def _stub(ex):
     """What the learner copy holds before any work: the stub raising NotImplementedError."""
     if ex.kind == "predict":
-        return MISSING  # the stub cell raises, so the name is never defined
+        return PLACEHOLDER  # the learner copy's stub: predicted_x = ...
 
     def stub(*args, **kwargs):
         raise NotImplementedError(f"exercise {ex.id}")
@@ -50,6 +51,27 @@ def test_the_stub_is_not_attempted(ex):
     result = grade_answer(ex, _stub(ex))
     assert result.status == "not attempted", result.message
     assert result.score == 0
+
+
+@pytest.mark.parametrize("ex", [e for e in EXERCISES if e.kind == "predict"], ids=lambda e: e.id)
+def test_an_undefined_prediction_is_not_attempted_too(ex):
+    assert grade_answer(ex, MISSING).status == "not attempted"
+
+
+def _code_lines(fn) -> list[str]:
+    """The statements of ``fn``'s body worth recognising (no def line, docstring or comment)."""
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):
+        return []
+    lines = [line.split("  #")[0].strip() for line in source.splitlines()[1:]]
+    return [line for line in lines if len(line) >= 12 and not line.startswith(("#", '"', "'"))]
+
+
+@pytest.mark.parametrize("ex", [e for e in EXERCISES if e.kind == "function"], ids=lambda e: e.id)
+def test_the_fallback_hint_never_prints_the_reference_solution(ex):
+    shown = [line for line in _code_lines(ex.solution) if line in ex.hint]
+    assert not shown, f"the hint shows the solution's code: {shown}"
 
 
 @pytest.mark.parametrize("ex", EXERCISES, ids=[e.id for e in EXERCISES])
@@ -216,7 +238,8 @@ def test_outcomes_compare_shape_and_dtype_strictly_and_values_with_tolerance():
     assert same(a, value_outcome(torch.ones(3)))[1] == "shape (2,), expected (3,)"
     assert same(a, value_outcome(torch.ones(2, dtype=torch.float64)))[1].startswith("dtype")
     assert same(a, value_outcome(torch.ones(2) + 1e-7)) == (True, "")
-    assert same(value_outcome(True), value_outcome(1))[0] is False  # a bool is not a number here
+    assert same(value_outcome(True), value_outcome(1)) == (True, "")  # Python's True == 1
+    assert same(value_outcome(torch.tensor([True, True])), value_outcome((3, 1)))[0] is False
 
 
 def test_a_learner_object_with_a_broken_repr_is_encoded_not_raised():
@@ -225,3 +248,118 @@ def test_a_learner_object_with_a_broken_repr_is_encoded_not_raised():
             raise RuntimeError("no")
 
     assert encode(Nasty()) == {"repr": "<unrepresentable RuntimeError>"}
+
+
+# --- one rule for the form of an answer (docs/authoring.md, "How answers compare") ------------
+
+
+def _prediction(truth, **fields):
+    return Exercise(id="97.1", name="p", title="t", kind="predict", solution=truth(), oracle=truth,
+                    wrong=[wrong("a wrong value", "a hint")], **fields)
+
+
+@pytest.mark.parametrize(
+    "answer, truth",
+    [(8, 8.0), (True, 1), ([1, 0, 1], [True, False, True]), (("a", "b"), ["a", "b"]),
+     ({"k": [[1.0, 2.0]]}, {"k": [(1.0, 2.0)]}), (8, torch.tensor(8.0)), ([1.0, 2.0], torch.tensor([1.0, 2.0]))],
+    ids=["int-for-float", "bool-for-int", "ints-for-bools", "tuple-for-list", "nested", "int-for-tensor", "list-for-tensor"],
+)
+def test_python_equal_plain_values_are_accepted(answer, truth):
+    assert grade_answer(_prediction(lambda: truth), answer).status == "passed"
+
+
+@pytest.mark.parametrize(
+    "answer, truth, form",
+    [("RuntimeError", RuntimeError, "the exception class RuntimeError (not a string)"),
+     ("8.0", 8.0, "a float"),
+     (torch.tensor([1, 2]), torch.tensor([1.0, 2.0]), "a float32 tensor of shape (2,)"),
+     (torch.tensor(8), torch.tensor(8.0), "a float (or a float32 tensor)"),
+     ([("a", True)], {"a": True}, "a dict from strings to bools"),
+     (" mul  pre", "mul pre", "the string 'mul pre'")],
+    ids=["string-for-exception", "string-for-float", "int-tensor", "int-0d-tensor", "pairs-for-dict", "spaces"],
+)
+def test_a_right_value_in_another_form_fails_with_a_message_naming_the_form(answer, truth, form):
+    result = grade_answer(_prediction(lambda: truth), answer)
+    assert result.status == "failed"
+    assert result.hint == f"right value, give it as {form}."
+
+
+@settings(max_examples=40, deadline=None)
+@given(value=st.floats(-1e6, 1e6, allow_nan=False).filter(lambda v: v != int(v)))
+def test_an_int_is_exact_whatever_the_tolerance(value):
+    lenient = _prediction(lambda: value, rtol=0.5, atol=1.0)
+    assert grade_answer(lenient, int(value)).status == "failed"  # a truncation is not the value
+    assert grade_answer(lenient, value).status == "passed"
+
+
+@settings(max_examples=40, deadline=None)
+@given(values=st.lists(st.integers(-5, 5), min_size=1, max_size=5),
+       dtype=st.sampled_from([torch.bool, torch.int64, torch.int32]))
+def test_a_tensor_of_another_kind_never_passes_a_float_prediction(values, dtype):
+    answer = torch.tensor(values).to(dtype)
+    truth = [float(v) for v in answer.tolist()]
+    assert grade_answer(_prediction(lambda: truth), answer).status == "failed"
+    assert grade_answer(_prediction(lambda: truth), answer.double()).status == "passed"
+
+
+def test_a_bool_tensor_does_not_pass_a_prediction_of_counts():
+    result = grade_answer(checks.get("1.4"), torch.tensor([True, True, True]))
+    assert result.status == "failed" and "dtype torch.bool" in result.message
+
+
+def test_parse_reads_other_spellings_of_a_prediction_and_explains_what_it_cannot_read():
+    def letter(answer):
+        if not isinstance(answer, str) or answer.strip().upper() not in ("A", "B", "C"):
+            raise ValueError("write one of the letters A, B or C")
+        return answer.strip().upper()
+
+    ex = _prediction(lambda: "C", parse=letter)
+    assert grade_answer(ex, "c").status == "passed"
+    result = grade_answer(ex, 3)
+    assert result.status == "failed" and "write one of the letters A, B or C" in result.message
+
+
+def test_a_placeholder_prediction_is_not_attempted_and_says_what_to_do(capsys):
+    check("0.2", PLACEHOLDER)
+    out = capsys.readouterr().out
+    assert out.startswith("[0.2 predicted_a_grad] not attempted") and "in place of ..." in out
+
+
+# --- messages that teach, and nothing else ------------------------------------------------------
+
+
+def test_a_failing_check_prints_at_most_15_lines_whatever_it_returns(capsys):
+    big = Exercise(id="97.2", name="f", title="t", solution=lambda x: (torch.ones(200, 300) * x, {"k": x}),
+                   cases=[case(2.0)], wrong=[wrong(lambda x: None, "h")], hint="a conceptual hint\n" * 20)
+    checks._exercise._REGISTRY[big.id] = big
+    try:
+        check("97.2", lambda x: (torch.zeros(200, 300), {"k": "a long string " * 200}))
+    finally:
+        del checks._exercise._REGISTRY[big.id]
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) <= 15, out
+    assert "max error 2 at index (0, 0), shape (200, 300)" in out or "tensor of shape (200, 300)" in out
+    assert len(out) < 3000
+
+
+def test_what_the_probes_print_never_reaches_the_cell(capsys):
+    def noisy_oracle(x):
+        print("the oracle talks")
+        return x + 1
+
+    def noisy_wrong(x):
+        print("a known wrong answer talks")
+        import warnings
+        warnings.warn("and warns")
+        return x
+
+    ex = Exercise(id="97.3", name="f", title="t", solution=noisy_oracle, cases=[case(1)],
+                  wrong=[wrong(noisy_wrong, "add one")])
+    checks._exercise._REGISTRY[ex.id] = ex
+    try:
+        check("97.3", lambda x: x - 1)
+    finally:
+        del checks._exercise._REGISTRY[ex.id]
+    captured = capsys.readouterr()
+    assert "talks" not in captured.out + captured.err and "warns" not in captured.out + captured.err
+    assert captured.out.startswith("[97.3 f] failed")

@@ -4,6 +4,9 @@
 - Does an in-place op break backward exactly when it changes a tensor the node saved (the
   rule exercise 1.3 teaches), for many ops and both targets (the op's input or its output)?
 - Do torch's and course's increment_version give the same counters in exercise 1.4's program?
+- Is a version counter the tensor's, not its memory's: shared by views and t.detach(), not by
+  t.data?
+- Do graphs share a leaf's AccumulateGrad only while one holds it (a new one once none does)?
 """
 
 import networkx as nx
@@ -80,3 +83,33 @@ def test_version_program_of_exercise_1_4_counts_the_same_with_either_increment_v
         t.zero_()
     module.increment_version(v)
     assert (t._version, u._version, v._version) == get("1.4").oracle() == (3, 3, 1)
+
+
+@settings(max_examples=30, deadline=None)
+@given(ops=st.lists(st.sampled_from(["t", "view", "detach", "data"]), min_size=1, max_size=6))
+def test_a_version_counter_is_shared_by_views_and_detach_but_not_by_data(ops):
+    t = torch.zeros(4)
+    seen = {"t": t, "view": t[1:], "detach": t.detach(), "data": t.data}
+    bumps = {name: 0 for name in seen}
+    for name in ops:
+        seen[name].add_(1)
+        for other in (["t", "view", "detach"] if name != "data" else ["data"]):
+            bumps[other] += 1
+    assert {name: x._version for name, x in seen.items()} == bumps
+    assert len({x.data_ptr() for x in (t, seen["detach"], seen["data"])}) == 1  # one memory
+
+
+def test_graphs_share_a_leafs_accumulate_grad_only_while_one_holds_it():
+    w = torch.zeros(2, requires_grad=True)
+
+    def acc_of(leaf):
+        return (leaf * 1).grad_fn.next_functions[0][0]
+
+    held = acc_of(w)
+    held.metadata["tag"] = 1
+    assert acc_of(w) is held and tg.get_gradient_edge(w).node is held
+    graph = w * 2  # a graph holds it now, not a name
+    del held
+    assert graph.grad_fn.next_functions[0][0].metadata == {"tag": 1}
+    del graph  # nothing holds it: the next graph makes a new one
+    assert acc_of(w).metadata == {}

@@ -7,7 +7,10 @@
 - Do course's and torch's register_multi_grad_hook(mode="all") fire alike on exercise 2.3's
   programs and on any group of its tensors?
 - Does the reference any_grad_hook of exercise 2.4 call fn exactly when torch's and course's
-  mode="any" do, over any group and any sequence of backward calls?
+  mode="any" do, over any group and any sequence of backward calls, while the check tells the
+  library's own mode "any" apart?
+- Does an add hand the same gradient tensor to both its inputs, so that a hook changing its
+  argument in place changes the other input's gradient too (what lesson 2 shows)?
 """
 
 import pytest
@@ -141,7 +144,41 @@ def _mode_any(register):
        actions=st.lists(st.sampled_from(sorted(set(ANY_ACTIONS) - {"b.backward"})), max_size=5))
 def test_any_grad_hook_calls_fn_when_mode_any_does(group, actions):
     actions = actions + ["b.backward"]  # the last one frees the graph
-    ours = _any_run(any_grad_hook, group, actions)
-    assert ours == _any_run(_mode_any(tg.register_multi_grad_hook), group, actions)
-    assert ours == _any_run(_mode_any(cg.register_multi_grad_hook), group, actions)
+    seen = _any_run(any_grad_hook, group, actions)
+    ours = seen["calls of fn"]
+    assert ours == _any_run(_mode_any(tg.register_multi_grad_hook), group, actions)["calls of fn"]
+    assert ours == _any_run(_mode_any(cg.register_multi_grad_hook), group, actions)["calls of fn"]
     assert all(when != "after remove" for when, _ in ours)  # the handles did remove it
+    assert seen["returned a list of tensor-hook handles"] and seen["hooks are its own"]
+    # the library's own mode "any" is seen for what it is, torch's and course's alike
+    if set(group) != {"f"}:  # f needs no grad: with only f, no hook at all is registered
+        for register in (tg.register_multi_grad_hook, cg.register_multi_grad_hook):
+            theirs = _any_run(_mode_any(register), group, actions)
+            assert not theirs["returned a list of tensor-hook handles"] and not theirs["hooks are its own"]
+
+
+# --- 2.2: why a hook must not change its argument ------------------------------------------
+
+
+@settings(max_examples=30, deadline=None)
+@given(scale=st.floats(0.1, 10.0), weights=st.lists(st.floats(-3, 3), min_size=3, max_size=3))
+def test_an_add_hands_one_gradient_tensor_to_both_inputs_so_an_in_place_hook_leaks(scale, weights):
+    def grads(hook):
+        a, b = torch.ones(3, requires_grad=True), torch.ones(3, requires_grad=True)
+        a2, b2 = a * 1, b * 1
+        given = []
+        a2.register_hook(given.append)
+        b2.register_hook(given.append)
+        b2.register_hook(hook)  # b2 was made after a2, so its node runs first
+        ((a2 + b2) * torch.tensor(weights)).sum().backward()
+        return a.grad, b.grad, given[0] is given[1]
+
+    def in_place(g):
+        g.mul_(scale)
+
+    w = torch.tensor(weights)
+    a_new, b_new, shared = grads(lambda g: g * scale)
+    a_inplace, b_inplace, shared_too = grads(in_place)
+    assert shared and shared_too
+    assert torch.allclose(a_new, w) and torch.allclose(b_new, w * scale)
+    assert torch.allclose(a_inplace, w * scale) and torch.allclose(b_inplace, w * scale)  # a's leaked

@@ -61,3 +61,37 @@ def test_the_workshop_plan_adds_up():
     for lessons, hours, minutes in rows:
         total = sum(get(int(n)).minutes for n in lessons.split(","))
         assert total == int(hours) * 60 + int(minutes), lessons
+
+
+def _literals(source: str):
+    """Every container literal in a code cell that Python can evaluate on its own."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Dict, ast.Set)):
+            try:
+                yield ast.literal_eval(node)
+            except ValueError:
+                continue
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda l: l.slug)
+def test_no_learner_copy_writes_down_a_prediction_s_answer(lesson):
+    """A prediction is not given away: no code the learner can read before answering holds the
+    right answer as a literal (e.g. an assert right after the exercise). Checked for answers
+    that are containers of two or more items; a lone number is too common to tell."""
+    import nbformat
+
+    predictions = [ex for ex in all_exercises(lesson.number) if ex.kind == "predict"
+                   and isinstance(ex.solution, (tuple, list, dict)) and len(ex.solution) >= 2]
+    learner = nbformat.read(ROOT / "notebooks" / lesson.notebook, as_version=4)
+    for cell in learner.cells:
+        if cell.cell_type != "code":
+            continue
+        for literal in _literals(cell.source):
+            for ex in predictions:
+                assert literal != ex.solution, f"exercise {ex.id}'s answer is written in: {cell.source[:200]}"

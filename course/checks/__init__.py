@@ -12,7 +12,12 @@ In a notebook, an exercise is three cells: the spec, the stub the learner fills 
   budget, for a cost-graded exercise);
 - ``failed``: the first case that disagrees, yours against expected, and a hint keyed to
   the misconception your answer matches (each exercise lists its known wrong answers);
-- ``not attempted``: the stub still raises ``NotImplementedError("exercise N.M")``.
+- ``not attempted``: the stub still raises ``NotImplementedError("exercise N.M")``, or a
+  prediction still holds the learner copy's placeholder ``...`` (or is not defined).
+
+What the check's own probes print (the oracle, the known wrong answers it compares yours
+with, your answer run on every case) is captured, not shown: the cell shows the verdict only,
+at most about 15 lines, with tensors summarized (shape, dtype, first values, max error).
 
 How an answer is judged, in three steps shared by the notebook and the grader:
 
@@ -40,10 +45,12 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import io
 import random
 import signal
 import sys
 import threading
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -64,15 +71,19 @@ from course.checks._exercise import (
     wrong,
 )
 from course.checks._outcomes import (
+    describe_form,
+    differing_part,
     is_not_attempted_error,
     raised_outcome,
     same,
+    same_but_for_form,
     show,
     value_outcome,
 )
 
 __all__ = [
     "MISSING",
+    "PLACEHOLDER",
     "Case",
     "Exercise",
     "Result",
@@ -102,6 +113,23 @@ class _Missing:
 
 #: Stands for an answer the learner has not defined (the name does not exist).
 MISSING: Any = _Missing()
+
+#: What a learner copy's prediction stub holds until the learner writes an answer
+#: (``predicted_a_grad = ...``): a check reports it as not attempted.
+PLACEHOLDER: Any = Ellipsis
+
+
+def _unanswered(answer: Any) -> bool:
+    return answer is MISSING or answer is PLACEHOLDER
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Swallow what probes print (stdout, stderr, warnings) while a check runs them."""
+    sink = io.StringIO()
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
 
 
 class CaseTimeout(BaseException):
@@ -166,10 +194,10 @@ def outcomes_of(ex: Exercise, answer: Any, timeout: float | None = None) -> list
     Returns:
         One outcome per case (see ``course.checks._outcomes``).
     """
-    if answer is MISSING:
+    if _unanswered(answer):
         return [{"kind": "not attempted"} for _ in ex.all_cases]
     if ex.kind == "predict":
-        return [value_outcome(answer)]
+        return [_prediction_outcome(ex, answer)]
     if ex.run is None and not callable(answer):
         error = TypeError(f"{ex.name} should be callable, not {type(answer).__name__}")
         return [raised_outcome(error) for _ in ex.all_cases]
@@ -182,21 +210,33 @@ def outcomes_of(ex: Exercise, answer: Any, timeout: float | None = None) -> list
     return outcomes
 
 
+def _prediction_outcome(ex: Exercise, answer: Any) -> dict:
+    """A prediction's outcome: its value, read by ``ex.parse`` first when the exercise has one
+    (a spelling ``parse`` cannot read becomes a raised ``ValueError`` that the check reports)."""
+    if ex.parse is None:
+        return value_outcome(answer)
+    try:
+        return value_outcome(ex.parse(answer))
+    except Exception as e:
+        return raised_outcome(ValueError(f"cannot read your answer: {e}"))
+
+
 def expected_outcomes(ex: Exercise) -> list[dict]:
     """What the oracle says, case by case. A prediction's truth that raises ``E`` makes the
-    expected answer the exception class ``E``."""
-    if ex.kind == "predict":
-        out = _attempt(ex.oracle)
-        if out["kind"] == "raised":
-            out = {"kind": "value", "value": {"exception": out["type"]}}
-        return [out]
-    return outcomes_of(ex, ex.oracle if ex.oracle is not None else ex.solution)
+    expected answer the exception class ``E``. What the oracle prints is not shown."""
+    with _quiet():
+        if ex.kind == "predict":
+            out = _attempt(ex.oracle)
+            if out["kind"] == "raised":
+                out = {"kind": "value", "value": {"exception": out["type"]}}
+            return [out]
+        return outcomes_of(ex, ex.oracle if ex.oracle is not None else ex.solution)
 
 
 def measure_cost(ex: Exercise, answer: Any, timeout: float | None = None) -> dict[str, float]:
     """The largest value of each cost figure over all cases ({} when not cost-graded or when
     the answer raises while measuring)."""
-    if ex.cost is None or answer is MISSING:
+    if ex.cost is None or _unanswered(answer):
         return {}
     worst: dict[str, float] = {}
     for c in ex.all_cases:
@@ -235,13 +275,23 @@ def _over_budget(ex: Exercise, cost: dict) -> list[str]:
     return [k for k, cap in ex.budget.items() if k not in cost or cost[k] > cap]
 
 
-def _match_wrong(ex: Exercise, yours: list[dict], cost: dict) -> str:
-    """The hint of the known wrong answer that behaves exactly like ``yours``."""
-    for w in ex.wrong:
-        theirs = outcomes_of(ex, w.answer)
-        if all(same(y, t, ex.rtol, ex.atol)[0] for y, t in zip(yours, theirs)):
-            if not ex.cost or measure_cost(ex, w.answer) == cost:
-                return w.hint
+def _match_wrong(ex: Exercise, yours: list[dict], expected: list[dict], cost: dict) -> str:
+    """The hint for ``yours``: the known wrong answer that behaves exactly like it; else, when
+    every case holds the right value in another form, what form to give it in; else the
+    exercise's conceptual hint. The probes run quietly."""
+    with _quiet():
+        for w in ex.wrong:
+            theirs = outcomes_of(ex, w.answer)
+            if all(same(y, t, ex.rtol, ex.atol)[0] for y, t in zip(yours, theirs)):
+                if not ex.cost or measure_cost(ex, w.answer) == cost:
+                    return w.hint
+    pairs = list(zip(yours, expected))
+    if all(same(y, e, ex.rtol, ex.atol)[0] or same_but_for_form(y, e, ex.rtol, ex.atol) for y, e in pairs):
+        first = next(e for y, e in pairs if not same(y, e, ex.rtol, ex.atol)[0])
+        verb = "give it as" if ex.kind == "predict" else "return it as"
+        return f"right value, {verb} {describe_form(first)}."
+    if ex.kind == "predict" and yours and yours[0]["kind"] == "raised":
+        return yours[0]["message"]
     return ex.hint
 
 
@@ -259,7 +309,8 @@ def judge(ex: Exercise, yours: list[dict], expected: list[dict], cost: dict | No
     base = dict(id=ex.id, name=ex.name, title=ex.title, points=ex.points, cost=cost, budget=dict(ex.budget))
     total = len(expected)
     if len(yours) != total or all(y.get("kind") == "not attempted" for y in yours):
-        msg = f"{head} not attempted: define {ex.name} (replace the NotImplementedError) and run it again"
+        todo = "write your prediction in place of ..." if ex.kind == "predict" else "replace the NotImplementedError"
+        msg = f"{head} not attempted: define {ex.name} ({todo}) and run it again"
         return Result(status="not attempted", score=0, cases_passed=0, cases_total=total, message=msg, **base)
     verdicts = [same(y, e, ex.rtol, ex.atol) for y, e in zip(yours, expected)]
     passed = sum(ok for ok, _ in verdicts)
@@ -267,7 +318,7 @@ def judge(ex: Exercise, yours: list[dict], expected: list[dict], cost: dict | No
     if passed == total and not _over_budget(ex, cost):
         msg = "\n".join([f"{head} passed: {passed}/{total} cases ({_points(ex.points)})", *cost_lines])
         return Result(status="passed", score=ex.points, cases_passed=passed, cases_total=total, message=msg, **base)
-    hint = _match_wrong(ex, yours, cost)
+    hint = _match_wrong(ex, yours, expected, cost)
     if passed == total:  # correct, but too expensive
         lines = [f"{head} failed: correct on {passed}/{total} cases but over budget", *cost_lines]
         status = "failed"
@@ -275,20 +326,33 @@ def judge(ex: Exercise, yours: list[dict], expected: list[dict], cost: dict | No
         i = next(i for i, (ok, _) in enumerate(verdicts) if not ok)
         y, e = yours[i], expected[i]
         where = ex.describe(ex.all_cases[i]) + (" (hidden case)" if ex.is_hidden(i) else "")
-        lines = [f"{head} failed: {passed}/{total} cases", f"  case:     {where}",
-                 f"  yours:    {_indent(show(y))}", f"  expected: {_indent(show(e))}", *cost_lines]
+        y_part, e_part = differing_part(y, e, ex.rtol, ex.atol) or (y, e)  # only where they differ
+        lines = [f"{head} failed: {passed}/{total} cases", f"  case:     {_clip(where, 1)}",
+                 f"  yours:    {_indent(_clip(show(y_part)))}", f"  expected: {_indent(_clip(show(e_part)))}", *cost_lines]
         if verdicts[i][1] not in ("values differ", "different outcome", ""):
-            lines.insert(2, f"  why:      {verdicts[i][1]}")
-        errored = y["kind"] in ("raised", "timeout") and e["kind"] != "raised"
+            lines.insert(2, f"  why:      {_clip(verdicts[i][1], 1)}")
+        errored = y["kind"] in ("raised", "timeout") and e["kind"] != "raised" and ex.kind != "predict"
         status = "error" if errored else "failed"
     if hint:
-        lines.append(f"  hint:     {_indent(hint)}")
+        lines.append(f"  hint:     {_indent(_clip(hint, 6, 600))}")
     return Result(status=status, score=0, cases_passed=passed, cases_total=total,
                   message="\n".join(lines), hint=hint, **base)
 
 
 def _points(n: float) -> str:
     return f"{n:g} point" + ("" if n == 1 else "s")
+
+
+def _clip(text: str, max_lines: int = 3, max_chars: int = 300) -> str:
+    """At most ``max_lines`` lines and ``max_chars`` characters of ``text`` (a failing check
+    prints about 15 lines in all, whatever the answer returned)."""
+    lines = text.splitlines() or [""]
+    out = "\n".join(lines[:max_lines])
+    if len(out) > max_chars:
+        out = out[: max_chars - 3] + "..."
+    elif len(lines) > max_lines:
+        out += " ..."
+    return out
 
 
 def _indent(text: str) -> str:
@@ -317,7 +381,9 @@ def check(exercise_id: str, answer: Any = MISSING) -> None:
         ex = get(exercise_id)
         if answer is MISSING:
             answer = sys._getframe(1).f_globals.get(ex.name, MISSING)
-        print(grade_answer(ex, answer).message)
+        with _quiet():  # the probes' prints and warnings stay out of the learner's cell
+            message = grade_answer(ex, answer).message
+        print(message)
     except KeyboardInterrupt:
         raise
     except BaseException as e:  # a check never raises: report and carry on

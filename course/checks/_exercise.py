@@ -106,7 +106,11 @@ class Exercise:
             of misconceptions, each of which must fail with its own hint.
         right: right answers written differently from ``solution`` (another algorithm,
             another spelling of a prediction); each must pass.
-        hint: the hint for a wrong answer that matches none of ``wrong``.
+        hint: the hint for a wrong answer that matches none of ``wrong``: conceptual, never
+            the reference solution's code.
+        parse: for a prediction, ``parse(answer)`` reads the learner's value into the form
+            ``truth()`` returns (e.g. a descriptor written as a string or as an object, a letter
+            in either case); what it raises is shown as "cannot read your answer: ...".
         points: what the exercise is worth.
         run: ``run(answer, *args, **kwargs)`` turns a call into the observable that is
             compared (default: ``answer(*args, **kwargs)``); use it to observe e.g. grads.
@@ -126,6 +130,7 @@ class Exercise:
     wrong: tuple[Wrong, ...] = ()
     right: tuple[Any, ...] = ()
     hint: str = ""
+    parse: Callable | None = None
     points: int = 1
     run: Callable | None = None
     cost: Callable | None = None

@@ -14,6 +14,18 @@ An outcome is a dict with a ``kind``::
     {"kind": "not attempted"}                       # the stub's NotImplementedError
     {"kind": "timeout", "seconds": 10.0}
 
+How values compare (one rule for every lesson, see docs/authoring.md, "How answers compare"):
+
+- plain Python data compares as Python's ``==`` does: ``8`` for ``8.0``, ``1`` for ``True``,
+  a tuple for a list; floats within the exercise's tolerance, but an int or a bool is
+  exact (``40`` is not ``40.78``, whatever the tolerance);
+- a tensor carries its dtype: a tensor answer must have the expected dtype (against a plain
+  value, its kind: bool, integer, floating or complex); a plain value may stand for a tensor
+  when it converts to the tensor's dtype without change (``8`` for ``tensor(8.)``);
+- strings, exception classes and dict keys are exact. When a value is right but written in
+  another form (``"RuntimeError"`` for the class, ``"c"`` for ``"C"``, an int tensor for a
+  float one), :func:`same_but_for_form` says so and the check names the form it expects.
+
 Encoded values: tensors become plain detached CPU tensors; ``torch.Size`` a tuple; an
 exception class (a predicted error, e.g. ``RuntimeError``) ``{"exception": "RuntimeError"}``;
 dtypes and devices their ``str``; anything else ``{"repr": repr(obj)}``.
@@ -24,7 +36,7 @@ Example:
     >>> same(a, value_outcome([1.0, 2.0]))
     (True, '')
     >>> same(a, value_outcome(torch.tensor([1.0, 3.0])))
-    (False, 'values differ')
+    (False, 'max error 1 at index (1,), shape (2,)')
     >>> show(value_outcome(RuntimeError))
     'raises RuntimeError'
 """
@@ -38,10 +50,13 @@ from typing import Any
 import torch
 
 __all__ = [
+    "describe_form",
+    "differing_part",
     "encode",
     "is_not_attempted_error",
     "raised_outcome",
     "same",
+    "same_but_for_form",
     "show",
     "value_outcome",
 ]
@@ -162,49 +177,260 @@ def _numeric_tree(v: Any) -> bool:
     return _is_number(v) or isinstance(v, bool)
 
 
-def _same_value(a: Any, b: Any, rtol: float, atol: float) -> tuple[bool, str]:
+_KINDS = ("bool", "integer", "floating", "complex")
+
+
+def _kind_of_value(v: Any) -> int:
+    """0 bool, 1 integer, 2 floating, 3 complex: the widest kind in a number or nested list."""
+    if isinstance(v, (list, tuple)):
+        return max((_kind_of_value(x) for x in v), default=0)
+    return 0 if isinstance(v, bool) else 1 if isinstance(v, int) else 2 if isinstance(v, float) else 3
+
+
+def _kind_of_dtype(dtype: torch.dtype) -> int:
+    if dtype == torch.bool:
+        return 0
+    return 3 if dtype.is_complex else 2 if dtype.is_floating_point else 1
+
+
+def _same_value(a: Any, b: Any, rtol: float, atol: float, where: str = "") -> tuple[bool, str]:
+    at = f"at {where}: " if where else ""
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        return _same_tensor(a, b, rtol, atol)
-    if _is_number(a) and _is_number(b):
-        if isinstance(a, complex) or isinstance(b, complex):
-            return (abs(a - b) <= atol + rtol * abs(b)), "values differ"
-        if math.isnan(a) and math.isnan(b):
-            return True, ""
-        return math.isclose(a, b, rel_tol=rtol, abs_tol=atol), "values differ"
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        ok, why = _same_tensor(a, b, rtol, atol)
+        return ok, "" if ok else at + why
+    if isinstance(a, (bool, int, float, complex)) and isinstance(b, (bool, int, float, complex)):
+        return _same_number(a, b, rtol, atol, at)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):  # a tuple for a list is fine
         if len(a) != len(b):
-            return False, f"length {len(a)}, expected {len(b)}"
-        for x, y in zip(a, b):
-            ok, why = _same_value(x, y, rtol, atol)
+            return False, f"{at}length {len(a)}, expected {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            ok, why = _same_value(x, y, rtol, atol, f"{where}[{i}]")
             if not ok:
                 return ok, why
         return True, ""
     if isinstance(a, dict) and isinstance(b, dict) and "dict" in a and "dict" in b:
         ka, kb = [k for k, _ in a["dict"]], [k for k, _ in b["dict"]]
         if sorted(map(repr, ka)) != sorted(map(repr, kb)):
-            return False, "different keys"
+            missing = sorted(set(map(repr, kb)) - set(map(repr, ka)))
+            extra = sorted(set(map(repr, ka)) - set(map(repr, kb)))
+            parts = ([f"missing key {missing[0]}"] if missing else []) + ([f"unexpected key {extra[0]}"] if extra else [])
+            return False, at + ", ".join(parts)
         values_b = {repr(k): v for k, v in b["dict"]}
-        return _same_value([v for _, v in a["dict"]], [values_b[repr(k)] for k in ka], rtol, atol)
-    return (type(a) is type(b) and a == b), "values differ"
+        for k, v in a["dict"]:
+            ok, why = _same_value(v, values_b[repr(k)], rtol, atol, f"{where}[{_show_value(k)}]")
+            if not ok:
+                return ok, why
+        return True, ""
+    return (type(a) is type(b) and a == b), at + "values differ"
+
+
+def _same_number(a: Any, b: Any, rtol: float, atol: float, at: str) -> tuple[bool, str]:
+    if isinstance(a, complex) or isinstance(b, complex):
+        return (abs(a - b) <= atol + rtol * abs(b)), at + "values differ"
+    if not isinstance(a, float) or not isinstance(b, float):  # an int or a bool is exact
+        if a == b:
+            return True, ""
+        if isinstance(b, float) and not isinstance(a, float) and math.isclose(a, b, rel_tol=rtol, abs_tol=atol):
+            return False, f"{at}{a!r} is an int, compared exactly: write the float with its decimals"
+        return False, at + "values differ"
+    if math.isnan(a) and math.isnan(b):
+        return True, ""
+    return math.isclose(a, b, rel_tol=rtol, abs_tol=atol), at + "values differ"
 
 
 def _same_tensor(a: Any, b: Any, rtol: float, atol: float) -> tuple[bool, str]:
-    # A number or nested list may stand for a tensor (a prediction written as `2.0`).
+    # A number or nested list may stand for a tensor (a prediction written as `2.0`) when it
+    # converts to the tensor's dtype without change; a tensor must have the expected dtype.
     if not isinstance(a, torch.Tensor):
         if not _numeric_tree(a):
             return False, "expected a tensor"
-        a = torch.as_tensor(a, dtype=b.dtype)
+        if _kind_of_value(a) > _kind_of_dtype(b.dtype):
+            return False, f"{_KINDS[_kind_of_value(a)]} values, expected {b.dtype}"
+        try:
+            a = torch.as_tensor(a, dtype=b.dtype)
+        except (TypeError, ValueError, RuntimeError):
+            return False, "not a rectangular list of numbers"
     elif not isinstance(b, torch.Tensor):
         if not _numeric_tree(b):
             return False, "expected no tensor"
+        if _kind_of_dtype(a.dtype) != _kind_of_value(b):
+            return False, f"dtype {a.dtype}, expected {_KINDS[_kind_of_value(b)]} values"
         b = torch.as_tensor(b, dtype=a.dtype)
     if a.shape != b.shape:
         return False, f"shape {tuple(a.shape)}, expected {tuple(b.shape)}"
     if a.dtype != b.dtype:
         return False, f"dtype {a.dtype}, expected {b.dtype}"
     if a.is_floating_point() or a.is_complex():
-        return torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True), "values differ"
-    return torch.equal(a, b), "values differ"
+        if torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True):
+            return True, ""
+        return False, _max_error(a, b)
+    return torch.equal(a, b), _first_difference(a, b)
+
+
+def _max_error(a: torch.Tensor, b: torch.Tensor) -> str:
+    err = (a.double() - b.double()).abs() if not a.is_complex() else (a - b).abs().double()
+    err = torch.where(torch.isnan(a) & torch.isnan(b), torch.zeros_like(err), err).nan_to_num(nan=math.inf)
+    if err.numel() == 0:
+        return "values differ"
+    flat = int(err.argmax())
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), err.shape)) if err.dim() else ()
+    return f"max error {err.max().item():.3g} at index {index}, shape {tuple(a.shape)}"
+
+
+def _first_difference(a: torch.Tensor, b: torch.Tensor) -> str:
+    diff = (a != b).nonzero()
+    if len(diff) == 0:
+        return "values differ"
+    return f"first difference at index {tuple(int(i) for i in diff[0])}, shape {tuple(a.shape)}"
+
+
+def differing_part(yours: dict, expected: dict, rtol: float = 1e-5, atol: float = 1e-6) -> tuple[dict, dict] | None:
+    """The first item (of a tuple, list or dict, however deep) where two value outcomes
+    differ, as two value outcomes; None when they do not differ inside a container.
+
+    Example:
+        >>> a, b = value_outcome({"W.grad": 1.0, "ok": True}), value_outcome({"W.grad": 1.0, "ok": False})
+        >>> [show(o) for o in differing_part(a, b)]
+        ['True', 'False']
+    """
+    if yours.get("kind") != "value" or expected.get("kind") != "value":
+        return None
+    found = _first_differing(yours["value"], expected["value"], rtol, atol)
+    return None if found is None else (_encoded_outcome(found[0]), _encoded_outcome(found[1]))
+
+
+def _encoded_outcome(encoded: Any) -> dict:
+    """A value outcome around an already encoded value."""
+    return {"kind": "value", "value": encoded}
+
+
+def _first_differing(a: Any, b: Any, rtol: float, atol: float) -> tuple[Any, Any] | None:
+    pairs: list = []
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
+        pairs = list(zip(a, b))
+    elif isinstance(a, dict) and isinstance(b, dict) and "dict" in a and "dict" in b:
+        values_b = {repr(k): v for k, v in b["dict"]}
+        if sorted(values_b) == sorted(repr(k) for k, _ in a["dict"]):
+            pairs = [(v, values_b[repr(k)]) for k, v in a["dict"]]
+    for x, y in pairs:
+        if not _same_value(x, y, rtol, atol)[0]:
+            return _first_differing(x, y, rtol, atol) or (x, y)
+    return None
+
+
+# --- right value, other form ------------------------------------------------------------------
+
+
+def _loose(v: Any) -> Any:
+    """``v`` with its form forgotten: tensors as nested lists of floats, strings folded,
+    exception classes as their names, sequences as lists, dicts with folded keys."""
+    if isinstance(v, torch.Tensor):
+        try:
+            return _loose(v.double().tolist() if not v.is_complex() else v.tolist())
+        except Exception:
+            return v
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str):
+        try:
+            return float(v)  # "8.0" for 8.0
+        except ValueError:
+            return "".join(v.split()).casefold().replace('"', "'")
+    if isinstance(v, (list, tuple)):
+        if v and all(isinstance(x, (list, tuple)) and len(x) == 2 for x in v):  # pairs: maybe a dict
+            keys = [_loose(k) for k, _ in v]
+            if all(isinstance(k, (str, float)) for k in keys) and len(set(map(repr, keys))) == len(keys):
+                return {"pairs": sorted((repr(k), repr(_loose(x))) for (_, x), k in zip(v, keys))}
+        return [_loose(x) for x in v]
+    if isinstance(v, dict):
+        if "exception" in v:
+            return _loose(v["exception"])
+        if "repr" in v:
+            return _loose(v["repr"])
+        if "dict" in v:
+            return {"pairs": sorted((repr(_loose(k)), repr(_loose(x))) for k, x in v["dict"])}
+        key, text = next(iter(v.items()))
+        return _loose(text)
+    return v
+
+
+def _loosely_equal(a: Any, b: Any, rtol: float, atol: float) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=rtol, abs_tol=atol) or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_loosely_equal(x, y, rtol, atol) for x, y in zip(a, b))
+    return a == b
+
+
+def same_but_for_form(yours: dict, expected: dict, rtol: float = 1e-5, atol: float = 1e-6) -> bool:
+    """Is ``yours`` the expected value written in another form (type, dtype, spelling)?
+
+    Example:
+        >>> same_but_for_form(value_outcome("runtimeerror"), value_outcome(RuntimeError))
+        True
+        >>> same_but_for_form(value_outcome(torch.tensor([1, 2])), value_outcome(torch.tensor([1.0, 2.0])))
+        True
+        >>> same_but_for_form(value_outcome(3), value_outcome(4.0))
+        False
+    """
+    if yours.get("kind") != "value" or expected.get("kind") != "value":
+        return False
+    if same(yours, expected, rtol, atol)[0]:
+        return False
+    return _loosely_equal(_loose(yours["value"]), _loose(expected["value"]), rtol, atol)
+
+
+def describe_form(outcome: dict) -> str:
+    """How the expected value is written, in words ("a list of 7 strings", "a float").
+
+    Example:
+        >>> describe_form(value_outcome(["z", "x"]))
+        'a list of 2 strings'
+        >>> describe_form(value_outcome({"a": True}))
+        'a dict from strings to bools'
+    """
+    return _form(outcome.get("value"))
+
+
+def _plural(form: str) -> str:
+    word = form.split(" ", 1)[1] if form.startswith(("a ", "an ")) else form
+    return word + ("es" if word.endswith("ss") else "s") if " " not in word else word
+
+
+def _form(v: Any) -> str:
+    if isinstance(v, torch.Tensor):
+        plain = ("a bool (True or False)", "an int", "a float", "a complex number")[_kind_of_dtype(v.dtype)]
+        if v.dim() == 0:
+            return f"{plain} (or a {str(v.dtype).replace('torch.', '')} tensor)"
+        return f"a {str(v.dtype).replace('torch.', '')} tensor of shape {tuple(v.shape)}"
+    if isinstance(v, bool):
+        return "a bool (True or False)"
+    if isinstance(v, int):
+        return "an int"
+    if isinstance(v, float):
+        return "a float"
+    if isinstance(v, str):
+        return f"the string {v!r}"
+    if isinstance(v, (list, tuple)):
+        kind = "list" if isinstance(v, list) else "tuple"
+        forms = {_form(x).split(" (")[0] if not isinstance(x, str) else "a string" for x in v}
+        if len(forms) == 1:
+            return f"a {kind} of {len(v)} {_plural(forms.pop())}"
+        return f"a {kind} of {len(v)} items"
+    if isinstance(v, dict):
+        if "exception" in v:
+            return f"the exception class {v['exception']} (not a string)"
+        if "dict" in v:
+            keys = {"strings" if isinstance(k, str) else _plural(_form(k)) for k, _ in v["dict"]}
+            values = {"strings" if isinstance(x, str) else _plural(_form(x).split(" (")[0]) for _, x in v["dict"]}
+            if len(keys) == 1 and len(values) == 1:
+                return f"a dict from {keys.pop()} to {values.pop()}"
+            return "a dict"
+        key, text = next(iter(v.items()))
+        return f"a {key} value"
+    return "a value like the example in the exercise"
 
 
 def show(outcome: dict) -> str:
@@ -224,9 +450,17 @@ def show(outcome: dict) -> str:
     return _show_value(outcome.get("value"))
 
 
+_SHOWN_ELEMENTS = 12  # a tensor with more elements is summarized, never printed whole
+
+
 def _show_value(v: Any) -> str:
     if isinstance(v, torch.Tensor):
-        return repr(v)
+        if v.numel() <= _SHOWN_ELEMENTS and v.dim() <= 1:
+            return repr(v)
+        flat = v.flatten()[:6].tolist()
+        head = ", ".join(f"{x:.4g}" if isinstance(x, float) else str(x) for x in flat)
+        more = ", ..." if v.numel() > 6 else ""
+        return f"tensor of shape {tuple(v.shape)}, {str(v.dtype).replace('torch.', '')}: [{head}{more}]"
     if isinstance(v, dict):
         if "exception" in v:
             return f"raises {v['exception']}"

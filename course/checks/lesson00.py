@@ -7,6 +7,10 @@ hint each deserves. See docs/authoring.md.
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from typing import Iterator
+
 import torch
 
 from course.checks import case, exercise, predict, wrong
@@ -27,6 +31,71 @@ def _oracle(x):
     return grad
 
 
+class _CountNodes(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
+
+
+@contextlib.contextmanager
+def _engine_watch() -> Iterator[_CountNodes]:
+    """Count the nodes autograd's engine executes in the block. At DEBUG, torch's
+    ``_engine_run_backward`` (behind every ``.backward()`` and ``autograd.grad``) logs one
+    record per node to the logger ``torch.autograd.graph`` (lesson 2 shows it)."""
+    log, counter = logging.getLogger("torch.autograd.graph"), _CountNodes()
+    level, propagate = log.level, log.propagate
+    log.addHandler(counter)
+    log.setLevel(logging.DEBUG)
+    log.propagate = False
+    try:
+        yield counter
+    finally:
+        log.removeHandler(counter)
+        log.setLevel(level)
+        log.propagate = propagate
+
+
+def _cube_run(answer, x):
+    """What a call observes: the gradient (and whether it is still attached to a graph),
+    whether autograd's engine ran, and whether the caller's tensor came back as it was given
+    (no requires_grad, no .grad, same values)."""
+    before = x.clone()
+    with _engine_watch() as nodes:
+        grad = answer(x)
+    return {
+        "gradient": grad,
+        "gradient requires grad": getattr(grad, "requires_grad", None),
+        "autograd ran": nodes.count > 0,
+        "x.requires_grad after": x.requires_grad,
+        "x.grad after": x.grad,
+        "x's values unchanged": torch.equal(x.detach(), before),
+    }
+
+
+def _on_the_callers_tensor(x):
+    x.requires_grad_()  # turns on requires_grad of the caller's own tensor
+    (x**3).sum().backward()
+    return x.grad
+
+
+def _by_the_formula(x):
+    return 3 * x**2
+
+
+def _by_autograd_grad(x):  # right, written differently: no .backward(), no .grad
+    leaf = x.clone().requires_grad_()
+    return torch.autograd.grad(leaf.pow(3).sum(), [leaf])[0]
+
+
+def _by_a_fresh_leaf(x):  # right: a new tensor with the same values
+    leaf = torch.tensor(x.tolist(), dtype=x.dtype, requires_grad=True)
+    torch.sum(leaf * leaf * leaf).backward()
+    return leaf.grad
+
+
 def _forgot_backward(x):
     x = x.detach().requires_grad_()
     (x**3).sum()
@@ -36,6 +105,12 @@ def _forgot_backward(x):
 def _never_required_grad(x):
     (x**3).sum().backward()
     return x.grad
+
+
+def _keeps_the_graph(x):
+    x = x.detach().requires_grad_()
+    (grad,) = torch.autograd.grad((x**3).sum(), x, create_graph=True)
+    return grad  # right values, but still attached to a graph (requires grad)
 
 
 def _backward_twice(x):
@@ -52,6 +127,7 @@ exercise(
     title="The gradient of sum(x**3), by autograd",
     solution=cube_sum_grad,
     oracle=_oracle,
+    run=_cube_run,
     points=2,
     cases=[case(torch.tensor([1.0, 2.0, 3.0]))],
     hidden=[
@@ -68,8 +144,27 @@ exercise(
         ),
         wrong(_backward_twice, "each .backward() adds into .grad: call it once (or zero .grad in between)."),
         wrong(lambda x: 3 * x, "the derivative of x**3 is 3 * x**2; better still, let autograd compute it."),
+        wrong(
+            _on_the_callers_tensor,
+            "your function changed the caller's tensor: x came back with requires_grad=True and "
+            "a .grad. Work on a leaf of your own, made from x (x.detach() or x.clone(), then "
+            "requires_grad_()), and leave the argument as it was given.",
+        ),
+        wrong(
+            _by_the_formula,
+            "right numbers, but written down by hand: the exercise is to let autograd compute "
+            "them (no backward pass ran). Build a leaf, compute the sum of cubes, and call "
+            "backward (or torch.autograd.grad).",
+        ),
+        wrong(
+            _keeps_the_graph,
+            "create_graph=True keeps the gradient attached to a graph (it requires grad and "
+            "holds the graph alive); a plain gradient needs no create_graph.",
+        ),
     ],
-    hint="build a leaf that requires grad, compute (x**3).sum(), call .backward(), return the leaf's .grad.",
+    right=[_by_autograd_grad, _by_a_fresh_leaf],
+    hint="autograd writes a gradient only into a leaf that requires grad, and only when a "
+    "backward pass runs from a result that depends on it: make that leaf from x (not x itself).",
 )
 
 # --- Exercise 0.2: predict a.grad after two backward passes ----------------------------------
@@ -91,6 +186,7 @@ predict(
     title="Predict a.grad after two backward passes",
     truth=_two_backwards,
     solution=8.0,
+    right=[8, torch.tensor(8.0)],  # an int for a float, a tensor for a number (docs/authoring.md)
     points=1,
     wrong=[
         wrong(4.0, "gradients accumulate: the second .backward() adds its 4 to the 4 already in a.grad."),

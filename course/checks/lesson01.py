@@ -5,7 +5,8 @@ solutions/01_autograd_graph.ipynb writes), the oracle (torch), visible and hidde
 the known wrong answers with the hint each deserves. See docs/authoring.md.
 
 The graphs of exercise 1.1 and the programs of exercises 1.3 and 1.4 live here too, so the
-notebook can run exactly what the check judges (``GRAPHS``, ``INPLACE_PROGRAMS``).
+notebook can run exactly what the check judges (``GRAPHS``, ``INPLACE_PROGRAMS``,
+``version_program``).
 """
 
 from __future__ import annotations
@@ -123,6 +124,18 @@ def _seen_by_name(root):
     return names
 
 
+def _seen_when_popped(root):  # right, written differently: a node may wait twice in the queue
+    seen, queue, names = set(), [root], []
+    while queue:
+        node = queue.pop(0)
+        if node in seen:
+            continue
+        seen.add(node)
+        names.append(node.name())
+        queue += [nxt for nxt, _ in node.next_functions if nxt is not None]
+    return names
+
+
 def _type_names(root):
     # The right order, but the class names: 'AccumulateGrad' instead of its name().
     return [name.rsplit("::", 1)[-1] for name in bfs_names(root)]
@@ -170,8 +183,9 @@ exercise(
             "'torch::autograd::AccumulateGrad', not the class name 'AccumulateGrad'.",
         ),
     ],
-    hint="start a collections.deque with root; pop from the left, append node.name(), then "
-    "queue each node of node.next_functions that is not None and not yet seen.",
+    right=[_seen_when_popped],
+    hint="breadth first means first in, first out: a queue. Every node is listed once, even "
+    "when two paths reach it, and a None edge is an input that needs no gradient.",
 )
 
 # --- Exercise 1.2: the gradient at an edge, after an in-place op ----------------------------
@@ -219,6 +233,29 @@ def _edge_of_the_leaf(x, W1, W2):
     return grad
 
 
+def _pre_relu_run(answer, x, W1, W2):
+    """The gradient, and the caller's weights' .grad afterwards (they should stay None)."""
+    grad = answer(x, W1, W2)
+    return {"gradient": grad, "W1.grad after": W1.grad, "W2.grad after": W2.grad}
+
+
+def _backward_and_a_prehook(x, W1, W2):
+    z = x @ W1
+    edge = get_gradient_edge(z)
+    z.relu_()
+    got = []
+    edge.node.register_prehook(lambda grad_outputs: got.append(grad_outputs[edge.output_nr]))
+    (z @ W2).pow(2).sum().backward()  # right value, but fills W1.grad and W2.grad
+    return got[0]
+
+
+def _torch_edge(x, W1, W2):  # right, written differently: torch's get_gradient_edge
+    z = torch.mm(x, W1)
+    edge = torch.autograd.graph.get_gradient_edge(z)
+    torch.relu_(z)
+    return torch.autograd.grad([(z @ W2).square().sum()], [edge])[0]
+
+
 def _weights(seed, n, d, h, dtype=torch.float32):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, d, generator=g, dtype=dtype)
@@ -233,6 +270,7 @@ exercise(
     title="The gradient at an edge, after the tensor changed in place",
     solution=pre_relu_grad,
     oracle=_pre_relu_oracle,
+    run=_pre_relu_run,
     points=2,
     cases=[case(*_weights(0, 4, 3, 5), label="x (4, 3), W1 (3, 5), W2 (5, 1), from torch.randn with seed 0")],
     hidden=[
@@ -257,9 +295,17 @@ exercise(
             "get_gradient_edge(W1) is the edge into W1's AccumulateGrad: that gives "
             "d loss / d W1, shape (D, H). We want the edge of the non-leaf z = x @ W1.",
         ),
+        wrong(
+            _backward_and_a_prehook,
+            "right gradient, but .backward() also wrote into W1.grad and W2.grad: the caller's "
+            "weights now hold gradients nobody asked for. torch.autograd.grad(loss, edge) "
+            "returns the gradient and leaves every .grad alone.",
+        ),
     ],
-    hint="edge = get_gradient_edge(z) right after z = x @ W1; then z.relu_(), the loss, and "
-    "torch.autograd.grad(loss, edge)[0].",
+    right=[_torch_edge],
+    hint="the gradient you want belongs to a place in the graph (the matmul's output), not to "
+    "the tensor z, which relu_ changes: name that place before the in-place op, and ask "
+    "autograd for the gradient there without touching any leaf's .grad.",
 )
 
 # --- Exercise 1.3: predict which in-place op breaks backward --------------------------------
@@ -345,11 +391,17 @@ predict(
             "changing y in place is fine (look at y.grad_fn._saved_self).",
         ),
         wrong(
+            {**_RIGHT_BREAKS, "sigmoid_mul": False},
+            "sigmoid's derivative is sigmoid(x) * (1 - sigmoid(x)): SigmoidBackward0 saves its "
+            "output y (look at y.grad_fn._saved_result), so y.mul_(2) changes a saved tensor.",
+        ),
+        wrong(
             {**_RIGHT_BREAKS, "sin_input_add": False},
             "the saved tensor need not be the output: SinBackward0 saved its input a, and "
             "a.add_(1) bumps a's version, so backward refuses.",
         ),
     ],
+    right=[{key: int(breaks) for key, breaks in reversed(_RIGHT_BREAKS.items())}],  # 1 for True
     hint="for each op ask: which tensor did its backward node save (its input, its output, "
     "nothing)? Backward fails only if that tensor was changed in place afterwards.",
 )
@@ -357,7 +409,8 @@ predict(
 # --- Exercise 1.4: predict the version counters ---------------------------------------------
 
 
-def _versions():
+def version_program():
+    """The program of exercise 1.4, run by torch: the counters of a tensor, a view, a copy."""
     t = torch.zeros(3)
     t.add_(1)
     u = t[:2]  # a view
@@ -373,8 +426,9 @@ predict(
     "1.4",
     name="predicted_versions",
     title="Predict the version counters of a tensor, its view and a copy",
-    truth=_versions,
+    truth=version_program,
     solution=(3, 3, 1),
+    right=[[3, 3, 1], torch.tensor([3, 3, 1])],
     wrong=[
         wrong(
             (2, 1, 1),
@@ -398,6 +452,10 @@ predict(
         wrong(
             (4, 4, 1),
             "making a view (t[:2]) does not change the memory, so it does not bump the counter.",
+        ),
+        wrong(
+            torch.tensor([True, True, True]),
+            "a version counter is a count (an int), not a yes/no: write three ints.",
         ),
     ],
     hint="count the in-place ops (add_, mul_, zero_) and increment_version calls that touch "

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import torch
 import torch.autograd.graph as tg
+from torch.utils.hooks import RemovableHandle
+
+import course.autograd.hooks as course_hooks
 
 from course.checks import case, exercise, predict, wrong
 
@@ -72,6 +75,7 @@ predict(
             "leaf x.",
         ),
     ],
+    right=[tuple(_RIGHT_ORDER)],  # a tuple for a list (docs/authoring.md, "How answers compare")
     hint="walk backward from z: for each node, the tensor hooks on the tensor it made, then "
     "its pre-hooks, then (after the node runs) its post-hooks; the leaf x comes last.",
 )
@@ -111,18 +115,23 @@ def _clip_run(answer, target, max_norm, scale):
     """Register the answer's hook on h or W, run backward, remove it, run backward again.
 
     W starts with a gradient from an earlier backward (ones), so clipping the accumulated
-    .grad differs from clipping this backward's gradient.
+    .grad differs from clipping this backward's gradient. Two hooks of ours sit around the
+    answer's (hooks on one tensor run in registration order): the first keeps a copy of the
+    gradient the answer's hook is given, the second tells whether that hook changed it.
     """
     x, W, b = clip_leaves()
     W.grad = torch.ones_like(W)
     h, loss = clip_forward(x, W, b, scale)
-    handle = answer({"h": h, "W": W}[target], max_norm)
+    t, given = {"h": h, "W": W}[target], {}
+    t.register_hook(lambda grad: given.update(grad=grad, copy=grad.clone()) and None)
+    handle = answer(t, max_norm)
+    t.register_hook(lambda grad: given.update(untouched=torch.equal(given["grad"], given["copy"])) and None)
     loss.backward()
-    clipped = (W.grad.clone(), b.grad.clone())
+    seen = {"W.grad": W.grad.clone(), "b.grad": b.grad.clone(), "hook left its argument unchanged": given.get("untouched")}
     handle.remove()  # from now on, no clipping
     W.grad, b.grad = None, None
     clip_forward(x, W, b, scale)[1].backward()
-    return clipped + (W.grad, b.grad)
+    return {**seen, "W.grad after remove": W.grad, "b.grad after remove": b.grad}
 
 
 def _clip_oracle(t, max_norm):
@@ -177,6 +186,19 @@ def _no_handle(t, max_norm):
     clip_grad_hook(t, max_norm)
 
 
+def _clips_in_place(t, max_norm):
+    def hook(grad):
+        norm = grad.norm()
+        if norm > max_norm:
+            grad.mul_(max_norm / norm)  # changes the tensor the engine handed over
+
+    return t.register_hook(hook)
+
+
+def _scale_at_most_one(t, max_norm):  # right, written differently: one expression, no branch
+    return t.register_hook(lambda grad: grad * torch.clamp(max_norm / grad.norm(), max=1.0))
+
+
 exercise(
     "2.2",
     name="clip_grad_hook",
@@ -224,9 +246,16 @@ exercise(
             _no_handle,
             "return the handle that t.register_hook gives you, so the caller can remove the hook.",
         ),
+        wrong(
+            _clips_in_place,
+            "your hook changed its argument in place (grad.mul_): the engine may hand the same "
+            "tensor to other consumers (both inputs of an add get one tensor), so an in-place "
+            "change leaks into gradients you never meant to clip. Return a new tensor instead.",
+        ),
     ],
-    hint="return t.register_hook(hook), where hook(grad) returns grad * (max_norm / grad.norm()) "
-    "when grad.norm() > max_norm and None otherwise.",
+    right=[_scale_at_most_one],
+    hint="a tensor hook replaces the gradient by what it returns (None keeps it); clipping by "
+    "norm rescales the whole gradient, and only when its norm is over max_norm.",
 )
 
 # --- Exercise 2.3: predict what a mode="all" multi-grad hook receives -----------------------
@@ -324,6 +353,7 @@ predict(
             "task: retain_graph=True lets the second call run, and fn fires again.",
         ),
     ],
+    right=[{k: [list(f) for f in v] for k, v in _RIGHT_FIRINGS.items()}],  # lists for tuples
     hint="for each call ask: which of c and d does this backward compute a gradient for? "
     "fn fires once per backward call that computes at least one, with None for the others.",
 )
@@ -369,22 +399,62 @@ def _remove(handles):
         raise TypeError(f"any_grad_hook returned {type(handles).__name__}: return the handles")
 
 
+_LIBRARY_FILES = {tg.__file__, course_hooks.__file__}  # where register_multi_grad_hook is written
+
+
+def _written_in(fn) -> str:
+    """The file whose code ``fn`` runs (functools.wraps copies a name, not the code)."""
+    return getattr(getattr(fn, "__code__", None), "co_filename", "")
+
+
 def _any_run(answer, group, actions):
-    """Hook the group, run the actions, remove the handles, run once more; list fn's calls."""
+    """Hook the group, run the actions, remove the handles, run once more; list fn's calls.
+
+    Also observed: whether the answer returned a list of plain tensor-hook handles, one per
+    tensor that requires grad, and whether the hooks it hung on the group are its own (the
+    exercise is to build mode "any", not to call the library's; the oracle is the library's).
+    """
     g = _any_graph()
     calls, now = [], ["before"]
-    handles = answer([g[k] for k in group], lambda grad: calls.append((now[0], grad.tolist())))
+    tensors = [g[k] for k in group]
+    handles = answer(tensors, lambda grad: calls.append((now[0], grad.tolist())))
+    plain = isinstance(handles, (list, tuple)) and all(isinstance(h, RemovableHandle) for h in handles)
+    plain = plain and len(handles) == sum(t.requires_grad for t in tensors)
+    hooks = [fn for t in tensors for fn in (t._backward_hooks or {}).values()]
+    library = any(_written_in(fn) in _LIBRARY_FILES for fn in hooks)
+    own_hooks = answer is _any_oracle or not library
     for act in actions:
         now[0] = act
         ANY_ACTIONS[act](g)
     _remove(handles)
     now[0] = "after remove"
     (g["a"] * g["b"]).sum().backward()
-    return calls
+    return {"calls of fn": calls, "returned a list of tensor-hook handles": plain, "hooks are its own": own_hooks}
 
 
 def _any_oracle(tensors, fn):
+    """torch's own mode "any"; its per-tensor handles, as the exercise asks for."""
+    return list(tg.register_multi_grad_hook(tensors, fn, mode="any").handles)
+
+
+def _the_library_itself(tensors, fn):
     return tg.register_multi_grad_hook(tensors, fn, mode="any")
+
+
+def _the_library_handles(tensors, fn):
+    return list(tg.register_multi_grad_hook(tensors, fn, mode="any").handles)
+
+
+def _last_task_only(tensors, fn):  # right, written differently: task ids only grow
+    last = [None]
+
+    def hook(grad):
+        task = torch._C._current_graph_task_id()
+        if task != last[0]:
+            last[0] = task
+            fn(grad)
+
+    return [t.register_hook(hook) for t in tensors if t.requires_grad]
 
 
 def _once_per_tensor(tensors, fn):
@@ -471,7 +541,19 @@ exercise(
         ),
         wrong(_no_handles, "return the handles (the list of what register_hook returned), so "
               "the caller can remove the hook."),
+        wrong(
+            _the_library_itself,
+            "that is register_multi_grad_hook(mode='any') itself, the function this exercise "
+            "rebuilds: write it from t.register_hook and torch._C._current_graph_task_id(), and "
+            "return the list of handles.",
+        ),
+        wrong(
+            _the_library_handles,
+            "those handles belong to register_multi_grad_hook's own hooks: the exercise is to "
+            "build mode 'any' yourself, from t.register_hook and the graph task id.",
+        ),
     ],
-    hint="keep a set of graph task ids; in one hook shared by every tensor that requires grad, "
-    "call fn(grad) only if torch._C._current_graph_task_id() is not in the set yet.",
+    right=[_last_task_only],
+    hint="one shared tensor hook on every tensor that requires grad; it calls fn only for the "
+    "first gradient of each backward call, which it recognises by the graph task's id.",
 )

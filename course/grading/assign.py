@@ -9,15 +9,21 @@ generated, like nbgrader's ``clearsolutions`` preprocessor:
       # YOUR CODE HERE (about 3 lines)
       raise NotImplementedError("exercise 0.1")
 
-  A region at top level (a prediction, say) also names what to define:
-  ``# YOUR CODE HERE (about 1 line; define predicted_a_grad)``.
+  A region at top level (a prediction, say) also names what to define, and assigns each
+  name it defines the placeholder ``...`` instead of raising, so "Run All" goes on and the
+  check reports the exercise as not attempted::
+
+      # YOUR CODE HERE (about 1 line; define predicted_a_grad)
+      predicted_a_grad = ...  # exercise 0.2: write your answer in place of ...
+
+  (a top-level region that defines a function or class keeps the raising stub).
 - the exercise id comes from (first match wins): an id on the marker
   (``### BEGIN SOLUTION 0.1``); else the name the region defines (the ``def``/``class`` it
   sits in, or the names it assigns at top level) looked up among the exercises that
   ``course/checks/lessonNN.py`` registers for this lesson (NN from the file name); else a
   ``check("N.M")`` call in the same cell or the next code cell;
-- a cell whose region is at top level (the stub raises when the cell runs) gets nbval's
-  ``raises-exception`` tag, so "Run All" and ``pytest --nbval-lax`` go on past it;
+- a cell whose top-level region keeps a raising stub gets nbval's ``raises-exception`` tag,
+  so "Run All" and ``pytest --nbval-lax`` go on past it;
 - outputs and execution counts are cleared, except in cells tagged ``keep_output``;
 - notebook metadata is kept, and the kernelspec is set to ``python3`` if missing, so
   JupyterLab opens the copy without asking for a kernel.
@@ -140,18 +146,45 @@ def clear_solutions(source: str, exercise_for: Callable[[str | None], str | None
                 f"write `{BEGIN} N.M`, or register the name it defines in course/checks"
             )
         hint = _size_hint(body)
+        placeholders = _placeholder_names(body) if not indent else []
         if not indent:  # a top-level region: say which names the learner must define
             defined = list(dict.fromkeys(_region_names(lines, begin, body, indent)))
             hint += f"; define {', '.join(defined)}" if defined else ""
-        out += [f"{indent}# YOUR CODE HERE ({hint})", f'{indent}raise NotImplementedError("exercise {ex_id}")']
+        out.append(f"{indent}# YOUR CODE HERE ({hint})")
+        if placeholders:  # a value to write down: a placeholder the check calls not attempted
+            out += [f"{name} = ...  # exercise {ex_id}: write your answer in place of ..." for name in placeholders]
+        else:
+            out.append(f'{indent}raise NotImplementedError("exercise {ex_id}")')
         begin = None
     if begin is not None:
         raise AssignError(f"{where}, line {begin + 1}: {BEGIN} is never closed by {END}")
     return "\n".join(out)
 
 
+def _placeholder_names(body: list[str]) -> list[str]:
+    """The names a top-level region assigns, when it only assigns plain names (a value to
+    write down); [] when it defines a function or class, or does anything else."""
+    try:
+        tree = ast.parse("\n".join(body))
+    except SyntaxError:
+        return []
+    names: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
+            names += [t.id for t in node.targets]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.append(node.target.id)
+        else:
+            return []
+    return list(dict.fromkeys(names))
+
+
 def _has_top_level_region(source: str) -> bool:
     return any(_MARKER.match(line) and not line[:1].isspace() for line in source.split("\n"))
+
+
+def _raises_at_top_level(learner_source: str) -> bool:
+    return any(line.startswith("raise NotImplementedError(") for line in learner_source.split("\n"))
 
 
 def _exercise_lookup(lesson: int, next_sources: list[str]) -> Callable[[str | None], str | None]:
@@ -189,9 +222,8 @@ def learner_copy(nb: nbformat.NotebookNode, path: Path) -> nbformat.NotebookNode
             continue
         following = [src for i, src in code_sources if i >= idx][:2]  # this cell and the next code cell
         if any(_MARKER.match(line) for line in cell.source.split("\n")):
-            top_level = _has_top_level_region(cell.source)
             cell.source = clear_solutions(cell.source, _exercise_lookup(lesson, following), where)
-            if top_level and RAISES_TAG not in cell.metadata.get("tags", []):
+            if _raises_at_top_level(cell.source) and RAISES_TAG not in cell.metadata.get("tags", []):
                 cell.metadata.setdefault("tags", []).append(RAISES_TAG)
         cell.metadata.pop("execution", None)
         if KEEP_OUTPUT_TAG not in cell.metadata.get("tags", []):
