@@ -6,7 +6,9 @@ in one process. Here the same answers go through the grader's own path: a genera
 defines the answer under the exercise's name, the worker process executes the notebook's
 definitions and runs the answer on every case, and the grading process judges the outcomes it
 loads back. One notebook per lesson per answer set keeps it quick: notebook k holds the k-th
-wrong (or right) answer of every exercise of the lesson that has one.
+wrong (or right) answer of every exercise of the lesson that has one. All of them are graded
+in one grading session (as one `course grade` run would: one fingerprint, one checking
+server, the oracles computed once), built the first time a test asks for it.
 """
 
 from pathlib import Path
@@ -16,6 +18,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from course.checks import all_exercises
+from course.grading import grade
 from course.grading.grade import grade_notebook
 from course.lessons import LESSONS
 
@@ -47,10 +50,23 @@ def _notebook(lesson: int, field: str, k: int, folder: Path) -> tuple[Path, dict
     return path, wanted
 
 
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """{(lesson, field, k): (report, wanted)} for every answer set, graded in one session."""
+    folder = tmp_path_factory.mktemp("catalogue")
+    sets = [p.values for p in _answer_sets()]
+    results = {}
+    with grade._session_for({lesson.number for lesson in LESSONS}) as session:
+        for lesson, field, k in sets:
+            path, wanted = _notebook(lesson, field, k, folder)
+            results[lesson, field, k] = grade_notebook(path, run=False), wanted  # score only, no kernel
+    assert not session.tampered, session.tampered
+    return results
+
+
 @pytest.mark.parametrize("lesson, field, k", _answer_sets())
-def test_the_grader_rejects_each_wrong_answer_with_its_hint_and_accepts_each_right_one(lesson, field, k, tmp_path):
-    path, wanted = _notebook(lesson, field, k, tmp_path)
-    report = grade_notebook(path, run=False)  # score only: the worker and the judge, no kernel
+def test_the_grader_rejects_each_wrong_answer_with_its_hint_and_accepts_each_right_one(lesson, field, k, graded):
+    report, wanted = graded[lesson, field, k]
     assert not report.error, report.error
     verdicts = {e["id"]: e for e in report.exercises}
     for ex_id, hint in wanted.items():
