@@ -373,6 +373,31 @@ def test_does_the_real_joint_builder_step():
     assert s.output.outputs[0]["output_type"] == "display_data"
 
 
+def test_does_a_stage_drawing_box_the_nodes_the_stage_added():
+    import matplotlib.pyplot as plt
+
+    from course.show.widgets import _draw_stage
+
+    joint = pytest.importorskip("course.aot.joint")
+    torch.manual_seed(0)
+    jd = joint.export_joint(torch.nn.Linear(3, 2), (torch.randn(4, 3),))
+    frames = [f for f in stage_frames(jd.stages) if f.data is not None]
+    seen_added = 0
+    for previous, f in zip(frames, frames[1:]):
+        names = lambda fr: {n.name for n in fr.data.graph.nodes}  # noqa: E731
+        added, removed = names(f) - names(previous), names(previous) - names(f)
+        fig = _draw_stage(f, previous)
+        boxed = {t.get_text().split()[0] for t in fig.axes[0].texts if t.get_bbox_patch() is not None
+                 and t.get_text().split() and t.get_bbox_patch().get_facecolor()[:3] == pytest.approx((0.718, 0.894, 0.690), abs=0.01)}
+        assert boxed == added
+        seen_added += len(added)
+        title = fig.axes[0].get_title()
+        assert f"new nodes boxed green: {len(added)}" in title
+        assert all(r in title for r in sorted(removed)[:8])
+        plt.close(fig)
+    assert seen_added > 0  # some stage did add nodes, so the boxes were really looked for
+
+
 # ---- offload timeline ------------------------------------------------------------------
 
 

@@ -189,20 +189,44 @@ def mutation_stepper(events):
     return Stepper(_frames(events, mutation_frames), title="mutating saved tensors")
 
 
+def _node_names(graph) -> set[str]:
+    nodes = graph.graph.nodes if hasattr(graph, "graph") else graph.nodes
+    return {n.name for n in nodes}
+
+
+def _draw_stage(f: Frame, previous: Frame | None):
+    """A stage's graph with the nodes it added boxed in green, and those it removed named."""
+    fig = draw_joint_graph(f.data)
+    if previous is None or previous.data is None:
+        return fig
+    ax = fig.axes[0]
+    now, then = _node_names(f.data), _node_names(previous.data)
+    for label in ax.texts:  # a node's label starts with its FX name
+        words = label.get_text().split()
+        if words and words[0] in now - then:
+            label.set_bbox(dict(boxstyle="round", facecolor="#b7e4b0", edgecolor="#2a7d2a", linewidth=2))
+    removed = sorted(then - now)
+    note = f"new nodes boxed green: {len(now - then)}; removed: " + (", ".join(removed[:8]) or "none")
+    note += " ..." if len(removed) > 8 else ""
+    ax.set_title(f"{ax.get_title()}\n{note}" if ax.get_title() else note, fontsize=9)
+    return fig
+
+
 def joint_stages_stepper(stages, drawing: bool = False):
     """A Stepper over the stages of a staged joint-graph build (``course.aot.joint``).
 
     Each stage shows what it changed against the stage before (:func:`stage_diff`: lines
     added and removed, descriptors that appear); the "full listing" toggle adds the
-    stage's whole text. ``drawing=True`` draws each stage's FX graph instead of the diff
-    (stages without one show the diff).
+    stage's whole text. ``drawing=True`` draws each stage's FX graph instead of the diff, with
+    the nodes the stage added boxed in green and those it removed named (stages without a
+    graph show the diff).
     """
     frames = _frames(stages, stage_frames)
     before = {id(f): (frames[k - 1] if k else None) for k, f in enumerate(frames)}
 
     def draw(f):
         if drawing and f.data is not None:
-            return draw_joint_graph(f.data)
+            return _draw_stage(f, before.get(id(f)))
         return stage_diff(before.get(id(f)), f)
     return Stepper(frames, draw=draw, title="building the joint graph", detail=lambda f: f.text)
 
