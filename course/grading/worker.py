@@ -48,10 +48,10 @@ import os
 import select
 import signal
 import sys
-import threading
 import time
 from contextlib import redirect_stderr, redirect_stdout
-from typing import Iterator
+
+from course.checks import time_limit
 
 __all__ = ["become_subreaper", "definitions", "descendants", "end_processes", "main"]
 
@@ -113,25 +113,6 @@ class _DefinitionTimeout(BaseException):
     learner code cannot swallow it)."""
 
 
-@contextlib.contextmanager
-def _deadline(seconds: float) -> Iterator[None]:
-    """Interrupt the block after ``seconds`` (SIGALRM; the main thread on POSIX, else no limit)."""
-    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def _raise(signum, frame):
-        raise _DefinitionTimeout()
-
-    previous = signal.signal(signal.SIGALRM, _raise)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def _run_definitions(spec: dict) -> tuple[dict, list[str]]:
     """Step 2: the notebook's definitions, executed in a fresh namespace; (namespace, notes)."""
     os.chdir(spec["cwd"])
@@ -147,7 +128,7 @@ def _run_definitions(spec: dict) -> tuple[dict, list[str]]:
             continue
         for stmt in statements:
             try:
-                with redirect_stdout(sink), redirect_stderr(sink), _deadline(float(spec["cell_timeout"])):
+                with redirect_stdout(sink), redirect_stderr(sink), time_limit(float(spec["cell_timeout"]), _DefinitionTimeout):
                     exec(compile(stmt, f"<cell {index}>", "exec"), namespace)
             except _DefinitionTimeout:
                 notes.append(f"cell {index}: a definition ran past {spec['cell_timeout']:g} s")
