@@ -92,17 +92,7 @@ def test_disable_outside_hooks_still_refuses_new_hooks_like_torch():
 
 # ---- fx_utils and a subclass's size / stride inputs (issue 19) ---------------------------
 
-NINE = [
-    "get_all_input_and_grad_nodes",
-    "get_all_output_and_tangent_nodes",
-    "get_param_and_grad_nodes",
-    "get_plain_input_and_grad_nodes",
-    "get_plain_output_and_tangent_nodes",
-    "get_named_param_nodes",
-    "get_named_buffer_nodes",
-    "get_param_nodes",
-    "get_buffer_nodes",
-]
+from test_fx_utils import NINE  # noqa: E402  (the nine functions, listed once; tests/ is on sys.path)
 
 
 def _observe(call):

@@ -201,10 +201,10 @@ def build(learners: list[Learner], lessons: set[int] | None = None) -> Report:
     per_exercise = []
     for ex in exercises:
         statuses = Counter(x.exercises.get(ex.id, {}).get("status", "not attempted") for x in learners)
-        catalogue = {w.hint: w.hint for w in ex.wrong}
+        known = {w.hint for w in ex.wrong}
         met = Counter(x.exercises[ex.id].get("hint", "") for x in learners
                       if x.exercises.get(ex.id, {}).get("status") in ("failed", "error")
-                      and x.exercises[ex.id].get("hint", "") in catalogue)
+                      and x.exercises[ex.id].get("hint", "") in known)
         attempted = len(learners) - statuses["not attempted"]
         per_exercise.append({
             "id": ex.id, "name": ex.name, "title": ex.title, "points": ex.points,
