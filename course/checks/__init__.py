@@ -47,9 +47,7 @@ from __future__ import annotations
 import contextlib
 import io
 import random
-import signal
 import sys
-import threading
 import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator
@@ -80,6 +78,7 @@ from course.checks._outcomes import (
     show,
     value_outcome,
 )
+from course.timeouts import CaseTimeout, time_limit
 
 __all__ = [
     "MISSING",
@@ -130,33 +129,6 @@ def _quiet() -> Iterator[None]:
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         yield
-
-
-class CaseTimeout(BaseException):
-    """Raised inside an answer that ran past its time limit (a BaseException, so a learner's
-    ``except Exception`` cannot swallow it)."""
-
-
-@contextlib.contextmanager
-def time_limit(seconds: float | None, error: type[BaseException] = CaseTimeout) -> Iterator[None]:
-    """Interrupt the block after ``seconds`` by raising ``error`` (SIGALRM: the main thread on
-    POSIX only; elsewhere, or with no ``seconds``, there is no limit). The grader's worker
-    uses it for definitions too."""
-    usable = seconds and hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
-    if not usable:
-        yield
-        return
-
-    def _raise(signum, frame):
-        raise error()
-
-    previous = signal.signal(signal.SIGALRM, _raise)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _attempt(thunk: Callable[[], Any], timeout: float | None = None) -> dict:

@@ -51,7 +51,7 @@ import sys
 import time
 from contextlib import redirect_stderr, redirect_stdout
 
-from course.checks import time_limit
+from course.timeouts import time_limit
 
 __all__ = ["become_subreaper", "definitions", "descendants", "end_processes", "main"]
 
