@@ -9,10 +9,11 @@ file of format ``course-grade/1``), or both (reports win: nothing is graded agai
       grace/    report.json                     # from `course grade grace-repo --json report.json`
       linus/                                    # empty: listed, with zeros and a reason
 
-Notebooks are graded by ``course grade`` itself, one learner at a time in a fresh process
-(``-j N`` learners at once), so a gradebook has exactly the grader's isolation and timeouts.
+Notebooks are graded by ``course grade --no-run`` itself, one learner at a time in a fresh
+process (``-j N`` learners at once), so a gradebook has exactly the grader's isolation and
+timeouts; it skips the headless "Run All", which never changes a score.
 Its reports are cached in ``ROSTER/.course-gradebook/`` under the hash of the learner's
-notebooks and the course version: run it again after every push and only changed learners
+notebooks, the lessons chosen and the grader's fingerprint (version and checks): run it again after every push and only changed learners
 are graded.
 
 What it writes:
@@ -118,18 +119,21 @@ def _reports(folder: Path) -> list[dict]:
     return out
 
 
-def _fingerprint(notebooks: list[Path]) -> str:
-    import course
+def _fingerprint(notebooks: list[Path], lessons: set[int] | None = None) -> str:
+    from course.grading.progress import grader_fingerprint
 
-    h = hashlib.sha256(f"course {course.__version__}".encode())
+    # The grader's own fingerprint (version and the checks' code): a fixed check grades again.
+    chosen = "all" if lessons is None else ",".join(map(str, sorted(lessons)))
+    h = hashlib.sha256(f"{grader_fingerprint()} lessons {chosen}".encode())
     for p in notebooks:
         h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()[:24]
 
 
-def _grade(folder: Path, notebooks: list[Path], cache: Path, timeout: float, quiet: bool) -> dict:
+def _grade(folder: Path, notebooks: list[Path], cache: Path, timeout: float, quiet: bool,
+           lessons: set[int] | None = None) -> dict:
     """The ``course grade --json`` report of ``notebooks``, from the cache or a fresh run."""
-    key = cache / f"{folder.name}-{_fingerprint(notebooks)}.json"
+    key = cache / f"{folder.name}-{_fingerprint(notebooks, lessons)}.json"
     if key.is_file():
         try:
             return json.loads(key.read_text(encoding="utf-8"))
@@ -141,8 +145,12 @@ def _grade(folder: Path, notebooks: list[Path], cache: Path, timeout: float, qui
         for p in notebooks:  # only the selected lessons, under their own names
             (work / p.name).write_bytes(p.read_bytes())
         out = Path(tmp) / "report.json"
-        cmd = [sys.executable, "-m", "course", "grade", str(work), "--json", str(out), "-q",
+        # --no-run: a gradebook wants scores, and a score never depends on the headless "Run All"
+        # (a kernel per notebook, the larger part of grading a lesson).
+        cmd = [sys.executable, "-m", "course", "grade", str(work), "--json", str(out), "-q", "--no-run",
                "--timeout", str(timeout)]
+        if lessons is not None:  # only their checks are prepared (and missing ones reported)
+            cmd += ["--lessons", ",".join(f"{n:02d}" for n in sorted(lessons))]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if not out.is_file():
             last = (proc.stderr.strip().splitlines() or ["no report"])[-1]
@@ -166,7 +174,7 @@ def _learner(folder: Path, lessons: set[int] | None, cache: Path, timeout: float
             learner.note = "no notebooks"
             return learner
         try:
-            reports = [_grade(folder, notebooks, cache, timeout, quiet)]
+            reports = [_grade(folder, notebooks, cache, timeout, quiet, lessons)]
         except (OSError, RuntimeError, ValueError) as e:
             learner.note = f"not graded: {e}"
             return learner
