@@ -72,6 +72,7 @@ def _accept_kernel_dialog(page, until, timeout: float = 40) -> None:
     until.wait_for(timeout=1_000)  # raises with Playwright's own message
 
 
+@pytest.mark.slow
 def test_stepper_renders_and_next_changes_description(tmp_path):
     _need_browser()
     from playwright.sync_api import expect, sync_playwright

@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import course
 from course import cli, doctor
 from course.lessons import LESSONS
@@ -24,6 +26,7 @@ def test_unknown_command_is_an_error_that_lists_the_commands(capsys):
     assert "unknown command 'nope'" in err and "doctor" in err
 
 
+@pytest.mark.slow
 def test_doctor_reports_torch_cuda_and_widgets(capsys):
     rc = doctor.main([])
     out = capsys.readouterr().out
@@ -31,7 +34,9 @@ def test_doctor_reports_torch_cuda_and_widgets(capsys):
     assert "cuda:" in out
     assert "jupyterlab widgets extension" in out
     assert f"[ok  ] lessons: {len(LESSONS)} lesson notebooks in " in out
-    assert rc == (0 if all(f.ok for f in doctor.findings()) else 1)
+    problems = [line for line in out.splitlines() if line.startswith("[") and not line.startswith("[ok")]
+    assert rc == (0 if not problems else 1)  # read from this run's lines: asking jupyter again costs 4 s
+    assert ("all good" in out) == (not problems)
 
 
 def test_doctor_names_the_fix_for_an_unsupported_torch(monkeypatch):

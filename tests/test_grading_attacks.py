@@ -95,6 +95,7 @@ if "_real_outcomes_of" not in globals():
 """
 
 
+@pytest.mark.slow
 def test_a_notebook_that_rewrites_the_grader_cannot_raise_another_lessons_score(tmp_path):
     pkg = _package_copy(tmp_path)
     folder = tmp_path / "work"
@@ -128,6 +129,7 @@ def test_a_notebook_that_rewrites_the_grader_cannot_raise_another_lessons_score(
 # --- 2. nothing the notebook started outlives the grade --------------------------------------
 
 
+@pytest.mark.slow
 def test_a_detached_process_is_ended_before_the_report_is_written(tmp_path):
     pkg = _package_copy(tmp_path)
     marks, report = tmp_path / "marks", tmp_path / "reports" / "g.json"
@@ -209,6 +211,7 @@ def test_a_comparison_that_raises_makes_an_error_not_a_crash(monkeypatch):
 # --- 4. a folder is graded against the course's lessons ---------------------------------------
 
 
+@pytest.mark.slow
 def test_a_folder_counts_missing_and_unreadable_lessons_and_skips_copies(tmp_path):
     pkg = _package_copy(tmp_path)
     folder = tmp_path / "work"

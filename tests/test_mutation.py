@@ -493,6 +493,7 @@ def test_does_an_undecided_large_pair_clone_rather_than_list(monkeypatch):
     assert not overlap.overlaps(x[:, 0], x[:, 1])  # small: the element test decides
 
 
+@pytest.mark.slow
 def test_does_the_benchmark_still_run():
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "autograd_graph.py"), "--quick"],
