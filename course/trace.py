@@ -73,9 +73,9 @@ class Recording(list):
         self._count = 0  # only goes up: an id reused after a free must not reuse a name
 
     def name_of(self, t: torch.Tensor) -> str:
-        entry = self._names.get(id(t))
-        if entry is not None and entry[0]() is t:
-            return entry[1]
+        known = self.known_name(t)
+        if known is not None:
+            return known
         name = f"t{self._count}"
         self._count += 1
         try:
@@ -84,6 +84,11 @@ class Recording(list):
             ref = lambda: None  # noqa: E731
         self._names[id(t)] = (ref, name)
         return name
+
+    def known_name(self, t: torch.Tensor) -> str | None:
+        """The name ``t`` already has here, or None; unlike :meth:`name_of`, never a new one."""
+        entry = self._names.get(id(t))
+        return entry[1] if entry is not None and entry[0]() is t else None
 
     def lines(self) -> list[str]:
         return [str(e) for e in self]

@@ -340,10 +340,14 @@ def test_is_the_context_repr_deterministic():
         out.backward()
     assert empty == "_AllowMutationOnSavedContext(saved=0)"
     assert before == (
-        "_AllowMutationOnSavedContext(saved=2)\n  h0: original f32[2, 3]\n  h1: original f32[3]"
+        "_AllowMutationOnSavedContext(saved=2)\n"
+        "  h0: saved at version 0, original f32[2, 3]\n"
+        "  h1: saved at version 0, original f32[3]"
     )
     assert after == (
-        "_AllowMutationOnSavedContext(saved=2)\n  h0: cloned f32[2, 3]\n  h1: original f32[3]"
+        "_AllowMutationOnSavedContext(saved=2)\n"
+        "  h0: saved at version 0, cloned f32[2, 3]\n"
+        "  h1: saved at version 0, original f32[3]"
     )
     assert repr(ctx) == empty  # cleared on exit
 
@@ -356,12 +360,88 @@ def test_does_the_trace_show_each_clone():
             out = (b ** 2).sum()
             b[1].mul_(2)
             out.backward()
-    # b is t0 when packed; the write to b[1] (t1) clones it; backward reads the clone (t2).
+    # b is t0 when packed; the write to b[1] (t1) clones it into t2; backward reads t2 via h0.
     assert events.lines() == [
         "pack pack_hook t0 (2, 3)",
-        "clone aten.mul_.Tensor t0 (2, 3) handle=h0 mutated=t1",
-        "unpack PowBackward0 t2 (2, 3) saved=t0",
+        "clone aten.mul_.Tensor t0 (2, 3) clone=t2 handle=h0 mutated=t1 version=0",
+        "unpack PowBackward0 t2 (2, 3) handle=h0 saved=t0",
     ]
+
+
+def _lesson_program(G, record: bool):
+    """Lesson 5's stepper program: b saved at versions 0 and 1, each version cloned once."""
+    a = torch.ones(2, 3, requires_grad=True)
+    with contextlib.ExitStack() as stack:
+        events = stack.enter_context(trace.record()) if record else None
+        ctx = stack.enter_context(G.allow_mutation_on_saved_tensors())
+        b = a.clone()
+        y = b.sin()                 # h0: b at version 0
+        b.mul_(2)                   # clones h0
+        z = (b * b).sum()           # h1: b at version 1, saved twice
+        b[0].add_(1)                # clones h1
+        states = repr(ctx)
+        (y.sum() + z).backward()
+    return a.grad, events, states
+
+
+def test_does_each_clone_event_name_its_clone_handle_and_version():
+    _, events, _ = _lesson_program(course_graph, record=True)
+    clones = [e for e in events if e.kind == "clone"]
+    details = [dict(e.detail) for e in clones]
+    assert [e.tensor for e in clones] == ["t0", "t0"]  # b, one tensor at two versions
+    assert [(d["handle"], d["version"], d["clone"]) for d in details] == [
+        ("h0", 0, "t1"),
+        ("h1", 1, "t3"),
+    ]
+    assert [d["mutated"] for d in details] == ["t0", "t2"]  # b, then the view b[0]
+
+
+def test_does_each_unpack_name_the_handle_whose_clone_it_read():
+    _, events, _ = _lesson_program(course_graph, record=True)
+    clone_of = {dict(e.detail)["handle"]: dict(e.detail)["clone"]
+                for e in events if e.kind == "clone"}
+    read = [(e.name, dict(e.detail)["handle"], e.tensor) for e in events if e.kind == "unpack"]
+    assert sorted(read) == [
+        ("MulBackward0", "h1", clone_of["h1"]),  # b * b reads its one handle twice
+        ("MulBackward0", "h1", clone_of["h1"]),
+        ("SinBackward0", "h0", clone_of["h0"]),
+    ]
+    assert all(dict(e.detail)["saved"] == "t0" for e in events if e.kind == "unpack")
+
+
+def test_does_the_repr_name_versions_and_clones():
+    _, _, traced = _lesson_program(course_graph, record=True)
+    _, _, plain = _lesson_program(course_graph, record=False)
+    assert traced == (
+        "_AllowMutationOnSavedContext(saved=2)\n"
+        "  h0: t0 saved at version 0, cloned (t1) f32[2, 3]\n"
+        "  h1: t0 saved at version 1, cloned (t3) f32[2, 3]"
+    )
+    assert plain == (
+        "_AllowMutationOnSavedContext(saved=2)\n"
+        "  h0: saved at version 0, cloned f32[2, 3]\n"
+        "  h1: saved at version 1, cloned f32[2, 3]"
+    )
+    assert "0x" not in traced + plain
+
+
+def test_does_naming_the_clones_leave_the_gradient_as_torchs():
+    theirs, _, _ = _lesson_program(torch_graph, record=False)
+    for record in (False, True):
+        ours, _, _ = _lesson_program(course_graph, record=record)
+        torch.testing.assert_close(ours, theirs)
+    torch.testing.assert_close(theirs, torch.ones(2, 3).cos() + 8)  # sin(a) + (2a)^2
+
+
+def test_does_a_handle_hold_no_tensor():
+    with trace.record(), course_graph.allow_mutation_on_saved_tensors() as ctx:
+        b = torch.ones(3, requires_grad=True).clone()
+        out = b.sin()
+        b.mul_(2)
+        (handle,) = ctx.cloned.keys()
+        assert not any(isinstance(v, torch.Tensor) for v in vars(handle).values())
+        del out, handle  # the graph let go of the handle: its clone and entry go with it
+        assert len(ctx.cloned) == len(ctx.tid_to_weakhandle) == 0
 
 
 def test_is_the_schema_scan_cached_per_op(monkeypatch):
@@ -529,3 +609,14 @@ def test_a_trace_recording_keeps_no_handle_or_clone_alive():
             return len(ctx.cloned)
 
     assert cloned_after_backward(record=True) == cloned_after_backward(record=False) == 0
+
+
+def test_do_the_mutation_frames_say_which_clone_an_unpack_read():
+    from course.show.frames import mutation_frames
+
+    _, events, _ = _lesson_program(course_graph, record=True)
+    frames = mutation_frames(events)
+    assert '"clone of t0" (t1, for h0)' in frames[2].description  # pack, then the clone
+    said = [f.description for f in frames if f.title.split(": ", 1)[1].startswith("unpack")]
+    gave = "backward asked for t0, saved as {}; the unpack hook gave back its clone {}."
+    assert said == [gave.format("h1", "t3")] * 2 + [gave.format("h0", "t1")]

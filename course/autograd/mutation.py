@@ -58,16 +58,25 @@ Differences from torch:
   written bytes meet a saved tensor's is decided from sizes, strides and offsets (NOTE [Do
   two strided views share an element?] below), in microseconds at any size: a
   ``Linear(2048, 2048)`` whose ``weight`` is updated in place costs what it costs in torch.
-- **Watching it.** ``repr(ctx)`` lists each live saved handle in save order, and whether
-  backward will read the original or a clone (no addresses)::
+- **Watching it.** ``repr(ctx)`` lists each live saved handle in save order: the version
+  its tensor had when saved, and whether backward will read the original or a clone (no
+  addresses)::
 
       _AllowMutationOnSavedContext(saved=2)
-        h0: cloned f32[2, 3]
-        h1: original f32[3]
+        h0: saved at version 0, cloned f32[2, 3]
+        h1: saved at version 0, original f32[3]
 
-  and inside a :func:`course.trace.record` block each clone is an event::
+  Inside a :func:`course.trace.record` block the rows also give the trace names of the
+  saved tensor and of its clone (``h0: t0 saved at version 0, cloned (t2) f32[2, 3]``),
+  each clone is an event naming the write's op, the saved tensor, the clone, the handle,
+  the tensor that was written and the version the saved tensor was saved at::
 
-      clone aten.mul_.Tensor t0 (2, 3) handle=h0 mutated=t1
+      clone aten.mul_.Tensor t0 (2, 3) clone=t2 handle=h0 mutated=t1 version=0
+
+  and each unpack says which handle it read (its tensor is the clone's name, t2, once a
+  clone was made)::
+
+      unpack PowBackward0 t2 (2, 3) handle=h0 saved=t0
 
 The lesson's offset-view program, where torch's ``a.grad`` has row 1 three times too large:
 
@@ -80,6 +89,25 @@ The lesson's offset-view program, where torch's ``a.grad`` has row 1 three times
     ...     out.backward()
     >>> torch.allclose(a.grad, 2 * a.detach())   # d/da sum(a**2), b's saved value
     True
+
+The same program, traced: writing ``b[1]`` (t1) clones the saved ``b`` (t0) into t2, and
+backward reads t2 through h0:
+
+    >>> from course import trace
+    >>> a = torch.ones(3, 4, requires_grad=True)
+    >>> with trace.record() as events, allow_mutation_on_saved_tensors() as ctx:
+    ...     b = a.clone()
+    ...     out = (b ** 2).sum()
+    ...     _ = b[1].mul_(3)
+    ...     print(ctx)
+    ...     out.backward()
+    _AllowMutationOnSavedContext(saved=1)
+      h0: t0 saved at version 0, cloned (t2) f32[3, 4]
+    >>> for line in events.lines():
+    ...     print(line)
+    pack pack_hook t0 (3, 4)
+    clone aten.mul_.Tensor t0 (3, 4) clone=t2 handle=h0 mutated=t1 version=0
+    unpack PowBackward0 t2 (3, 4) handle=h0 saved=t0
 """
 
 from __future__ import annotations
@@ -130,13 +158,32 @@ def _get_sid(tensor: torch.Tensor) -> _SID:
 
 
 class _Handle:
-    """What the graph stores instead of a saved tensor. ``idx`` is the save order."""
+    """What the graph stores instead of a saved tensor: ``idx`` is the save order, ``version``
+    the saved tensor's version when it was packed. ``name`` and ``clone_name`` are the trace
+    names of the saved tensor and of its clone, when a recording saw them. Only strings and
+    ints: a handle keeps no tensor alive."""
 
-    def __init__(self, idx: int = 0) -> None:
+    def __init__(self, idx: int = 0, version: int = 0, name: str | None = None) -> None:
         self.idx = idx
+        self.version = version
+        self.name = name
+        self.clone_name: str | None = None
 
     def __repr__(self) -> str:
         return f"h{self.idx}"
+
+    def trace_detail(self) -> dict[str, str]:
+        """What the unpack event says about this packed value; the tracing wrapper of
+        ``course.autograd.saved_tensors`` asks any packed value that has this method."""
+        return {"handle": repr(self)}
+
+    def describe(self, tensor: torch.Tensor, cloned: bool) -> str:
+        """A row of the context's repr: ``h0: t0 saved at version 0, cloned (t4) f32[3]``."""
+        saved = f"{self.name} saved" if self.name else "saved"
+        state = "original"
+        if cloned:
+            state = f"cloned ({self.clone_name})" if self.clone_name else "cloned"
+        return f"{self!r}: {saved} at version {self.version}, {state} {short_type(tensor)}"
 
 
 class _swap_with_cloned(saved_tensors_hooks):
@@ -147,7 +194,8 @@ class _swap_with_cloned(saved_tensors_hooks):
             # A tensor saved twice at one version (b * b) shares one handle, hence one clone.
             handle = ctx.tid_to_weakhandle.get(tid)
             if handle is None:
-                handle = _Handle(ctx.next_idx)
+                name = trace.tensor_name(tensor) if trace.ACTIVE else None
+                handle = _Handle(ctx.next_idx, version=tid[2], name=name)
                 ctx.next_idx += 1
                 ctx.tid_to_weakhandle[tid] = handle
                 ctx.original[handle] = tensor
@@ -237,11 +285,13 @@ class _AllowMutationOnSavedContext:
             original = self.original[handle]
             if not overlaps(original, t):
                 continue  # same storage, other bytes
-            self.cloned[handle] = original.clone()
+            self.cloned[handle] = clone = original.clone()
             del self.original[handle]
             if trace.ACTIVE:
+                mutated = trace.tensor_name(t)
+                handle.clone_name = trace.tensor_name(clone)
                 trace.emit("clone", name=str(func), tensor=original, handle=repr(handle),
-                           mutated=trace.tensor_name(t))
+                           mutated=mutated, clone=handle.clone_name, version=handle.version)
 
     def clear(self) -> None:
         self.cloned.clear()
@@ -250,10 +300,10 @@ class _AllowMutationOnSavedContext:
         self.sid_to_tid.clear()
 
     def __repr__(self) -> str:
-        saved = [(h.idx, "original", t) for h, t in list(self.original.items())]
-        saved += [(h.idx, "cloned", t) for h, t in list(self.cloned.items())]
-        saved.sort(key=lambda entry: entry[0])  # save order
-        rows = [f"  h{idx}: {state} {short_type(t)}" for idx, state, t in saved]
+        saved = [(h, t, False) for h, t in list(self.original.items())]
+        saved += [(h, t, True) for h, t in list(self.cloned.items())]
+        saved.sort(key=lambda entry: entry[0].idx)  # save order
+        rows = [f"  {h.describe(t, cloned)}" for h, t, cloned in saved]
         return "\n".join([f"{type(self).__name__}(saved={len(rows)})", *rows])
 
 
@@ -287,9 +337,9 @@ def allow_mutation_on_saved_tensors() -> Generator[_AllowMutationOnSavedContext,
         ...     print(ctx)
         ...     out.backward()
         _AllowMutationOnSavedContext(saved=1)
-          h0: original f32[2, 3]
+          h0: saved at version 0, original f32[2, 3]
         _AllowMutationOnSavedContext(saved=1)
-          h0: cloned f32[2, 3]
+          h0: saved at version 0, cloned f32[2, 3]
         >>> a.grad
         tensor([[2., 2., 2.],
                 [2., 2., 2.]])

@@ -71,7 +71,8 @@ __all__ = ["saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks"]
 
 def _traced(pack_hook: Callable, unpack_hook: Callable) -> tuple[Callable, Callable]:
     """Wrap a hook pair so each call emits a trace event; the packed value is unchanged
-    except that it travels with the stable name the tensor had when it was packed."""
+    except that it travels with the stable name the tensor had when it was packed. A packed
+    value with a ``trace_detail()`` method adds its entries to the unpack event."""
     pack_name = getattr(pack_hook, "__name__", type(pack_hook).__name__)
     unpack_name = getattr(unpack_hook, "__name__", type(unpack_hook).__name__)
 
@@ -87,7 +88,9 @@ def _traced(pack_hook: Callable, unpack_hook: Callable) -> tuple[Callable, Calla
         if trace.ACTIVE:
             node = torch._C._current_autograd_node()  # None outside backward
             name = node.name() if node is not None else unpack_name
-            trace.emit("unpack", name=name, tensor=result, saved=saved_as)
+            # A packed value may say more about itself (mutation's handles: handle=h0).
+            more = packed.trace_detail() if hasattr(packed, "trace_detail") else {}
+            trace.emit("unpack", name=name, tensor=result, saved=saved_as, **more)
         return result
 
     return pack, unpack

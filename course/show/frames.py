@@ -137,12 +137,17 @@ _COUNTED = ("pack", "unpack", "clone")
 
 def _event_help(e) -> str:
     """The frame's description: what the event means, naming the clone for a clone event."""
+    detail = dict(e.detail)
     if e.kind == "clone" and e.tensor is not None:
-        detail = dict(e.detail)
         writer = f" through {detail['mutated']}" if detail.get("mutated") else ""
+        named = f" ({detail['clone']}, for {detail['handle']})" if detail.get("clone") else ""
         return (f"{e.tensor} was about to be written in place{writer} ({e.name}), so it was "
-                f"cloned first: from now on \"clone of {e.tensor}\" stands in for it, and "
-                f"backward's unpack of {e.tensor} gets that clone.")
+                f"cloned first: from now on \"clone of {e.tensor}\"{named} stands in for it, "
+                f"and backward's unpack of {e.tensor} gets that clone.")
+    if e.kind == "unpack" and detail.get("handle") and detail.get("saved"):
+        read = "the original" if e.tensor == detail["saved"] else f"its clone {e.tensor}"
+        return (f"backward asked for {detail['saved']}, saved as {detail['handle']}; the "
+                f"unpack hook gave back {read}.")
     return KIND_HELP.get(e.kind, f"a {e.kind} event.")
 
 
