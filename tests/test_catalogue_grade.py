@@ -1,14 +1,13 @@
 """Does `course grade` judge every exercise's catalogue as the notebook's check() does?
 
-tests/test_checks.py runs each known wrong answer and each right answer written differently
-(``wrong=[...]`` and ``right=[...]`` beside the exercise's check) through ``grade_answer``,
-in one process. Here the same answers go through the grader's own path: a generated notebook
+Each known wrong answer and each right answer written differently (``wrong=[...]`` and
+``right=[...]`` beside the exercise's check) goes through the grader's own path (the path
+``check()`` takes in a notebook is the same outcomes and judge, without the worker): a generated notebook
 defines the answer under the exercise's name, the worker process executes the notebook's
 definitions and runs the answer on every case, and the grading process judges the outcomes it
 loads back. One notebook per lesson per answer set keeps it quick: notebook k holds the k-th
 wrong (or right) answer of every exercise of the lesson that has one. All of them are graded
-in one grading session (as one `course grade` run would: one fingerprint, one checking
-server, the oracles computed once), built the first time a test asks for it.
+in one grading session, opened the first time a test asks for it.
 """
 
 from pathlib import Path
@@ -51,22 +50,20 @@ def _notebook(lesson: int, field: str, k: int, folder: Path) -> tuple[Path, dict
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    """{(lesson, field, k): (report, wanted)} for every answer set, graded in one session."""
-    folder = tmp_path_factory.mktemp("catalogue")
-    sets = [p.values for p in _answer_sets()]
-    results = {}
-    with grade._session_for({lesson.number for lesson in LESSONS}) as session:
-        for lesson, field, k in sets:
-            path, wanted = _notebook(lesson, field, k, folder)
-            results[lesson, field, k] = grade_notebook(path, run=False), wanted  # score only, no kernel
-    assert not session.tampered, session.tampered
-    return results
+def session():
+    """One grading session for the module (as one `course grade` run: one fingerprint, one
+    checking server, the oracles computed once); each test grades its own answer set in it, so
+    `-k 03-` grades lesson 3's sets only."""
+    with grade._session_for({lesson.number for lesson in LESSONS}) as opened:
+        yield opened
+    assert not opened.tampered, opened.tampered
 
 
 @pytest.mark.parametrize("lesson, field, k", _answer_sets())
-def test_the_grader_rejects_each_wrong_answer_with_its_hint_and_accepts_each_right_one(lesson, field, k, graded):
-    report, wanted = graded[lesson, field, k]
+def test_the_grader_rejects_each_wrong_answer_with_its_hint_and_accepts_each_right_one(lesson, field, k, session,
+                                                                                      tmp_path):
+    path, wanted = _notebook(lesson, field, k, tmp_path)
+    report = grade_notebook(path, run=False)  # score only, no kernel
     assert not report.error, report.error
     verdicts = {e["id"]: e for e in report.exercises}
     for ex_id, hint in wanted.items():
@@ -76,5 +73,6 @@ def test_the_grader_rejects_each_wrong_answer_with_its_hint_and_accepts_each_rig
         else:
             assert got["status"] in ("failed", "error"), f"{ex_id}: {hint!r} was accepted"
             assert got["hint"] == hint, got["message"]
+            assert hint.split("\n")[0] in got["message"]  # the report shows the learner the hint
     others = set(verdicts) - set(wanted)
     assert all(verdicts[i]["status"] == "not attempted" for i in others)
