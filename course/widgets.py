@@ -19,6 +19,7 @@ from course.show.widgets import (
     mutation_frames,
     stage_frames,
     stage_diff,
+    stage_diff_html,
     offload_frames,
 )
 
@@ -38,5 +39,6 @@ __all__ = [
     "mutation_frames",
     "stage_frames",
     "stage_diff",
+    "stage_diff_html",
     "offload_frames",
 ]

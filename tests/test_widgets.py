@@ -8,6 +8,9 @@ set the slider, click next / previous, and read the description and the Output a
 
 from __future__ import annotations
 
+import html
+import re
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -26,6 +29,7 @@ from course.show.frames import (  # noqa: E402
     offload_frames,
     saved_tensor_frames,
     stage_diff,
+    stage_diff_html,
     stage_frames,
 )
 from course.trace import Event  # noqa: E402
@@ -41,6 +45,10 @@ from course.show.widgets import (  # noqa: E402
 
 def _shown(stepper: Stepper) -> str:
     return "".join(o.get("text", "") for o in stepper.output.outputs)
+
+
+def _html(stepper: Stepper) -> str:
+    return "".join(o.get("data", {}).get("text/html", "") for o in stepper.output.outputs)
 
 
 # ---- the generic Stepper ---------------------------------------------------------------
@@ -327,16 +335,56 @@ def test_do_stage_frames_follow_the_protocol():
     assert [f.title for f in frames] == ["stage 1/3: one", "stage 2/3: two", "stage 3/3: three"]
     assert [f.text for f in frames] == ["text one", "called two", "str of three"]
     assert frames[1].description == "why two" and frames[0].data is None
-    s = joint_stages_stepper(stages, drawing=True)  # no graph: the diff is printed
-    assert _shown(s) == "first stage: everything is new\n"
+    s = joint_stages_stepper(stages, drawing=True)  # no graph: the diff alone, as HTML
+    assert _html(s) == stage_diff_html(None, frames[0]) and "first stage: everything is new" in _html(s)
     s.next_button.click()
     assert "why two" in s.description.value
-    assert _shown(s) == ("changed from the previous stage: +1 line, -1 line\n"
-                         "- text one\n+ called two\n")
+    assert _html(s) == stage_diff_html(frames[0], frames[1]) and _shown(s) == ""
+    assert ">- text one</del>" in _html(s) and ">+ called two</ins>" in _html(s)
     s.listing.value = True  # the full listing, one click away
-    assert _shown(s).endswith("--- full listing ---\ncalled two\n")
+    assert _shown(s) == "--- full listing ---\ncalled two\n"
     s.listing.value = False
     assert "full listing" not in _shown(s)
+
+
+def test_does_the_html_diff_strike_removed_lines_and_highlight_added_ones():
+    before = Frame("s1", "keep\nold <a> & b\ngone")
+    after = Frame("s2", "keep\nnew x < y & z  PlainAOTInput(idx=0)\nalso new")
+    text, out = stage_diff(before, after), stage_diff_html(before, after)
+    removed = [x[2:] for x in text.splitlines() if x.startswith("- ")]
+    added = [x[2:] for x in text.splitlines() if x.startswith("+ ")]
+    assert removed == ["old <a> & b", "gone"] and len(added) == 2
+    # one struck-through <del> per removed line, one highlighted <ins> per added line
+    dels = re.findall(r'<del style="([^"]*)">- (.*?)</del>', out)
+    inss = re.findall(r'<ins style="([^"]*)">\+ (.*?)</ins>', out)
+    assert [html.unescape(re.sub("</?b>", "", t)) for _, t in dels] == removed
+    assert [html.unescape(re.sub("</?b>", "", t)) for _, t in inss] == added
+    assert all("line-through" in style for style, _ in dels)
+    assert all("background" in style and "line-through" not in style for style, _ in inss)
+    # text is escaped: no raw <a> tag, & written &amp;; the new descriptor is named in bold
+    assert "<a>" not in out and "old &lt;a&gt; &amp; b" in out and "x &lt; y &amp; z" in out
+    assert out.count("<b>PlainAOTInput(idx=0)</b>") == 2  # in the heading and in its line
+    assert "keep" not in out  # unchanged lines are not shown
+    assert "first stage: everything is new" in stage_diff_html(None, after)
+    assert "(no change in the text)" in stage_diff_html(after, after)
+
+
+def test_does_a_stage_frame_show_a_drawing_and_an_html_diff():
+    joint = pytest.importorskip("course.aot.joint")
+    torch.manual_seed(0)
+    jd = joint.export_joint(torch.nn.Linear(3, 2), (torch.randn(4, 3),))
+    frames = stage_frames(jd.stages)
+    k = next(k for k, f in enumerate(frames) if k and f.data is not None)
+    s = joint_stages_stepper(frames)  # text mode: the diff as HTML
+    s.slider.value = k
+    (out,) = s.output.outputs
+    assert out["output_type"] == "display_data" and "text/html" in out["data"]
+    assert out["data"]["text/html"] == stage_diff_html(frames[k - 1], frames[k])
+    s = joint_stages_stepper(frames, drawing=True)  # a drawing and, below it, the diff
+    s.slider.value = k
+    kinds = [next(m for m in ("image/png", "text/html") if m in o.get("data", {})) for o in s.output.outputs]
+    assert kinds == ["image/png", "text/html"]
+    assert repr(s) == f"Stepper({len(frames)} frames, showing {k}: {frames[k].title!r})"
 
 
 def test_does_the_stage_diff_name_new_descriptors_and_removed_lines():

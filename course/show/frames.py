@@ -22,6 +22,7 @@ Frame 0 is always the state before the first step.
 from __future__ import annotations
 
 import difflib
+import html
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
@@ -32,7 +33,7 @@ from course.show.graph import autograd_graph, graph_text
 from course.show.timeline import as_intervals, memory_at, timeline_text
 
 __all__ = ["FX_UTILS_QUESTIONS", "Frame", "KIND_HELP", "fx_utils_frames", "backward_order_frames", "event_frames", "saved_tensor_frames",
-           "mutation_frames", "stage_frames", "stage_diff", "offload_frames"]
+           "mutation_frames", "stage_frames", "stage_diff", "stage_diff_html", "offload_frames"]
 
 
 @dataclass(frozen=True)
@@ -230,6 +231,22 @@ def stage_frames(stages: Iterable) -> list[Frame]:
 _DESC = re.compile(r"\b[A-Z]\w*AOT(?:Input|Output)\([^()]*(?:\([^()]*\)[^()]*)*\)")
 
 
+def _stage_changes(before: Frame | None, after: Frame) -> tuple[str, list[str], list[str]]:
+    """The heading, the descriptors new in ``after`` and the changed lines (``+``/``-``
+    first) that :func:`stage_diff` and :func:`stage_diff_html` both show."""
+    old = before.text.splitlines() if before is not None else []
+    new = after.text.splitlines()
+    diff = [line for line in difflib.unified_diff(old, new, lineterm="", n=0)
+            if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    plus, minus = sum(x[0] == "+" for x in diff), sum(x[0] == "-" for x in diff)
+    seen = set(_DESC.findall(before.text)) if before is not None else set()
+    fresh = list(dict.fromkeys(d for d in _DESC.findall(after.text) if d not in seen))
+    head = ("first stage: everything is new" if before is None else
+            f"changed from the previous stage: +{plus} line{'s' * (plus != 1)}, "
+            f"-{minus} line{'s' * (minus != 1)}")
+    return head, fresh, diff if before is not None else []
+
+
 def stage_diff(before: Frame | None, after: Frame) -> str:
     r"""What a stage changed, as text: lines added (``+``) and removed (``-``) against the
     previous stage's text, and the descriptors that appear for the first time.
@@ -242,20 +259,54 @@ def stage_diff(before: Frame | None, after: Frame) -> str:
         - y = g(x)
         + z = h(x)  PlainAOTInput(idx=0)
     """
-    old = before.text.splitlines() if before is not None else []
-    new = after.text.splitlines()
-    diff = [line for line in difflib.unified_diff(old, new, lineterm="", n=0)
-            if line[:1] in "+-" and not line.startswith(("+++", "---"))]
-    plus, minus = sum(x[0] == "+" for x in diff), sum(x[0] == "-" for x in diff)
-    seen = set(_DESC.findall(before.text)) if before is not None else set()
-    fresh = list(dict.fromkeys(d for d in _DESC.findall(after.text) if d not in seen))
-    head = ("first stage: everything is new" if before is None else
-            f"changed from the previous stage: +{plus} line{'s' * (plus != 1)}, "
-            f"-{minus} line{'s' * (minus != 1)}")
+    head, fresh, diff = _stage_changes(before, after)
     lines = [head] + ([f"new descriptors: {', '.join(fresh)}"] if fresh else [])
     if before is not None:
         lines += [f"{x[0]} {x[1:]}" for x in diff] or ["(no change in the text)"]
     return "\n".join(lines)
+
+
+#: Inline styles of the HTML diff: removed lines struck through in red, added ones green.
+DIFF_STYLES = {
+    "box": "font-family: monospace; white-space: pre; line-height: 1.35",
+    "-": "display: block; color: #a4161a; background: #fdecea; text-decoration: line-through",
+    "+": "display: block; color: #1b5e20; background: #e6f4ea; text-decoration: none",
+}
+
+
+def stage_diff_html(before: Frame | None, after: Frame) -> str:
+    r""":func:`stage_diff` as HTML for the widget: each removed line a struck-through
+    ``<del>``, each added line a green ``<ins>``, the new descriptors in bold, all text
+    escaped.
+
+    Example:
+        >>> a, b = Frame("s1", "x = f()\ny = g(x)"), Frame("s2", "x = f()\nz = h(x) < 1  PlainAOTInput(idx=0)")
+        >>> out = stage_diff_html(a, b)
+        >>> out.count("<del "), out.count("<ins "), "<b>PlainAOTInput(idx=0)</b>" in out
+        (1, 1, True)
+        >>> "h(x) &lt; 1" in out
+        True
+    """
+    head, fresh, diff = _stage_changes(before, after)
+    bold = re.compile("|".join(re.escape(d) for d in sorted(fresh, key=len, reverse=True)))
+
+    def marked(text: str) -> str:  # escape the text, with each new descriptor in bold
+        out, at = [], 0
+        for m in (bold.finditer(text) if fresh else ()):
+            out += [html.escape(text[at:m.start()]), f"<b>{html.escape(m.group())}</b>"]
+            at = m.end()
+        return "".join(out + [html.escape(text[at:])])
+
+    rows = [f"<div>{html.escape(head)}</div>"]
+    if fresh:
+        rows.append("<div>new descriptors: " + ", ".join(f"<b>{html.escape(d)}</b>" for d in fresh) + "</div>")
+    tags = {"-": "del", "+": "ins"}
+    for x in diff:
+        tag = tags[x[0]]
+        rows.append(f'<{tag} style="{DIFF_STYLES[x[0]]}">{x[0]} {marked(x[1:])}</{tag}>')
+    if before is not None and not diff:
+        rows.append("<div>(no change in the text)</div>")
+    return f'<div class="course-stage-diff" style="{DIFF_STYLES["box"]}">' + "".join(rows) + "</div>"
 
 
 def offload_frames(intervals, memory=None, compute: str = "compute") -> list[Frame]:

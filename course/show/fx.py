@@ -236,7 +236,7 @@ def _input_note(desc) -> str:
 
 
 def draw_joint_graph(g, ax=None, max_nodes: int = 300, collapse_above: int = 50,
-                     title: str | None = None, input_order: str = "layout"):
+                     title: str | None = None, input_order: str = "placeholder"):
     """Draw a joint graph in layers: placeholders on the top row in placeholder order,
     outputs on the bottom row in output order, the ops in between placed to cut edge
     crossings (:func:`course.show.graph.layered_layout`), each box sized to its label.
@@ -251,10 +251,11 @@ def draw_joint_graph(g, ax=None, max_nodes: int = 300, collapse_above: int = 50,
     Args:
         g: what :func:`course.joint.export_joint` returns, torch's joint-with-descriptors
             object, a ``GraphModule`` or a ``Graph`` (see :func:`as_fx_graph`).
-        input_order: ``"layout"`` (default) lets the layout order the top row to cut
-            crossings, each input's box showing its placeholder index (``in 0``);
-            ``"placeholder"`` keeps the row in placeholder order, at the price of more
-            crossings (10 rather than 4 on a 2-layer MLP).
+        input_order: ``"placeholder"`` (default) keeps the top row in placeholder order;
+            ``"layout"`` lets the layout reorder it to cut crossings, each input's box
+            showing its placeholder index (``in 0``). On a 2-layer MLP that is 9 crossings
+            rather than 4: with both rows in their given order and every edge pointing
+            down, we found no drawing with fewer than 9.
 
     Returns:
         The matplotlib Figure.

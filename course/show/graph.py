@@ -259,8 +259,14 @@ def collapse_chains(g, min_length: int = 3) -> nx.DiGraph:
 #
 # Three steps, as in every layered drawing: put each node on a row (longest path from the
 # top), replace edges that skip rows by chains of invisible "dummy" points, then reorder
-# each row to cut crossings (barycentre sweeps, best ordering kept). Units are points
-# (1/72 inch), so a box sized from its label's characters holds that label at any scale.
+# each row to cut crossings. Units are points (1/72 inch), so a box sized from its label's
+# characters holds that label at any scale.
+#
+# The reordering: barycentre sweeps give a first order; "sifting" then moves each node to
+# the place in its row with the fewest crossings; and a few seeded random kicks (move a
+# few nodes, sift again, keep the result if it is no worse) get out of the dead ends that
+# sifting alone stops in. The fewest crossings win; the seed makes the picture the same
+# every run.
 
 _CHAR_W, _LINE_H, _PAD = 0.62, 1.3, 6.0  # monospace em widths; line height; box padding (pt)
 
@@ -279,9 +285,35 @@ def _crossings(order: dict, edges: list) -> int:
                if a1 != a2 and b1 != b2 and (a1 < a2) != (b1 < b2))
 
 
+def _sift_row(row: list, nbrs: list[dict]) -> list:
+    """Move each node of ``row`` in turn to its best place, the other nodes kept in order.
+
+    ``nbrs`` holds, per neighbouring row, ``{node: [positions of its neighbours there]}``.
+    ``cost[u, v]`` counts the crossings between the edges of ``u`` and ``v`` when ``u`` is
+    left of ``v``; sliding a node right past ``m`` changes its crossings by
+    ``cost[m, n] - cost[n, m]``.
+    """
+    cost = {}
+    for u in row:
+        for v in row:
+            if u != v:
+                cost[u, v] = sum(1 for side in nbrs for a in side[u] for b in side[v] if a > b)
+    row = list(row)
+    for n in list(row):
+        here = row.index(n)
+        rest = row[:here] + row[here + 1:]
+        c = sum(cost[n, m] for m in rest)  # n at the far left
+        best = (c, here, 0)
+        for i, m in enumerate(rest, 1):
+            c += cost[m, n] - cost[n, m]
+            best = min(best, (c, abs(i - here), i))
+        row = rest[:best[2]] + [n] + rest[best[2]:]
+    return row
+
+
 def layered_layout(g, first: list | None = None, last: list | None = None,
                    sizes: dict | None = None, gap: float = 18.0, row_gap: float = 40.0,
-                   sweeps: int = 12, restarts: int = 6, sink: bool = False,
+                   sweeps: int = 12, restarts: int = 2, kicks: int = 40, sink: bool = False,
                    fixed: tuple[bool, bool] = (True, True)) -> dict:
     """Positions (points, y downwards negative) and routed edges for a DAG ``g``.
 
@@ -289,11 +321,17 @@ def layered_layout(g, first: list | None = None, last: list | None = None,
         first: nodes for the top row, in this order (kept fixed); default: the sources.
         last: nodes for the bottom row, in this order (kept fixed); default: none fixed.
         sizes: ``{node: (width, height)}`` in points (default 40 x 20).
+        sweeps: barycentre sweeps (down, up, down, ...) for each starting order.
+        restarts: seeded shuffles tried as starting orders, besides the order found and
+            its mirror image.
+        kicks: rounds of "move 3 random nodes, sift, keep if no worse" on the best order.
+        fixed: whether ``first`` and ``last`` keep their order (else the layout may
+            reorder them to cut crossings).
 
     Returns:
         ``{"pos": {node: (x, y)}, "routes": {(a, b): [(x, y), ...]}, "rows": [[node, ...]],
-        "crossings": int}``; each route runs from ``a``'s centre through its dummy points
-        to ``b``'s centre.
+        "crossings": int}``; each route runs from ``a``'s centre to ``b``'s centre, straight
+        down through each row it passes and turning only between rows.
     """
     sizes = sizes or {}
     first, last = list(first or []), list(last or [])
@@ -332,16 +370,14 @@ def layered_layout(g, first: list | None = None, last: list | None = None,
             up[v].append(u)
         chains[(a, b)] = path
     pinned = {0: bool(first) and fixed[0], depth - 1: bool(last) and fixed[1]}
-
-    def between(k):  # edges from row k to row k + 1
-        return [(u, v) for u in rows[k] for v in down[u]]
+    free = [k for k in range(depth) if not pinned.get(k) and len(rows[k]) > 1]
 
     def total(rs):
         order = {n: i for r in rs for i, n in enumerate(r)}
         return sum(_crossings(order, [(u, v) for u in rs[k] for v in down[u]])
                    for k in range(len(rs) - 1))
 
-    def sweep(rs, k, nbrs, median):
+    def sweep(rs, k, nbrs, median):  # sort row k by its neighbours' mean (or median) place
         pos = {n: i for r in rs for i, n in enumerate(r)}
 
         def key(n):
@@ -354,28 +390,21 @@ def layered_layout(g, first: list | None = None, last: list | None = None,
             return sum(ps) / len(ps)
         rs[k] = sorted(rs[k], key=lambda n: (key(n), pos[n]))
 
-    def sift(rows):
-        # Move each node to the place in its row with the fewest crossings, until no
-        # move helps.
-        improved = True
-        while improved:
-            improved = False
-            for k in range(depth):
-                if pinned.get(k):
-                    continue
-                for n in list(rows[k]):
-                    here, rest = rows[k].index(n), [m for m in rows[k] if m != n]
-                    scores = []
-                    for i in range(len(rest) + 1):
-                        rows[k] = rest[:i] + [n] + rest[i:]
-                        scores.append((total(rows[max(0, k - 1):k + 2]), abs(i - here), i))
-                    i = min(scores)[2]
-                    rows[k] = rest[:i] + [n] + rest[i:]
-                    improved |= min(scores)[0] < scores[here][0]
-        return rows
+    def sift(rs):  # sift every free row, top down then bottom up, until nothing improves
+        rs, cross = [list(r) for r in rs], total(rs)
+        while True:
+            for k in free + free[::-1]:
+                nbrs = []
+                for side, other in ((up, k - 1), (down, k + 1)):
+                    if 0 <= other < depth:
+                        at = {m: i for i, m in enumerate(rs[other])}
+                        nbrs.append({n: [at[m] for m in side[n]] for n in rs[k]})
+                rs[k] = _sift_row(rs[k], nbrs)
+            now = total(rs)
+            if now >= cross:
+                return rs, now
+            cross = now
 
-    # Starting orders: as found, reversed, and a few shuffles (seeded: same picture every
-    # run); from each, barycentre or median sweeps, then sifting. The fewest crossings win.
     rng = random.Random(0)
     starts = [[list(r) for r in rows],
               [list(r) if pinned.get(k) else list(reversed(r)) for k, r in enumerate(rows)]]
@@ -393,12 +422,19 @@ def layered_layout(g, first: list | None = None, last: list | None = None,
                         sweep(rs, k, up if it % 2 == 0 else down, median)
                 if total(rs) < here_cross:
                     here, here_cross = [list(r) for r in rs], total(rs)
-            rs = sift(here)
-            c = total(rs)
+            rs, c = sift(here)
             if best_cross is None or c < best_cross:
                 best, best_cross = rs, c
+    for _ in range(kicks if free and best_cross else 0):
+        rs = [list(r) for r in best]
+        for _ in range(3):
+            k = rng.choice(free)
+            i, j = rng.sample(range(len(rs[k])), 2)
+            rs[k].insert(j, rs[k].pop(i))
+        rs, c = sift(rs)
+        if c <= best_cross:  # equal counts too: lets the search drift across a plateau
+            best, best_cross = rs, c
     rows = best
-    best_cross = total(rows)
     # x: pack each row, then pull nodes towards their neighbours' mean without overlap.
     width = {n: (sizes.get(n, (40.0, 20.0))[0] if n in g else 4.0) for r in rows for n in r}
     x = {}
@@ -428,7 +464,33 @@ def layered_layout(g, first: list | None = None, last: list | None = None,
             y[n] = -(top + heights[k] / 2)
         top += heights[k] + row_gap
     pos = {n: (x[n], y[n]) for n in g}
-    routes = {e: [(x[p], y[p]) for p in path] for e, path in chains.items()}
+    # No edge may pass behind a box (a crossing could hide there): a box lower than its
+    # row gets a vertical stub to the row's edge, and where the straight line through a
+    # dummy point would clip a box of its row, the edge runs straight down through the row.
+    band = {n: (y[n] + heights[k] / 2, y[n] - heights[k] / 2) for k, r in enumerate(rows) for n in r}
+    boxes_in = {k: [(x[n] - width[n] / 2 - 2, x[n] + width[n] / 2 + 2) for n in r if n in g]
+                for k, r in enumerate(rows)}
+    row_of = {n: k for k, r in enumerate(rows) for n in r}
+
+    def clips(p, d, q):  # would the line p -> d -> q cross a box in d's row?
+        top, low = band[d]
+        xs = (p[0] + (x[d] - p[0]) * (p[1] - top) / (p[1] - y[d]), x[d],
+              x[d] + (q[0] - x[d]) * (y[d] - low) / (y[d] - q[1]))
+        return any(lo < max(xs) and min(xs) < hi for lo, hi in boxes_in[row_of[d]])
+
+    def route(path):
+        (a, *mid, b), half = path, {n: sizes.get(n, (40.0, 20.0))[1] / 2 for n in (path[0], path[-1])}
+        pts = [(x[a], y[a])] + ([(x[a], band[a][1])] if band[a][1] < y[a] - half[a] else [])
+        last = (x[a], band[a][1])  # where the drawn line leaves a's row
+        for d, nxt in zip(mid, mid[1:] + [b]):
+            if clips(last, d, (x[nxt], band[nxt][0])):
+                pts += [(x[d], band[d][0]), (x[d], band[d][1])]
+            else:
+                pts.append((x[d], y[d]))
+            last = pts[-1]
+        pts += ([(x[b], band[b][0])] if band[b][0] > y[b] + half[b] else []) + [(x[b], y[b])]
+        return [p for i, p in enumerate(pts) if i == 0 or p != pts[i - 1]]
+    routes = {e: route(path) for e, path in chains.items()}
     return {"pos": pos, "routes": routes, "rows": [[n for n in r if n in g] for r in rows],
             "crossings": best_cross, "sizes": {n: sizes.get(n, (40.0, 20.0)) for n in g}}
 
@@ -530,7 +592,8 @@ def new_figure_for(layout: dict, font_size: float = 8.0, ax=None, max_inches: fl
 
 def drawn_graph_report(fig) -> dict:
     """Read a drawing made by :func:`draw_boxes` back from its artists: the number of edge
-    crossings (from the drawn lines) and the labels whose text sticks out of their box."""
+    crossings (from the drawn lines), the labels whose text sticks out of their box, and
+    the ``(edge, node)`` pairs where an edge runs behind a box it does not touch."""
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     lines, boxes, texts = [], {}, {}
@@ -547,8 +610,32 @@ def drawn_graph_report(fig) -> dict:
     overflow = [n for n, tb in texts.items()
                 if not (boxes[n].x0 <= tb.x0 and tb.x1 <= boxes[n].x1
                         and boxes[n].y0 <= tb.y0 and tb.y1 <= boxes[n].y1)]
-    return {"crossings": segment_crossings(lines), "overflow": overflow,
+    through = []  # (edge, node): an edge drawn behind a box it does not touch
+    for ax in fig.axes:
+        for line in ax.lines:
+            gid = line.get_gid() or ""
+            if gid.startswith("edge:"):
+                pts = ax.transData.transform(list(zip(*line.get_data())))
+                ends = gid[5:].split("->")
+                through += [(gid[5:], n) for n, b in boxes.items() if n not in ends
+                            and any(_segment_hits_box(p, q, b) for p, q in zip(pts, pts[1:]))]
+    return {"crossings": segment_crossings(lines), "overflow": overflow, "through": through,
             "nodes": len(boxes), "edges": len(lines)}
+
+
+def _segment_hits_box(p, q, box, inset: float = 1.0) -> bool:
+    """Does the segment ``p``-``q`` enter the box (shrunk by ``inset`` pixels)? Clips the
+    segment's parameter range to the box's x and y slabs (Liang-Barsky)."""
+    lo, hi = 0.0, 1.0
+    for a, b, low, high in ((p[0], q[0], box.x0 + inset, box.x1 - inset),
+                            (p[1], q[1], box.y0 + inset, box.y1 - inset)):
+        if a == b:
+            if not low < a < high:
+                return False
+            continue
+        t0, t1 = sorted(((low - a) / (b - a), (high - a) / (b - a)))
+        lo, hi = max(lo, t0), min(hi, t1)
+    return lo < hi
 
 
 #: Fill colours of the autograd drawing.
@@ -615,7 +702,9 @@ def draw_autograd_graph(t, names=None, highlight: Iterable = (), ax=None,
     draw_boxes(g, layout, labels, ax, fills, font_size=font, styles=styles)
     for (a, b), data in g.edges.items():
         if data.get("output_nr", 0):
-            (x0, y0), (x1, y1) = layout["routes"][(a, b)][-2:]
+            route = layout["routes"][(a, b)][-3:]  # the label sits on the longer of the
+            (x0, y0), (x1, y1) = max(zip(route, route[1:]),  # last two segments, not a stub
+                                     key=lambda s: (s[1][0] - s[0][0]) ** 2 + (s[1][1] - s[0][1]) ** 2)
             ax.text((x0 + x1) / 2, (y0 + y1) / 2, f"output_nr={data['output_nr']}",
                     fontsize=font * 0.8, ha="center", va="center",
                     bbox=dict(facecolor="white", edgecolor="none", pad=0.5))

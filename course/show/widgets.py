@@ -13,7 +13,8 @@ Each ``*_stepper`` takes either the source (a tensor, events, stages, intervals)
 list of frames already computed from it.
 
 The Output area shows ``draw(frame)`` when a ``draw`` function is given (a matplotlib
-Figure is shown as a PNG and closed; a string is printed) and ``frame.text`` otherwise.
+Figure is shown as a PNG and closed, HTML as HTML, a string is printed, a list item by
+item) and ``frame.text`` otherwise.
 
 Example:
     >>> from course.show.frames import Frame
@@ -42,6 +43,7 @@ from course.show.frames import (
     offload_frames,
     saved_tensor_frames,
     stage_diff,
+    stage_diff_html,
     stage_frames,
 )
 from course.show.graph import draw_autograd_graph
@@ -51,7 +53,7 @@ __all__ = ["Frame", "Stepper", "fx_utils_stepper", "backward_order_stepper", "sa
            "mutation_stepper", "joint_stages_stepper", "offload_stepper", "draw_backward_frame",
            # the pure frame functions behind them, re-exported for notebooks
            "backward_order_frames", "fx_utils_frames", "saved_tensor_frames", "mutation_frames",
-           "stage_frames", "stage_diff", "offload_frames"]
+           "stage_frames", "stage_diff", "stage_diff_html", "offload_frames"]
 
 
 def _html_escape(s: str) -> str:
@@ -63,8 +65,9 @@ class Stepper(widgets.VBox):
 
     Args:
         frames: a non-empty list of :class:`Frame`.
-        draw: ``draw(frame)`` returning a matplotlib Figure or a string; None prints
-            ``frame.text``.
+        draw: ``draw(frame)`` returning a string, a matplotlib Figure, an object with
+            ``_repr_html_`` (IPython's ``HTML``) or a list of these, shown in order;
+            None prints ``frame.text``.
         title: a heading over the controls.
         interval: milliseconds per frame when playing.
         detail: ``detail(frame)`` returning text shown under the drawing while the
@@ -128,18 +131,29 @@ class Stepper(widgets.VBox):
         self.description.value = desc
         self.output.outputs = ()  # clear_output() would print escapes outside a kernel
         shown = self.draw(frame) if self.draw is not None else frame.text
-        if isinstance(shown, str):
-            self.output.append_stdout(shown + "\n")
-        elif shown is not None:  # a matplotlib Figure: show it as a PNG, then free it
+        for item in shown if isinstance(shown, (list, tuple)) else [shown]:
+            self._append(item)
+        if self.detail is not None and self.listing.value:
+            self.output.append_stdout(f"--- {self.listing.description} ---\n{self.detail(frame)}\n")
+
+    def _append(self, item) -> None:
+        """Show one thing: a string as text, a matplotlib Figure as a PNG (then closed),
+        anything else (IPython's ``HTML``, any object with ``_repr_html_``) as IPython
+        displays it."""
+        if item is None:
+            return
+        if isinstance(item, str):
+            self.output.append_stdout(item + "\n")
+        elif hasattr(item, "savefig"):  # before _repr_html_: a Figure has one too
             import matplotlib.pyplot as plt
             from IPython.display import Image
 
             buf = io.BytesIO()
-            shown.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-            plt.close(shown)
+            item.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+            plt.close(item)
             self.output.append_display_data(Image(data=buf.getvalue(), format="png"))
-        if self.detail is not None and self.listing.value:
-            self.output.append_stdout(f"--- {self.listing.description} ---\n{self.detail(frame)}\n")
+        else:
+            self.output.append_display_data(item)
 
 
 def _frames(source, make, *args, **kwargs) -> list[Frame]:
@@ -215,19 +229,22 @@ def _draw_stage(f: Frame, previous: Frame | None):
 def joint_stages_stepper(stages, drawing: bool = False):
     """A Stepper over the stages of a staged joint-graph build (``course.aot.joint``).
 
-    Each stage shows what it changed against the stage before (:func:`stage_diff`: lines
-    added and removed, descriptors that appear); the "full listing" toggle adds the
-    stage's whole text. ``drawing=True`` draws each stage's FX graph instead of the diff, with
-    the nodes the stage added boxed in green and those it removed named (stages without a
-    graph show the diff).
+    Each stage shows what it changed against the stage before (:func:`stage_diff_html`:
+    removed lines struck through, added lines green, new descriptors in bold; a notebook
+    prints the same as text with :func:`stage_diff`); the "full listing" toggle adds the
+    stage's whole text. ``drawing=True`` draws each stage's FX graph above the diff, with
+    the nodes the stage added boxed in green and those it removed named.
     """
+    from IPython.display import HTML
+
     frames = _frames(stages, stage_frames)
     before = {id(f): (frames[k - 1] if k else None) for k, f in enumerate(frames)}
 
     def draw(f):
+        diff = HTML(stage_diff_html(before.get(id(f)), f))
         if drawing and f.data is not None:
-            return _draw_stage(f, before.get(id(f)))
-        return stage_diff(before.get(id(f)), f)
+            return [_draw_stage(f, before.get(id(f))), diff]
+        return diff
     return Stepper(frames, draw=draw, title="building the joint graph", detail=lambda f: f.text)
 
 
