@@ -443,19 +443,13 @@ def layered_layout(g, first: list | None = None, last: list | None = None,
         for n in r:
             x[n] = left + width[n] / 2
             left += width[n] + gap
-    for _ in range(8):
-        for r in rows:
+    for sweep in range(24):  # down, up, down, ...: each row placed as near its wishes as it may
+        order = rows if sweep % 2 == 0 else rows[::-1]
+        for r in order:
             want = [sum(x[m] for m in up[n] + down[n]) / len(up[n] + down[n]) if up[n] + down[n]
                     else x[n] for n in r]
-            placed = []
-            for i, n in enumerate(r):
-                lo = placed[-1] + (width[r[i - 1]] + width[n]) / 2 + gap if placed else -1e18
-                placed.append(max(want[i], lo))
-            shift = sum(w - p for w, p in zip(want, placed)) / len(r)  # centre on the wish
-            for i in range(len(r) - 1, -1, -1):
-                hi = placed[i + 1] - (width[r[i + 1]] + width[r[i]]) / 2 - gap if i + 1 < len(r) else 1e18
-                placed[i] = min(placed[i] + shift, hi)
-            for n, p in zip(r, placed):
+            for n, p in zip(r, _nearest_in_order(want, [(width[a] + width[b]) / 2 + gap
+                                                        for a, b in zip(r, r[1:])])):
                 x[n] = p
     heights = [max([sizes.get(n, (40.0, 20.0))[1] for n in r if n in g] + [0.0]) for r in rows]
     y, top = {}, 0.0
@@ -493,6 +487,30 @@ def layered_layout(g, first: list | None = None, last: list | None = None,
     routes = {e: route(path) for e, path in chains.items()}
     return {"pos": pos, "routes": routes, "rows": [[n for n in r if n in g] for r in rows],
             "crossings": best_cross, "sizes": {n: sizes.get(n, (40.0, 20.0)) for n in g}}
+
+
+def _nearest_in_order(want: list, gaps: list) -> list:
+    """Places ``p`` in order, ``p[i+1] - p[i] >= gaps[i]``, as near ``want`` as possible
+    (least squares), computed exactly by pooling neighbours that would collide.
+
+    With ``q[i] = p[i] - (gaps[0] + ... + gaps[i-1])`` the rule is ``q`` non-decreasing: the
+    best ``q`` is the isotonic fit of the shifted wishes (pool adjacent violators).
+
+    Example:
+        >>> _nearest_in_order([0.0, 0.0, 10.0], [2.0, 2.0])
+        [-1.0, 1.0, 10.0]
+    """
+    offsets = [0.0]
+    for g in gaps:
+        offsets.append(offsets[-1] + g)
+    blocks: list[list[float]] = []  # [mean, count] of pooled neighbours
+    for w, o in zip(want, offsets):
+        blocks.append([w - o, 1])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            (m2, c2), (m1, c1) = blocks.pop(), blocks.pop()
+            blocks.append([(m1 * c1 + m2 * c2) / (c1 + c2), c1 + c2])
+    q = [m for m, c in blocks for _ in range(c)]
+    return [v + o for v, o in zip(q, offsets)]
 
 
 def segment_crossings(polylines: list) -> int:
