@@ -130,7 +130,9 @@ def joint_nx_graph(g) -> nx.DiGraph:
             outs = n.args[0] if isinstance(n.args[0], (tuple, list)) else (n.args[0],)
             descs = n.meta.get("desc") or [None] * len(outs)
             for i, (o, desc) in enumerate(zip(outs, descs)):
-                d.add_node(f"output[{i}]", label=f"output[{i}]", op="output",
+                # A None output is a gradient slot with no gradient (its input needs none).
+                label = f"output[{i}]" + ("" if hasattr(o, "name") else f"\n{o!r}")
+                d.add_node(f"output[{i}]", label=label, op="output",
                            kind=descriptor_kind(desc), highlight=False)
                 if hasattr(o, "name"):
                     d.add_edge(o.name, f"output[{i}]")
