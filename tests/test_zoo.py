@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import course.descriptors as cd
-from course.checks.lesson07 import ZOO, course_descriptors, torch_descriptors, zoo_classes
+from course.checks.zoo import ZOO, course_descriptors, torch_descriptors, zoo_classes
 
 BY_TORCH = [name for name, p in ZOO.items() if p.via in ("export", "compile")]
 
