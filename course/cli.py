@@ -39,7 +39,14 @@ def version() -> str:
     return f"course {course.__version__} ({lessons.lesson_set()})"
 
 
+#: Commands that load torch: run from the command line, they leave as soon as they are done.
+#: Torch's teardown at interpreter exit takes about half a second, after everything the
+#: command writes is written, flushed and closed.
+QUICK_EXIT = {"grade", "gradebook", "progress"}
+
+
 def main(argv: list[str] | None = None) -> int:
+    from_command_line = argv is None  # in-process callers (tests, notebooks) get a return value
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in {"-h", "--help", "help"}:
         print(_usage())
@@ -55,11 +62,19 @@ def main(argv: list[str] | None = None) -> int:
     if name in {"start", "update"}:
         rest = [name, *rest]  # the workspace module takes the verb as its first argument
     try:
-        return int(module.main(rest) or 0)
+        code = int(module.main(rest) or 0)
     except BrokenPipeError:  # `course progress | head`: the reader left; say nothing more
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush is quiet too
         return 1
+    if from_command_line and name in QUICK_EXIT:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a reader that left, a closed stream: nothing to lose
+                pass
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover
