@@ -257,7 +257,8 @@ def draw_joint_graph(g, ax=None, max_nodes: int = 300, collapse_above: int = 50,
             ``"layout"`` lets the layout reorder it to cut crossings, each input's box
             showing its placeholder index (``in 0``). On a 2-layer MLP that is 9 crossings
             rather than 4: with both rows in their given order and every edge pointing
-            down, we found no drawing with fewer than 9.
+            down, no drawing has fewer (an exact search on our layering found none, and
+            graphviz's dot, held to the same two rows, also draws 9).
 
     Returns:
         The matplotlib Figure.

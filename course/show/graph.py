@@ -535,6 +535,39 @@ def segment_crossings(polylines: list) -> int:
     return count
 
 
+def smooth_route(pts: list, steps: int = 8) -> list:
+    """A route's corners rounded off: ``x`` as a monotone cubic of ``y`` through the same
+    points (Fritsch-Carlson), sampled ``steps`` times a segment.
+
+    Between two points the curve stays inside their bounding box (no overshoot), so a
+    vertical run stays vertical, and a route of one segment stays a straight line. A route whose ``y`` does not fall strictly is returned as it is.
+
+    Example:
+        >>> smooth_route([(0.0, 0.0), (0.0, -10.0)], steps=2)
+        [(0.0, 0.0), (0.0, -5.0), (0.0, -10.0)]
+    """
+    if len(pts) < 2 or any(q[1] >= p[1] for p, q in zip(pts, pts[1:])):
+        return list(pts)
+    t = [-p[1] for p in pts]
+    x = [p[0] for p in pts]
+    h = [b - a for a, b in zip(t, t[1:])]
+    d = [(x[k + 1] - x[k]) / h[k] for k in range(len(h))]
+    m = [d[0]] + [0.0] * (len(pts) - 2) + [d[-1]]  # slopes dx/dt; straight at both ends
+    for k in range(1, len(pts) - 1):
+        if d[k - 1] * d[k] > 0:
+            w1, w2 = 2 * h[k] + h[k - 1], h[k] + 2 * h[k - 1]
+            m[k] = (w1 + w2) / (w1 / d[k - 1] + w2 / d[k])
+    out = [pts[0]]
+    for k in range(len(h)):
+        for j in range(1, steps + 1):
+            s = j / steps
+            h00, h10 = 2 * s**3 - 3 * s**2 + 1, s**3 - 2 * s**2 + s
+            h01, h11 = -2 * s**3 + 3 * s**2, s**3 - s**2
+            xv = h00 * x[k] + h10 * h[k] * m[k] + h01 * x[k + 1] + h11 * h[k] * m[k + 1]
+            out.append((xv, -(t[k] + s * h[k])))
+    return out
+
+
 def draw_boxes(g, layout: dict, labels: dict, ax, fills: dict, font_size: float = 8.0,
                edge_colors: dict | None = None, styles: dict | None = None, title: str = ""):
     """Draw ``layout`` on ``ax`` (a fresh axes, 1 data unit = 1 point at ``scale``):
@@ -548,7 +581,8 @@ def draw_boxes(g, layout: dict, labels: dict, ax, fills: dict, font_size: float 
     pos, edge_colors, styles = layout["pos"], edge_colors or {}, styles or {}
     for (a, b), route in layout["routes"].items():
         ha, hb = layout["sizes"][a][1] / 2, layout["sizes"][b][1] / 2
-        pts = [(route[0][0], route[0][1] - ha)] + route[1:-1] + [(route[-1][0], route[-1][1] + hb)]
+        pts = smooth_route([(route[0][0], route[0][1] - ha)] + route[1:-1]
+                           + [(route[-1][0], route[-1][1] + hb)])
         xs, ys = zip(*pts)
         (line,) = ax.plot(xs, ys, color="#555555", linewidth=0.9, zorder=1)
         line.set_gid(f"edge:{a}->{b}")
