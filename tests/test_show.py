@@ -8,6 +8,7 @@ against torch's own ``fx_utils``, and the timeline arithmetic against a brute-fo
 from __future__ import annotations
 
 import contextlib
+import copy
 import re
 import shutil
 import subprocess
@@ -24,6 +25,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from torch._functorch._aot_autograd import fx_utils as torch_fx_utils  # noqa: E402
 from torch._functorch.aot_autograd import aot_export_joint_with_descriptors  # noqa: E402
+from torch._functorch.partitioners import default_partition  # noqa: E402
 
 from course import show  # noqa: E402
 from course.show.graph import drawn_graph_report  # noqa: E402
@@ -278,6 +280,44 @@ def test_do_our_drawings_cross_no_more_than_graphviz_dot_under_the_same_rules(jo
         ours, theirs = drawn_graph_report(fig)["crossings"], _dot_crossings(d, first, last, keep)
         plt.close(fig)
         assert ours <= theirs, f"{order}: we draw {ours} crossings, dot {theirs}"
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # deepcopy of torch's pytree specs
+def test_is_the_cut_drawn_where_torchs_default_partition_cuts(joint):
+    # The oracle: torch's partitioner on its own copy of the joint. On this MLP it saves the
+    # input, the ReLU's output and its detach, and the transposed second weight; the
+    # backward recomputes the cheap views t_2 and detach_1 from them.
+    before = str(joint.graph)
+    _, bw = default_partition(copy.deepcopy(joint), None, num_fwd_outputs=1)
+    saved = {n.name for n in bw.graph.nodes if n.op == "placeholder" and not n.name.startswith("tangents")}
+    bw_ops = {n.name for n in bw.graph.nodes if n.op == "call_function"}
+    assert saved == {"primals_5", "relu", "detach", "t_1"} and {"t_2", "detach_1"} <= bw_ops
+    got_saved, got_ops = show.partition_cut(joint)
+    assert set(got_saved) == saved and got_ops == bw_ops
+    fig = show.draw_joint_graph(joint)
+    assert str(joint.graph) == before  # the drawing partitioned a copy
+    ax = fig.axes[0]
+    dashed = {line.get_gid()[5:] for line in ax.lines if (line.get_gid() or "").startswith("edge:")
+              and matplotlib.colors.same_color(line.get_color(), show.CUT_STYLE["color"])}
+    d = show.joint_nx_graph(joint)
+    assert dashed == {f"{a}->{b}" for a, b in d.edges if a in saved and b in bw_ops}
+    assert {e.split("->")[0] for e in dashed} == saved  # every saved value reaches the backward
+    fills = {p.get_gid()[5:]: p.get_facecolor() for p in ax.patches if (p.get_gid() or "").startswith("node:")}
+    assert all(matplotlib.colors.same_color(fills[n], "#fde2c8") for n in bw_ops)
+    assert not any(matplotlib.colors.same_color(fills[n], "#fde2c8") for n in d
+                   if d.nodes[n]["op"] == "call_function" and n not in bw_ops)
+    assert "saved for backward (the cut)" in {t.get_text() for t in fig.legends[0].get_texts()}
+    plt.close(fig)
+
+
+def test_a_graph_with_no_tangent_is_drawn_with_no_cut():
+    gm = torch.fx.symbolic_trace(lambda x: torch.sin(x) + 1)
+    assert show.partition_cut(gm) is None
+    fig = show.draw_joint_graph(gm)
+    assert not any(matplotlib.colors.same_color(line.get_color(), show.CUT_STYLE["color"])
+                   for line in fig.axes[0].lines)
+    assert "saved for backward (the cut)" not in {t.get_text() for t in fig.legends[0].get_texts()}
+    plt.close(fig)
 
 
 def test_is_the_mlp_joint_drawing_untangled_and_are_labels_inside_their_boxes(joint):

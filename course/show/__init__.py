@@ -31,6 +31,7 @@ Example:
 """
 
 from course.show.fx import (
+    CUT_STYLE,
     KIND_COLORS,
     PAIR_COLORS,
     as_fx_graph,
@@ -40,6 +41,7 @@ from course.show.fx import (
     joint_graph_text,
     joint_nx_graph,
     joint_pairs,
+    partition_cut,
     summarise_joint,
 )
 from course.show.graph import (

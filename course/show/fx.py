@@ -36,7 +36,8 @@ import networkx as nx
 from course.show.graph import collapse_chains
 
 __all__ = ["fx_utils", "KIND_COLORS", "descriptor_kind", "joint_pairs", "joint_graph_text",
-           "joint_nx_graph", "summarise_joint", "draw_joint_graph", "as_fx_graph", "PAIR_COLORS"]
+           "joint_nx_graph", "summarise_joint", "draw_joint_graph", "as_fx_graph", "PAIR_COLORS",
+           "partition_cut", "CUT_STYLE"]
 
 
 def fx_utils():
@@ -213,10 +214,53 @@ def as_fx_graph(g):
         "a torch.fx.GraphModule or a torch.fx.Graph")
 
 
+def partition_cut(g) -> tuple[list[str], set[str]] | None:
+    """Where torch's ``default_partition`` cuts a joint graph: the names of the values the
+    forward saves for the backward, and the names of the ops the backward runs (cheap view
+    ops such as ``t`` of a saved value are recomputed there rather than saved).
+
+    Runs on a copy of the graph; ``None`` when the graph is no complete joint (no tangent,
+    no output descriptors) or the partitioner refuses it.
+    """
+    import warnings
+
+    import torch.fx
+    from torch._functorch.partitioners import default_partition
+
+    graph = as_fx_graph(g)
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    (out,) = [n for n in graph.nodes if n.op == "output"] or [None]
+    descs = out.meta.get("desc") if out is not None else None
+    tangents = {n.name for n in placeholders if _is_tangent(n.name, descriptor_kind(n.meta.get("desc")))}
+    if not descs or not tangents:
+        return None
+    kinds = [descriptor_kind(d) for d in descs]  # the forward's outputs come first, then gradients
+    n_forward = kinds.index("GradAOTOutput") if "GradAOTOutput" in kinds else len(kinds)
+    copy = torch.fx.Graph()
+    copy.output(copy.graph_copy(graph, {}))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            module = torch.fx.GraphModule(graph.owning_module or torch.nn.Module(), copy)
+            inputs = [n for n in module.graph.nodes if n.op == "placeholder"]
+            _, bw = default_partition(module, inputs, num_fwd_outputs=n_forward)
+    except Exception:
+        return None
+    saved = [n.name for n in bw.graph.nodes if n.op == "placeholder" and n.name not in tangents]
+    return saved, {n.name for n in bw.graph.nodes if n.op == "call_function"}
+
+
+def _is_tangent(name: str, kind: str) -> bool:
+    return kind == "TangentAOTInput" or name.startswith("tangents")
+
+
 def _backward_nodes(d: nx.DiGraph) -> set:
-    tangents = [n for n in d if d.nodes[n]["op"] == "placeholder" and d.nodes[n]["kind"] == "TangentAOTInput"
-                or d.nodes[n]["op"] == "placeholder" and n.startswith("tangents")]
+    tangents = [n for n in d if d.nodes[n]["op"] == "placeholder" and _is_tangent(n, d.nodes[n]["kind"])]
     return set().union(*(nx.descendants(d, t) for t in tangents)) if tangents else set()
+
+
+#: How an edge from a saved value to the backward is drawn.
+CUT_STYLE = {"color": "#7b3294", "linewidth": 1.6, "linestyle": (0, (4, 2))}
 
 
 #: Box outline colours that tie a parameter to its gradient and an output to its tangent.
@@ -244,7 +288,10 @@ def draw_joint_graph(g, ax=None, max_nodes: int = 300, collapse_above: int = 50,
     crossings (:func:`course.show.graph.layered_layout`), each box sized to its label.
 
     Placeholders and outputs are filled by descriptor kind (:data:`KIND_COLORS`); forward
-    ops are white, backward ops (downstream of a tangent) light orange. A parameter and its
+    ops are white, backward ops light orange: those the backward graph runs when torch's
+    ``default_partition`` splits the joint (:func:`partition_cut`), whose saved values
+    reach the backward along purple dashed edges (the cut); where it cannot split the graph,
+    the ops downstream of a tangent, with no cut drawn. A parameter and its
     gradient, and an output and its tangent, share a thick outline colour and the partner's
     name in their label, so no long edge is needed. Above ``collapse_above`` nodes, linear
     chains fold; if that is not enough, the ops merge into a ``forward`` and a ``backward``
@@ -267,6 +314,7 @@ def draw_joint_graph(g, ax=None, max_nodes: int = 300, collapse_above: int = 50,
         TypeError: ``g`` holds no FX graph.
     """
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     from course.show.graph import draw_boxes, label_size, layered_layout, new_figure_for
@@ -283,7 +331,10 @@ def draw_joint_graph(g, ax=None, max_nodes: int = 300, collapse_above: int = 50,
         ax.text(0.5, 0.5, f"too large to draw: {len(full)} nodes ({', '.join(kinds)})",
                 ha="center", va="center")
         return fig
-    backward = _backward_nodes(d)
+    cut = partition_cut(graph) if d is full else None
+    backward = ({n for n in cut[1] if n in d} | (_backward_nodes(d) & {n for n in d if d.nodes[n]["op"] == "output"})
+                if cut else _backward_nodes(d))
+    cut_edges = {(a, b) for a, b in d.edges if cut and a in cut[0] and b in backward}
     labels = {n: d.nodes[n].get("label", n) for n in d}
     for n in d:  # ops: name and aten target
         target = d.nodes[n].get("target")
@@ -314,7 +365,8 @@ def draw_joint_graph(g, ax=None, max_nodes: int = 300, collapse_above: int = 50,
     fills = {n: KIND_COLORS.get(d.nodes[n]["kind"],
                                 "#fde2c8" if n in backward else "#ffffff") for n in d}
     styles = {n: {"linewidth": 2.2} for n in edge_colors}
-    draw_boxes(d, layout, labels, ax, fills, font_size=font, edge_colors=edge_colors, styles=styles)
+    draw_boxes(d, layout, labels, ax, fills, font_size=font, edge_colors=edge_colors, styles=styles,
+               edge_styles={e: CUT_STYLE for e in cut_edges})
     used = [k for k in KIND_COLORS if any(d.nodes[n]["kind"] == k for n in d)]
     handles = [Patch(facecolor=KIND_COLORS[k], edgecolor="#333333", label=k) for k in used]
     handles += [Patch(facecolor="#ffffff", edgecolor="#333333", label="forward op"),
@@ -322,6 +374,8 @@ def draw_joint_graph(g, ax=None, max_nodes: int = 300, collapse_above: int = 50,
     if edge_colors:
         handles.append(Patch(facecolor="none", edgecolor=PAIR_COLORS[0], linewidth=2.2,
                              label="same outline: param/grad or output/tangent"))
+    if cut_edges:
+        handles.append(Line2D([], [], **CUT_STYLE, label="saved for backward (the cut)"))
     fig.legend(handles=handles, loc="upper center", ncol=min(4, len(handles)), fontsize=7,
                frameon=False, bbox_to_anchor=(0.5, 1.0))
     if title is None:

@@ -569,9 +569,11 @@ def smooth_route(pts: list, steps: int = 8) -> list:
 
 
 def draw_boxes(g, layout: dict, labels: dict, ax, fills: dict, font_size: float = 8.0,
-               edge_colors: dict | None = None, styles: dict | None = None, title: str = ""):
+               edge_colors: dict | None = None, styles: dict | None = None, title: str = "",
+               edge_styles: dict | None = None):
     """Draw ``layout`` on ``ax`` (a fresh axes, 1 data unit = 1 point at ``scale``):
-    a rounded box per node sized to its label, edges as polylines with an arrow head.
+    a rounded box per node sized to its label, edges as polylines with an arrow head
+    (``edge_styles``: ``{(a, b): line keywords}`` for edges drawn otherwise than grey).
 
     Artists carry gids: ``node:<n>`` (box), ``label:<n>`` (text), ``edge:<a>-><b>`` (line),
     so tests can read the drawing back.
@@ -584,10 +586,11 @@ def draw_boxes(g, layout: dict, labels: dict, ax, fills: dict, font_size: float 
         pts = smooth_route([(route[0][0], route[0][1] - ha)] + route[1:-1]
                            + [(route[-1][0], route[-1][1] + hb)])
         xs, ys = zip(*pts)
-        (line,) = ax.plot(xs, ys, color="#555555", linewidth=0.9, zorder=1)
+        style = {"color": "#555555", "linewidth": 0.9, **(edge_styles or {}).get((a, b), {})}
+        (line,) = ax.plot(xs, ys, zorder=1, **style)
         line.set_gid(f"edge:{a}->{b}")
-        ax.add_patch(FancyArrowPatch(pts[-2], pts[-1], arrowstyle="-|>", color="#555555",
-                                     lw=0.9, shrinkA=0, shrinkB=0, mutation_scale=8, zorder=1))
+        ax.add_patch(FancyArrowPatch(pts[-2], pts[-1], arrowstyle="-|>", color=style["color"],
+                                     lw=style["linewidth"], shrinkA=0, shrinkB=0, mutation_scale=8, zorder=1))
     for n in g:
         (cx, cy), (w, h) = pos[n], layout["sizes"][n]
         box = FancyBboxPatch((cx - w / 2, cy - h / 2), w, h, boxstyle="round,pad=0,rounding_size=4",
