@@ -316,7 +316,9 @@ def test_a_graph_with_no_tangent_is_drawn_with_no_cut():
     fig = show.draw_joint_graph(gm)
     assert not any(matplotlib.colors.same_color(line.get_color(), show.CUT_STYLE["color"])
                    for line in fig.axes[0].lines)
-    assert "saved for backward (the cut)" not in {t.get_text() for t in fig.legends[0].get_texts()}
+    legend = {t.get_text() for t in fig.legends[0].get_texts()}
+    assert "saved for backward (the cut)" not in legend
+    assert "forward op" in legend and "backward op" not in legend  # the legend names what is drawn
     plt.close(fig)
 
 

@@ -369,8 +369,11 @@ def draw_joint_graph(g, ax=None, max_nodes: int = 300, collapse_above: int = 50,
                edge_styles={e: CUT_STYLE for e in cut_edges})
     used = [k for k in KIND_COLORS if any(d.nodes[n]["kind"] == k for n in d)]
     handles = [Patch(facecolor=KIND_COLORS[k], edgecolor="#333333", label=k) for k in used]
-    handles += [Patch(facecolor="#ffffff", edgecolor="#333333", label="forward op"),
-                Patch(facecolor="#fde2c8", edgecolor="#333333", label="backward op")]
+    ops = [n for n in d if d.nodes[n]["op"] == "call_function"]
+    handles += [Patch(facecolor=fill, edgecolor="#333333", label=f"{side} op")
+                for side, fill, present in (("forward", "#ffffff", any(n not in backward for n in ops)),
+                                            ("backward", "#fde2c8", any(n in backward for n in ops)))
+                if present]
     if edge_colors:
         handles.append(Patch(facecolor="none", edgecolor=PAIR_COLORS[0], linewidth=2.2,
                              label="same outline: param/grad or output/tangent"))
