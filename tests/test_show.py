@@ -438,6 +438,25 @@ def test_do_autograd_labels_fit_their_boxes_on_any_program(ops):
     plt.close(fig)
 
 
+@given(st.lists(st.floats(-500, 500), min_size=2, max_size=8),
+       st.lists(st.floats(1, 80), min_size=7, max_size=7))
+@settings(max_examples=200)
+def test_does_a_smoothed_route_pass_its_points_and_stay_in_each_segments_box(xs, drops):
+    ys = [0.0]
+    for drop in drops[:len(xs) - 1]:
+        ys.append(ys[-1] - drop)
+    pts = list(zip(xs, ys))
+    out = show.graph.smooth_route(pts, steps=8)
+    assert out[::8] == pts  # every given point is on the curve, in order
+    for k, (p, q) in enumerate(zip(pts, pts[1:])):
+        lo, hi = min(p[0], q[0]), max(p[0], q[0])
+        assert all(lo - 1e-9 <= x <= hi + 1e-9 and q[1] <= y <= p[1] for x, y in out[8 * k:8 * k + 9])
+    if len(pts) == 2:  # one segment: a straight line
+        assert all(abs((x - xs[0]) * (ys[1] - ys[0]) - (y - ys[0]) * (xs[1] - xs[0])) < 1e-6 * (1 + abs(xs[1] - xs[0]))
+                   for x, y in out)
+    assert show.graph.smooth_route([(0, 0), (1, 0)]) == [(0, 0), (1, 0)]  # y must fall: left as it is
+
+
 def test_does_segment_crossings_count_only_inner_crossings():
     assert show.segment_crossings([[(0, 0), (2, 2)], [(0, 2), (2, 0)]]) == 1
     assert show.segment_crossings([[(0, 0), (1, 1)], [(0, 0), (1, -1)]]) == 0  # shared end

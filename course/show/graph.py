@@ -540,7 +540,8 @@ def smooth_route(pts: list, steps: int = 8) -> list:
     points (Fritsch-Carlson), sampled ``steps`` times a segment.
 
     Between two points the curve stays inside their bounding box (no overshoot), so a
-    vertical run stays vertical, and a route of one segment stays a straight line. A route whose ``y`` does not fall strictly is returned as it is.
+    vertical run stays vertical, and a route of one segment stays a straight line. A route
+    whose ``y`` does not fall strictly is returned as it is.
 
     Example:
         >>> smooth_route([(0.0, 0.0), (0.0, -10.0)], steps=2)
@@ -564,7 +565,7 @@ def smooth_route(pts: list, steps: int = 8) -> list:
             h00, h10 = 2 * s**3 - 3 * s**2 + 1, s**3 - 2 * s**2 + s
             h01, h11 = -2 * s**3 + 3 * s**2, s**3 - s**2
             xv = h00 * x[k] + h10 * h[k] * m[k] + h01 * x[k + 1] + h11 * h[k] * m[k + 1]
-            out.append((xv, -(t[k] + s * h[k])))
+            out.append((xv, -((1 - s) * t[k] + s * t[k + 1])))  # exactly the next point at s = 1
     return out
 
 
