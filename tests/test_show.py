@@ -7,6 +7,7 @@ against torch's own ``fx_utils``, and the timeline arithmetic against a brute-fo
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import re
@@ -234,6 +235,32 @@ def test_is_a_deep_joint_graph_folded_or_summarised():
     plt.close(fig)
     fig = show.draw_joint_graph(gm, max_nodes=5)
     assert fig.axes[0].texts[0].get_text().startswith("too large to draw")
+    plt.close(fig)
+
+
+def test_are_many_inputs_and_outputs_drawn_as_one_box_per_descriptor_kind():
+    torch.manual_seed(0)
+    mod = torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(8)])
+    gm = _export(mod, torch.randn(2, 4))
+    fig = show.draw_joint_graph(gm)
+    report = drawn_graph_report(fig)
+    assert report["overflow"] == [] and report["through"] == [] and report["crossings"] <= 2
+    texts = {t.get_gid()[6:]: t.get_text() for t in fig.axes[0].texts if (t.get_gid() or "").startswith("label:")}
+    ins = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    kinds = collections.Counter(type(n.meta["desc"]).__name__ for n in ins)
+    assert kinds == {"ParamAOTInput": 16, "PlainAOTInput": 1, "TangentAOTInput": 1}
+    for kind, count in kinds.items():  # one box per kind: the count, the first and last member
+        members = [n.name for n in ins if type(n.meta["desc"]).__name__ == kind]
+        want = f"{kind} x{count}\n{members[0]}" + (f" … {members[-1]}" if count > 1 else "")
+        assert texts[f"in:{kind}"] == want
+    grads = sum(type(d).__name__ == "GradAOTOutput" for d in gm.graph.output_node().meta["desc"])
+    assert texts["out:GradAOTOutput"].startswith(f"GradAOTOutput x{grads}\noutput[1] … ") and grads == 16
+    boxes = _boxes(fig)
+    top = [n for n in boxes if n.startswith("in:")]
+    assert sorted(top, key=lambda n: boxes[n].x0) == ["in:ParamAOTInput", "in:PlainAOTInput", "in:TangentAOTInput"]
+    assert {line.get_gid() for line in fig.axes[0].lines} >= {"edge:in:ParamAOTInput->forward",
+                                                               "edge:in:TangentAOTInput->backward",
+                                                               "edge:backward->out:GradAOTOutput"}
     plt.close(fig)
 
 

@@ -38,6 +38,7 @@ from course.show.fx import (
     descriptor_kind,
     draw_joint_graph,
     fx_utils,
+    group_ends,
     joint_graph_text,
     joint_nx_graph,
     joint_pairs,

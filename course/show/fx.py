@@ -37,7 +37,7 @@ from course.show.graph import collapse_chains
 
 __all__ = ["fx_utils", "KIND_COLORS", "descriptor_kind", "joint_pairs", "joint_graph_text",
            "joint_nx_graph", "summarise_joint", "draw_joint_graph", "as_fx_graph", "PAIR_COLORS",
-           "partition_cut", "CUT_STYLE"]
+           "partition_cut", "CUT_STYLE", "group_ends"]
 
 
 def fx_utils():
@@ -122,7 +122,8 @@ def joint_graph_text(g) -> str:
 def joint_nx_graph(g) -> nx.DiGraph:
     """The FX graph as a DiGraph; the output node becomes one ``output[i]`` node per value.
 
-    Node attributes: ``label``, ``op``, ``kind`` (descriptor kind), ``highlight``; the
+    Node attributes: ``label``, ``op``, ``kind`` (descriptor kind), ``highlight``, and for
+    placeholders and outputs their ``index`` (placeholder order, output order); the
     ``pairs`` graph attribute lists ``(a, b, how)`` node-name pairs from :func:`joint_pairs`.
     """
     graph, d = _graph(g), nx.DiGraph()
@@ -134,12 +135,14 @@ def joint_nx_graph(g) -> nx.DiGraph:
                 # A None output is a gradient slot with no gradient (its input needs none).
                 label = f"output[{i}]" + ("" if hasattr(o, "name") else f"\n{o!r}")
                 d.add_node(f"output[{i}]", label=label, op="output",
-                           kind=descriptor_kind(desc), highlight=False)
+                           kind=descriptor_kind(desc), highlight=False, index=i)
                 if hasattr(o, "name"):
                     d.add_edge(o.name, f"output[{i}]")
             continue
         d.add_node(n.name, label=n.name, op=n.op, kind=descriptor_kind(n.meta.get("desc")),
                    highlight=False, target=getattr(n.target, "__name__", str(n.target)).removesuffix(".default"))
+        if n.op == "placeholder":
+            d.nodes[n.name]["index"] = sum(d.nodes[m]["op"] == "placeholder" for m in d) - 1
         for a in n.all_input_nodes:
             d.add_edge(a.name, n.name)
     outputs = {}
@@ -189,6 +192,42 @@ def summarise_joint(d: nx.DiGraph) -> nx.DiGraph:
         a, b = group.get(a, a), group.get(b, b)
         if a != b:
             s.add_edge(a, b)
+    return s
+
+
+def group_ends(d: nx.DiGraph, most: int = 8) -> nx.DiGraph:
+    """Where a graph has more than ``most`` placeholders (or outputs), merge them into one box
+    per descriptor kind, labelled with the count and the first and last member, placed at
+    its first member's ``index``.
+
+    Example:
+        >>> g = nx.DiGraph([(f"p{i}", "f") for i in range(3)] + [("f", "output[0]")])
+        >>> for i in range(3):
+        ...     g.nodes[f"p{i}"].update(op="placeholder", kind="ParamAOTInput", index=i, label=f"p{i}")
+        >>> g.nodes["output[0]"].update(op="output", kind="PlainAOTOutput", index=0)
+        >>> g.nodes["f"].update(op="call_function")
+        >>> s = group_ends(g, most=2)
+        >>> s.nodes["in:ParamAOTInput"]["label"], sorted(s.edges)
+        ('ParamAOTInput x3\\np0 … p2', [('f', 'output[0]'), ('in:ParamAOTInput', 'f')])
+    """
+    s = d.copy()
+    for op, tag in (("placeholder", "in"), ("output", "out")):
+        ends = sorted((n for n in d if d.nodes[n]["op"] == op), key=lambda n: d.nodes[n]["index"])
+        if len(ends) <= most:
+            continue
+        groups: dict[str, list] = {}
+        for n in ends:
+            groups.setdefault(d.nodes[n]["kind"], []).append(n)
+        for kind, members in groups.items():
+            name = f"{tag}:{kind}"
+            label = (f"{kind if kind != 'none' else 'no descriptor'} x{len(members)}\n{members[0]}"
+                     + (f" … {members[-1]}" if len(members) > 1 else ""))
+            s.add_node(name, label=label, op=op, kind=kind, highlight=False,
+                       index=d.nodes[members[0]]["index"], grouped=len(members))
+            for m in members:
+                s.add_edges_from((p, name) for p in s.predecessors(m))
+                s.add_edges_from((name, q) for q in s.successors(m))
+                s.remove_node(m)
     return s
 
 
@@ -295,7 +334,9 @@ def draw_joint_graph(g, ax=None, max_nodes: int = 300, collapse_above: int = 50,
     gradient, and an output and its tangent, share a thick outline colour and the partner's
     name in their label, so no long edge is needed. Above ``collapse_above`` nodes, linear
     chains fold; if that is not enough, the ops merge into a ``forward`` and a ``backward``
-    box (:func:`summarise_joint`). Above ``max_nodes``, the picture is a one-line summary.
+    box (:func:`summarise_joint`) and, past 8 of them, the inputs and the outputs into one box
+    per descriptor kind (:func:`group_ends`). Above ``max_nodes``, the picture is a one-line
+    summary.
 
     Args:
         g: what :func:`course.joint.export_joint` returns, torch's joint-with-descriptors
@@ -322,8 +363,8 @@ def draw_joint_graph(g, ax=None, max_nodes: int = 300, collapse_above: int = 50,
     graph = as_fx_graph(g)
     full = joint_nx_graph(graph)
     d = collapse_chains(full) if len(full) > collapse_above else full
-    if len(d) > collapse_above:  # still big: forward and backward as one box each
-        d = summarise_joint(d)
+    if len(d) > collapse_above:  # still big: forward and backward as one box each, and
+        d = group_ends(summarise_joint(d))  # the inputs and outputs one box per kind
     if len(d) > max_nodes:
         fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(8, 2))
         ax.set_axis_off()
@@ -351,14 +392,14 @@ def draw_joint_graph(g, ax=None, max_nodes: int = 300, collapse_above: int = 50,
         colour_of[a] = colour
     if input_order not in ("layout", "placeholder"):
         raise ValueError(f"input_order must be 'layout' or 'placeholder', not {input_order!r}")
-    first = [n for n in graph.nodes if n.op == "placeholder" and n.name in d]
-    for i, n in enumerate(first):
-        note = _input_note(n.meta.get("desc"))
-        labels[n.name] = f"{n.name} (in {i})" + (f"\n{note}" if note else "") + labels[n.name][len(n.name):]
-    first = [n.name for n in first]
+    for i, n in enumerate(n for n in graph.nodes if n.op == "placeholder"):
+        if n.name in d:
+            note = _input_note(n.meta.get("desc"))
+            labels[n.name] = f"{n.name} (in {i})" + (f"\n{note}" if note else "") + labels[n.name][len(n.name):]
+    first, last = (sorted((n for n in d if d.nodes[n]["op"] == op), key=lambda n: d.nodes[n]["index"])
+                   for op in ("placeholder", "output"))
     font = 8.0
     sizes = {n: label_size(labels[n], font) for n in d}
-    last = sorted((n for n in d if d.nodes[n]["op"] == "output"), key=lambda n: int(n[7:-1]))
     layout = layered_layout(d, first=first, last=last, sizes=sizes, row_gap=26.0,
                             fixed=(input_order == "placeholder", True))
     fig, ax, font = new_figure_for(layout, font, ax=ax, extra_height=0.9)
