@@ -15,6 +15,7 @@ Torch is the oracle: every program runs twice, once through
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import re
@@ -391,8 +392,6 @@ def test_bad_arguments_are_value_errors(kw):
 
 def test_a_context_that_swallows_the_forwards_exception_is_a_runtime_error():
     """context_fn's forward context suppresses fn's error: RuntimeError, in both?"""
-    import contextlib
-
     def context_fn():
         return contextlib.suppress(ZeroDivisionError), contextlib.nullcontext()
 
@@ -507,3 +506,30 @@ def test_a_saved_tensor_unpacked_twice_in_one_backward_is_a_checkpoint_error():
     program = lambda lib, x: lib.checkpoint(ReadsSavedTwice.apply, x.sin(), use_reentrant=False)  # noqa: E731
     theirs, ours = both(program, lambda: [torch.randn(3, requires_grad=True)])
     assert theirs.error[0] is torch_ckpt.CheckpointError and "once" in ours.error[1]
+
+
+def test_autocast_in_forward_is_reapplied_in_the_recomputation():
+    """Forward under CPU autocast, backward outside it: same bfloat16 saves recomputed, as torch?"""
+    def program(lib, x, w):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return lib.checkpoint(lambda a, b: (a @ b).relu() @ b, x, w, use_reentrant=False)
+
+    theirs, _ = both(program, sac_inputs)
+    assert theirs.error is None and theirs.outputs[0].dtype == torch.bfloat16
+
+
+def test_a_graph_exec_group_recomputes_once_for_two_backwards():
+    """Two backwards over disjoint outputs inside torch's GraphExecGroup: one recomputation, as torch?"""
+    def program(lib, x):
+        return lib.checkpoint(lambda t: (t.sin().exp(), t.cos().exp()), x, use_reentrant=False)
+
+    def two_parts(out, group=True):
+        with torch_ckpt.GraphExecGroup() if group else contextlib.nullcontext():
+            out[0].sum().backward(retain_graph=True)
+            out[1].sum().backward(retain_graph=True)
+
+    grouped, _ = both(program, lambda: [torch.randn(3, requires_grad=True)], backward=two_parts)
+    apart, _ = both(program, lambda: [torch.randn(3, requires_grad=True)],
+                    backward=functools.partial(two_parts, group=False))
+    # sin runs in the recomputation (and once more in cos's backward formula)
+    assert grouped.backward_ops["aten.sin.default"] == apart.backward_ops["aten.sin.default"] - 1
