@@ -13,6 +13,8 @@ Where each name is built:
 - :mod:`course.autograd.selective`: ``create_selective_checkpoint_contexts``,
   ``SelectiveCheckpointContext``, ``SAC_IGNORED_OPS``, ``CheckpointPolicy`` (torch's enum,
   so policies written for torch work unchanged);
+- :mod:`course.autograd.checkpoint_debug`: ``set_checkpoint_debug_enabled`` (and what
+  ``debug=True`` records);
 - :mod:`course.autograd.checkpoint_state`: the RNG and autocast state carried from the
   forward to the recomputation.
 
@@ -32,6 +34,7 @@ reentrant helpers are not part of the course (a ``GraphExecGroup`` of torch's is
 """
 
 from course.autograd.checkpoint import CheckpointError, checkpoint, noop_context_fn, set_checkpoint_early_stop
+from course.autograd.checkpoint_debug import set_checkpoint_debug_enabled
 from course.autograd.selective import (
     SAC_IGNORED_OPS,
     CheckpointPolicy,
@@ -47,5 +50,6 @@ __all__ = [
     "checkpoint",
     "create_selective_checkpoint_contexts",
     "noop_context_fn",
+    "set_checkpoint_debug_enabled",
     "set_checkpoint_early_stop",
 ]

@@ -373,13 +373,37 @@ def test_more_tensors_without_early_stop_is_a_checkpoint_error():
     assert theirs.error[0] is torch_ckpt.CheckpointError
 
 
-def test_debug_lists_the_ops_of_both_runs():
+def four():
+    return [torch.randn(4, requires_grad=True)]
+
+
+@pytest.fixture(scope="module")
+def torch_debug_seen() -> Seen:
+    """torch's debug=True run, once per process: under pytest's log capture a second run of
+    torch's debug mode (its ``capture_logs``) fails inside ``logging`` with a TypeError."""
+    return observe(torch_ckpt, functools.partial(changing(lambda t: t * 2), debug=True), four)
+
+
+def test_debug_lists_the_ops_of_both_runs(torch_debug_seen):
     """debug=True: still a CheckpointError, now listing the aten ops of the forward and the recomputation?"""
-    theirs, ours = both(functools.partial(changing(lambda t: t * 2), debug=True),
-                        lambda: [torch.randn(4, requires_grad=True)])
-    assert theirs.error[0] is torch_ckpt.CheckpointError
+    ours = observe(course_ckpt, functools.partial(changing(lambda t: t * 2), debug=True), four)
+    assert_same(torch_debug_seen, ours)
+    assert torch_debug_seen.error[0] is torch_ckpt.CheckpointError
     fwd, rec = ours.error[1].split("forward:\n")[1].split("recomputation:\n")
     assert "aten.exp.default" in fwd and "aten.exp.default" not in rec and "aten.mul.Tensor" in rec
+
+
+def test_set_checkpoint_debug_enabled_turns_debug_on_for_every_checkpoint(torch_debug_seen):
+    """The global switch: debug output without debug=True; and False wins over debug=True, as in torch?"""
+    def program(lib, x, enabled=True, **kw):
+        with lib.set_checkpoint_debug_enabled(enabled):
+            return changing(lambda t: t * 2)(lib, x, **kw)
+
+    ours = observe(course_ckpt, program, four)
+    assert_same(torch_debug_seen, ours)
+    assert "recomputation:\n" in ours.error[1]
+    _, ours = both(functools.partial(program, enabled=False, debug=True), four)
+    assert ours.error[0] is torch_ckpt.CheckpointError and "recomputation:\n" not in ours.error[1]
 
 
 @pytest.mark.parametrize("kw", [{"determinism_check": "shapes"}, {"debug": True, "context_fn": lambda: (None, None)}])

@@ -85,7 +85,7 @@ import torch
 import torch.utils.checkpoint as _torch_checkpoint
 from torch.utils.checkpoint import CheckpointError
 
-from course.autograd.checkpoint_debug import debug_context_and_cb
+from course.autograd.checkpoint_debug import debug_context_and_cb, debug_enabled
 from course.autograd.checkpoint_state import ForwardState
 from course.autograd.saved_tensors import saved_tensors_hooks
 
@@ -115,7 +115,7 @@ def set_checkpoint_early_stop(enable: bool) -> Iterator[None]:
     Example:
         >>> import torch
         >>> x = torch.ones(2, requires_grad=True)
-        >>> with set_checkpoint_early_stop(False):
+        >>> with set_checkpoint_early_stop(enable=False):
         ...     y = checkpoint(torch.exp, x, use_reentrant=False)
         >>> y.sum().backward()       # the block need not be open in backward
     """
@@ -314,7 +314,7 @@ def _checkpoint_without_reentrant_generator(
     """The non-reentrant checkpoint as a generator: before its first ``yield`` the set-up,
     around it ``fn``'s forward (run by :func:`checkpoint`), after it the checks."""
     unpack_error_cb = None
-    if debug:
+    if debug_enabled(debug):  # set_checkpoint_debug_enabled, when set, wins over the argument
         if context_fn is not noop_context_fn:
             raise ValueError("course.checkpoint: debug=True brings its own context_fn; pass one or the other")
         context_fn, unpack_error_cb = debug_context_and_cb()

@@ -36,13 +36,41 @@ we record op names only, which is what a learner compares first.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import NoReturn
 
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import CheckpointError
 
-__all__ = ["debug_context_and_cb"]
+__all__ = ["debug_context_and_cb", "debug_enabled", "set_checkpoint_debug_enabled"]
+
+_checkpoint_debug_enabled: bool | None = None
+
+
+@contextlib.contextmanager
+def set_checkpoint_debug_enabled(enabled: bool | None) -> Iterator[None]:
+    """Inside the block, every checkpoint runs as with ``debug=enabled`` (None: each its own).
+
+    Example:
+        >>> with set_checkpoint_debug_enabled(True):
+        ...     debug_enabled(False)
+        True
+        >>> debug_enabled(False)
+        False
+    """
+    global _checkpoint_debug_enabled
+    prev = _checkpoint_debug_enabled
+    try:
+        _checkpoint_debug_enabled = enabled
+        yield
+    finally:
+        _checkpoint_debug_enabled = prev
+
+
+def debug_enabled(debug: bool) -> bool:
+    """The ``debug`` a checkpoint uses: the open :func:`set_checkpoint_debug_enabled`'s, else its own."""
+    return debug if _checkpoint_debug_enabled is None else _checkpoint_debug_enabled
 
 
 class _OpLog(TorchDispatchMode):
