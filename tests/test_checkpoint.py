@@ -233,6 +233,21 @@ def test_double_backward_through_a_checkpoint():
     both(program, lambda: [torch.randn(4, requires_grad=True)], backward=double)
 
 
+@pytest.mark.parametrize("early_stop", [True, False])
+@pytest.mark.parametrize("retain", [True, False])
+def test_a_backward_inside_the_checkpointed_function(early_stop, retain):
+    """torch.autograd.grad inside fn (torch's Rule 6): recomputes inside the forward, skips freed holders?"""
+    def program(lib, x):
+        def fn(t):
+            z = t.sin().cos()
+            (gx,) = torch.autograd.grad(z.sum(), t, retain_graph=retain)
+            return t.cos() * gx
+
+        return lib.checkpoint(fn, x, use_reentrant=False, early_stop=early_stop)
+
+    both(program, lambda: [torch.randn(4, requires_grad=True)])
+
+
 def test_backward_twice_without_retain_graph_fails_like_torch():
     """A second backward after the graph was freed: RuntimeError in both?"""
     def twice(out):
