@@ -144,6 +144,25 @@ _allowed_determinism_checks_to_fns: dict[str, Callable[[torch.Tensor], Any]] = {
 }
 
 
+# NOTE [Nested checkpoints and the life of a recomputed tensor]
+#
+# 1. A saved tensor belongs to the innermost checkpoint open when it was saved; the outer
+#    ones never see it (the innermost hook pair wins, lesson 3).
+# 2. A checkpoint's inputs are saved tensors of the *enclosing* checkpoint (save_inputs
+#    packs them while the outer hooks are on top). So unpacking a tensor of an inner
+#    checkpoint first unpacks its inputs, which recomputes the outer one: every checkpoint
+#    around a tensor runs again, outermost first, once per backward.
+# 3. The recomputation starts with no checkpoint open: _recomputation_hook is pushed on top;
+#    checkpoints met inside fn push their own _checkpoint_hook above it, as in the forward.
+# 4. A recomputed tensor lives until its unpack, then its handle is dropped, even with
+#    retain_graph=True: a second backward recomputes (a new gid, new handles).
+#       out.backward(retain_graph=True); out.backward()       # yes: two recomputations
+#       a node reading ctx.saved_tensors twice in one backward  # no: CheckpointError
+# 5. Early stop: the recomputation ends (an exception) when the last holder is filled.
+# 6. A backward inside fn may run before the forward is over and free holders; the
+#    recomputation skips freed holders (weak references that died) instead of failing.
+
+
 class _Handle:
     """A key of ``_CheckpointFrame.recomputed``: one per holder and backward."""
 
