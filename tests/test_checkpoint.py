@@ -482,6 +482,7 @@ def test_saved_tensor_read_outside_backward_recomputes_each_time():
 OPS = {
     "sin": torch.sin, "exp": lambda t: t.exp() * 0.5, "tanh": torch.tanh, "mul": lambda t: t * t,
     "mm": lambda t: t @ t.T @ t * 0.1, "sigmoid": torch.sigmoid, "dropout": lambda t: torch.dropout(t, 0.3, True),
+    "view": lambda t: t.view(9).sin().view(3, 3),
 }
 POLICIES = list(P) + [True, False]
 
@@ -490,7 +491,8 @@ POLICIES = list(P) + [True, False]
 @given(
     ops=st.lists(st.sampled_from(sorted(OPS)), min_size=1, max_size=5),
     policy=st.dictionaries(st.sampled_from(["aten.sin.default", "aten.mm.default", "aten.mul.Tensor",
-                                            "aten.exp.default", "aten.tanh.default"]), st.sampled_from(POLICIES)),
+                                            "aten.exp.default", "aten.tanh.default", "aten.t.default",
+                                            "aten.view.default"]), st.sampled_from(POLICIES)),
     early_stop=st.booleans(),
     selective=st.booleans(),
     twice=st.booleans(),
