@@ -574,3 +574,20 @@ def test_a_graph_exec_group_recomputes_once_for_two_backwards():
                     backward=functools.partial(two_parts, group=False))
     # sin runs in the recomputation (and once more in cos's backward formula)
     assert grouped.backward_ops["aten.sin.default"] == apart.backward_ops["aten.sin.default"] - 1
+
+
+def test_an_error_in_the_function_propagates_and_pops_the_hooks():
+    """fn raises: the same error comes out, and no checkpoint hook stays pushed (later saves are plain)?"""
+    def fails(t):
+        t.exp()  # a save under the checkpoint's hooks, then the error
+        raise ZeroDivisionError("fn failed")
+
+    def program(lib, x):
+        with pytest.raises(ZeroDivisionError, match="fn failed"):
+            lib.checkpoint(fails, x, use_reentrant=False)
+        y = x.exp()
+        assert torch.equal(y.grad_fn._saved_result, y)  # a holder would recompute here instead
+        return y
+
+    theirs, ours = both(program, lambda: [torch.randn(3, requires_grad=True)])
+    assert theirs.error is None and ours.packs == theirs.packs
