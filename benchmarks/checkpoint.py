@@ -109,7 +109,7 @@ def run(layers: int, d: int, seq: int, batch: int, repeats: int, device: torch.d
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="the toy size only, 3 repeats (smoke run)")
-    p.add_argument("--repeats", type=int, default=None, help="timed steps per variant (default 50 toy, 7 wide)")
+    p.add_argument("--repeats", type=int, default=None, help="timed steps per variant (default 50 toy, 11 wide)")
     p.add_argument("--layers", type=int, default=2, help="blocks at width 1024")
     p.add_argument("--seq", type=int, default=None, help="sequence length at width 1024 (CPU 32, GPU 1024)")
     p.add_argument("--batch", type=int, default=None, help="batch at width 1024 (CPU 2, GPU 8)")
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
     sizes = [("toy", 2, 64, 16, 4, args.repeats or (3 if args.quick else 50))]
     if not args.quick:
         seq, batch = args.seq or (1024 if cuda else 32), args.batch or (8 if cuda else 2)
-        sizes.append(("wide", args.layers, 1024, seq, batch, args.repeats or 7))
+        sizes.append(("wide", args.layers, 1024, seq, batch, args.repeats or 11))
     for label, layers, d, seq, batch, repeats in sizes:
         print(f"\n# {label}: {layers} blocks, d_model={d}, seq={seq}, batch={batch}, {repeats} repeats (median)")
         print("\n".join(run(layers, d, seq, batch, repeats, device)))
