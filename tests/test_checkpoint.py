@@ -591,3 +591,15 @@ def test_an_error_in_the_function_propagates_and_pops_the_hooks():
 
     theirs, ours = both(program, lambda: [torch.randn(3, requires_grad=True)])
     assert theirs.error is None and ours.packs == theirs.packs
+
+
+def test_course_trace_names_the_hook_of_each_pack():
+    """Under course.trace.record: two packs by _checkpoint_hook, then the recomputation's, then unpacks?"""
+    from course import trace
+
+    x = torch.ones(3, requires_grad=True)
+    with trace.record() as events:
+        course_ckpt.checkpoint(lambda t: t.sin().exp(), x, use_reentrant=False).sum().backward()
+    assert [str(e).rsplit(" ", 1)[0] if e.kind == "pack" else e.name for e in events] == [
+        "pack _checkpoint_hook t0", "pack _checkpoint_hook t1",
+        "pack _recomputation_hook t0", "pack _recomputation_hook t2", "ExpBackward0", "SinBackward0"]

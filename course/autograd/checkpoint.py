@@ -56,6 +56,16 @@ Example:
     >>> torch.allclose(x.grad, x.cos() * x.sin().exp())
     True
 
+Under :func:`course.trace.record` the packs say which hook ran (the unpacks name the node):
+the forward's two saves, then the recomputation's, in backward::
+
+    pack _checkpoint_hook t0 (3,)         # sin saves its input
+    pack _checkpoint_hook t1 (3,)         # exp saves its result
+    pack _recomputation_hook t0 (3,)      # backward: fn runs again ...
+    pack _recomputation_hook t2 (3,)      # ... and stops here (early stop)
+    unpack ExpBackward0 t3 (3,) saved=t1
+    unpack SinBackward0 t4 (3,) saved=t0
+
 Differences from torch:
 
 - ``use_reentrant=True`` (and omitted, after the warning) is handed to torch's own
@@ -260,6 +270,7 @@ class _recomputation_hook(saved_tensors_hooks):
             # Returned as well: a backward through the recomputed graph itself may need it.
             return x
 
+        pack_hook.__name__ = "_recomputation_hook"  # what course.trace prints for its packs
         super().__init__(pack_hook, lambda x: x)
 
 
@@ -306,6 +317,7 @@ class _checkpoint_hook(saved_tensors_hooks):
             holder.handles[gid] = None  # Rule: recomputed tensors die as soon as they are used
             return ret
 
+        pack_hook.__name__ = "_checkpoint_hook"  # what course.trace prints for its packs
         if frame.unpack_error_cb is None:
             super().__init__(pack_hook, unpack_hook)
             return
