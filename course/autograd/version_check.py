@@ -90,7 +90,7 @@ class VersionStamp:
         RuntimeError: one of the variables needed for gradient computation has been modified by an inplace operation: [torch.FloatTensor [3]], which is output 0 of Add, is at version 1; expected version 0 instead. Hint: enable anomaly detection to find the operation that failed to compute its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).
     """
 
-    __slots__ = ("_tensor", "_base", "version", "description", "grad_fn_name", "output_nr", "_seq", "_view")
+    __slots__ = ("_tensor", "_base", "version", "_meta", "grad_fn_name", "output_nr", "_seq", "_view")
 
     def __init__(self, tensor: torch.Tensor) -> None:
         self._tensor = weakref.ref(tensor)
@@ -98,11 +98,18 @@ class VersionStamp:
         self._view = base is not None
         self._base = weakref.ref(base) if self._view else None
         self.version = tensor._version
-        self.description = f"[{tensor.type()} {list(tensor.shape)}]"
+        self._meta = (tensor.dtype, tensor.device, tensor.layout, tensor.shape)  # the words, later
         node = tensor.grad_fn  # None for a leaf
         self.grad_fn_name = node.name() if node is not None else None
         self._seq = node._sequence_nr() if node is not None else None  # which node, without holding it
         self.output_nr = tensor.output_nr
+
+    @property
+    def description(self) -> str:
+        """The saved tensor as torch's message shows it: ``[torch.FloatTensor [3]]``."""
+        dtype, device, layout, shape = self._meta
+        kind = torch.empty(0, dtype=dtype, device=device, layout=layout).type()  # e.g. torch.cuda.HalfTensor
+        return f"[{kind} {list(shape)}]"
 
     def _alive(self) -> torch.Tensor | None:
         tensor = self._tensor()
