@@ -254,6 +254,34 @@ def test_the_anomaly_mode_hint_is_eagers_too():
     assert run(checked("detach")) == eager
 
 
+@pytest.mark.parametrize("pair", sorted(PAIRS))
+def test_reading_a_stale_tensor_outside_backward_raises_eagers_error(pair):
+    """``grad_fn._saved_result`` / ``_saved_self`` unpack too, with no node running."""
+
+    def program(hooks, mutate):
+        x = torch.randn(3, requires_grad=True)
+        with hooks():
+            a = x * 2
+            y = a.exp()  # saves its output y
+            z = a.sin()  # saves its input a
+        y.add_(1)
+        errors = []
+        for read in (lambda: y.grad_fn.next_functions[0][0]._saved_result, lambda: z.grad_fn._saved_self):
+            try:
+                read()
+            except RuntimeError as e:
+                errors.append(str(e))
+        a.add_(1)
+        try:
+            z.grad_fn._saved_self
+        except RuntimeError as e:
+            errors.append(str(e))
+        return errors
+
+    ours, eager = outcome(program, checked(pair)), outcome(program, no_hooks)
+    assert len(eager[1]) == 2 and ours == eager
+
+
 def test_torch_and_course_saved_tensors_hooks_both_take_the_pair():
     """Is the pair usable in torch's saved_tensors_hooks as well as ours?"""
     torch_checked = lambda: torch_graph.saved_tensors_hooks(*checked_hooks(_detach, _identity))  # noqa: E731
