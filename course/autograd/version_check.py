@@ -104,7 +104,11 @@ class VersionStamp:
         self._view = base is not None
         self._base = weakref.ref(base) if self._view else None
         self.version = tensor._version
-        self._meta = (tensor.dtype, tensor.device, tensor.layout, tensor.shape)  # the words, later
+        try:
+            shape = list(tensor.shape)
+        except RuntimeError:  # a nested tensor of strided layout has sizes per component
+            shape = tensor._nested_tensor_size().tolist()
+        self._meta = (tensor.dtype, tensor.device, tensor.layout, shape)  # the words, later
         node = tensor.grad_fn  # None for a leaf
         self.grad_fn_name = node.name() if node is not None else None
         # Saving its output, an op has just made the output's node: the newest one (nodes
@@ -117,7 +121,7 @@ class VersionStamp:
         """The saved tensor as torch's message shows it: ``[torch.FloatTensor [3]]``."""
         dtype, device, layout, shape = self._meta
         kind = torch.empty(0, dtype=dtype, device=device, layout=layout).type()  # e.g. torch.cuda.HalfTensor
-        return f"[{kind} {list(shape)}]"
+        return f"[{kind} {shape}]"
 
     def _alive(self) -> torch.Tensor | None:
         tensor = self._tensor()
