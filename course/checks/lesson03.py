@@ -31,6 +31,7 @@ from torch.utils.weak import WeakTensorKeyDictionary
 
 from course.checks import case, exercise, predict, wrong
 from course.autograd.saved_tensors import saved_tensors_hooks
+from course.autograd.version_check import checked_hooks
 
 # --- Exercise 3.1: predict how often pack and unpack run -------------------------------------
 
@@ -674,6 +675,7 @@ exercise(
     right=[
         _compress_hooks_with(keep_params=True, once=True, dtype=torch.float16),
         _compress_hooks_with(keep_params=True, once=True, keep_input=True),
+        lambda: checked_hooks(*_compress_hooks_with(keep_params=True, once=True, checked=False)()),
     ],
     hint="three questions: which saved tensors does the step hold anyway (they cost nothing "
     "kept as they are)? which activation is saved more than once (compress it once)? and "
