@@ -260,7 +260,7 @@ exercise(
     wrong=[
         wrong(
             _dot_cpu,
-            "on a machine without a GPU, tensor.cpu() returns the tensor itself: nothing is "
+            "on a tensor already on the CPU, tensor.cpu() returns the tensor itself: nothing is "
             "copied, so nothing is freed (that is torch's save_on_cpu() here, which moved 0 "
             "bytes in the table above). Allocate a host tensor and copy_ into it.",
         ),
