@@ -70,7 +70,7 @@ from course.checks._exercise import (
     predict,
     wrong,
 )
-from course.checks._leftovers import ADVICE, left_behind, snapshot
+from course.checks._leftovers import ADVICE, collecting, handed, left_behind, snapshot
 from course.checks._outcomes import (
     describe_form,
     differing_part,
@@ -100,6 +100,7 @@ __all__ = [
     "expected_outcomes",
     "get",
     "grade_answer",
+    "handed",
     "judge",
     "lesson_modules",
     "load_all",
@@ -144,7 +145,7 @@ def _attempt(thunk: Callable[[], Any], timeout: float | None = None, watched: di
     With ``watched`` (a :func:`_leftovers.snapshot` of what the call is handed), what the call
     left behind is recorded in the outcome as ``"left": [[kind, sentence], ...]``; the
     process-wide state is put back either way."""
-    with torch.random.fork_rng(devices=[]), torch.enable_grad():
+    with torch.random.fork_rng(devices=[]), torch.enable_grad(), collecting(may_leave) as inside_run:
         torch.manual_seed(0)
         state = random.getstate()
         random.seed(0)
@@ -158,7 +159,7 @@ def _attempt(thunk: Callable[[], Any], timeout: float | None = None, watched: di
             out = {"kind": "not attempted"} if is_not_attempted_error(e) else raised_outcome(e)
         finally:
             random.setstate(state)
-        left = left_behind(before, may_leave)
+        left = left_behind(before, may_leave) + inside_run  # process-wide state is put back here
         if left and watched is not None and out["kind"] != "not attempted":
             out["left"] = [list(pair) for pair in left]
         return out
@@ -319,7 +320,7 @@ def _match_wrong(ex: Exercise, yours: list[dict], expected: list[dict], cost: di
     bad = [(y, e) for y, e in zip(yours, expected) if not same(y, e, ex.rtol, ex.atol)[0]]
     if not bad:  # every case right: over budget
         return ex.cost_hint or ex.hint
-    left = next((y["left"] for y, e in bad if y.get("left") and same(_without_left(y), e, ex.rtol, ex.atol)[0]), None)
+    left = next((y["left"] for y, e in bad if y.get("left") and not e.get("left")), None)
     if left:
         return ADVICE[left[0][0]]
     parts = [differing_part(y, e, ex.rtol, ex.atol) or (y, e) for y, e in bad]
@@ -379,9 +380,9 @@ def judge(ex: Exercise, yours: list[dict], expected: list[dict], cost: dict | No
         y, e = yours[i], expected[i]
         where = ex.describe(ex.all_cases[i]) + (" (hidden case)" if ex.is_hidden(i) else "")
         lines = [f"{head} failed: {passed}/{total} cases", f"  case:     {_clip(where, 1)}"]
-        if y.get("left") and same(_without_left(y), e, ex.rtol, ex.atol)[0]:  # right value, state left behind
+        if y.get("left") and not e.get("left"):  # state left behind (maybe what broke the value)
             lines.append(f"  left:     {_indent(_clip(left_text(y), 3, 400))}")
-        else:
+        if not same(_without_left(y), e, ex.rtol, ex.atol)[0]:
             y_part, e_part = differing_part(y, e, ex.rtol, ex.atol) or (y, e)  # only where they differ
             lines += [f"  yours:    {_indent(_clip(show(y_part)))}", f"  expected: {_indent(_clip(show(e_part)))}"]
             if verdicts[i][1] not in ("values differ", "different outcome", ""):

@@ -28,7 +28,14 @@ have), and returns one plain sentence per change, e.g.
 ``"grad mode turned off (torch.is_grad_enabled() is False; the check turned it back on)"``.
 
 An exercise whose spec lets the answer change something it was handed says so with
-``may_leave`` (e.g. ``{"grad"}``).
+``may_leave`` (e.g. ``{"grad"}``). A ``run=`` that builds what it hands the answer (a model
+from its name) wraps the call in :func:`handed`, so those objects are watched too::
+
+    def _run_measure(answer, model_name):
+        model, x = MODELS[model_name]()
+        with handed(model=model, x=x):       # what the answer leaves on them fails the case
+            per_layer = answer(model, x)
+        ...
 
 Differences from torch: torch has no such check; the stacks are read through the same
 ``torch._C`` calls torch's own context managers use (``torch.autograd.graph``,
@@ -37,13 +44,14 @@ Differences from torch: torch has no such check; the stacks are read through the
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Iterator
 
 import torch
 
 from course import trace
 
-__all__ = ["ADVICE", "left_behind", "snapshot"]
+__all__ = ["ADVICE", "collecting", "handed", "left_behind", "snapshot"]
 
 #: Kinds of change an exercise may allow with ``may_leave``.
 KINDS = ("requires_grad", "grad", "version", "hooks")
@@ -222,3 +230,42 @@ def left_behind(before: dict, allowed: frozenset = frozenset()) -> list[tuple[st
     :data:`ADVICE`), with the process-wide state put back where it can be. Changes to the
     handed-in objects of a kind in ``allowed`` are not reported."""
     return _process_changes(before["process"]) + _object_changes(before["objects"], allowed)
+
+
+_COLLECTORS: list[tuple[frozenset, list]] = []  # one per call being checked (innermost last)
+
+
+@contextlib.contextmanager
+def collecting(allowed: frozenset = frozenset()) -> Iterator[list]:
+    """Collect, into the list it yields, what :func:`handed` blocks inside find."""
+    found: list = []
+    _COLLECTORS.append((frozenset(allowed), found))
+    try:
+        yield found
+    finally:
+        _COLLECTORS.pop()
+
+
+@contextlib.contextmanager
+def handed(**objects: Any) -> Iterator[None]:
+    """Watch the tensors and modules a ``run=`` hands the answer in the block: what the
+    answer changes on them (``requires_grad``, ``.grad``, ``_version``, hooks; the exercise's
+    ``may_leave`` aside) is reported as left behind. Outside a check it watches nothing.
+
+    Example:
+        >>> w = torch.ones(2, requires_grad=True)
+        >>> with collecting() as found:
+        ...     with handed(w=w):
+        ...         w.requires_grad_(False)
+        >>> found
+        [('requires_grad', 'w.requires_grad changed from True to False')]
+    """
+    if not _COLLECTORS:
+        yield
+        return
+    allowed, found = _COLLECTORS[-1]
+    before = snapshot(list(objects), tuple(objects.values()), {})["objects"]
+    try:
+        yield
+    finally:
+        found.extend(_object_changes(before, allowed))

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from course.checks import case, exercise, predict, wrong
+from course.checks import case, exercise, handed, predict, wrong
 from course.autograd.graph import increment_version
 from course.autograd.mutation import allow_mutation_on_saved_tensors
 
@@ -386,7 +386,8 @@ def _run_pair(answer, saved, mutated):
     ns = {"b": b, "c": b.clone()}
     if answer is _written_through:  # the oracle writes on purpose; it runs on its own copies
         return {"alias": bool(answer(eval(saved, ns), eval(mutated, ns))), "b and c untouched": True}
-    alias = bool(answer(eval(saved, ns), eval(mutated, ns)))
+    with handed(b=b, c=ns["c"]):  # a probe that writes and puts back still bumps their versions
+        alias = bool(answer(eval(saved, ns), eval(mutated, ns)))
     untouched = torch.equal(b, torch.arange(12.0).reshape(3, 4)) and torch.equal(ns["c"], b)
     return {"alias": alias, "b and c untouched": untouched}
 

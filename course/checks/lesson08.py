@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 
-from course.checks import case, exercise, predict, wrong
+from course.checks import case, exercise, handed, predict, wrong
 from course.offload.offloader import Offloader
 
 # --- the model of the lesson --------------------------------------------------------------
@@ -129,7 +129,8 @@ def _run_measure(answer, model_name):
     (a measurement must leave the model as it found it: a forgotten forward pre-hook runs on
     every later step)."""
     model, x = MODELS[model_name]()
-    per_layer = answer(model, x)
+    with handed(model=model, x=x):  # a forward-only measurement leaves no .grad, no version bump
+        per_layer = answer(model, x)
     left = sum(len(m._forward_pre_hooks) + len(m._forward_hooks) for m in model.modules())
     return {"bytes per block": per_layer, "hooks left on the model": left}
 
@@ -416,7 +417,8 @@ def offloaded_step(model, x, chosen):
 def _run_step(answer, model_name, chosen):
     model, x = MODELS[model_name]()
     reference = _reference_grads(model, x)
-    off = answer(model, x, set(chosen))
+    with handed(x=x):  # the step fills the model's .grad (that is its job), but must not change x
+        off = answer(model, x, set(chosen))
     if not isinstance(off, Offloader):
         raise TypeError(f"offloaded_step should return the Offloader it used, not {type(off).__name__}")
     same = all(
