@@ -234,9 +234,25 @@ def _edge_of_the_leaf(x, W1, W2):
 
 
 def _pre_relu_run(answer, x, W1, W2):
-    """The gradient, and the caller's weights' .grad afterwards (they should stay None)."""
+    """The gradient (and whether it still holds a graph), and the caller's weights' .grad
+    afterwards (they should stay None)."""
     grad = answer(x, W1, W2)
-    return {"gradient": grad, "W1.grad after": W1.grad, "W2.grad after": W2.grad}
+    return {"gradient": grad, "gradient requires grad": getattr(grad, "requires_grad", None),
+            "W1.grad after": W1.grad, "W2.grad after": W2.grad}
+
+
+def _freezes_the_weights(x, W1, W2):
+    grad = pre_relu_grad(x, W1, W2)
+    W1.requires_grad_(False)  # BAD: "done with the weights", but they are the caller's
+    W2.requires_grad_(False)
+    return grad
+
+
+def _keeps_its_graph(x, W1, W2):
+    z = x @ W1
+    edge = get_gradient_edge(z)
+    z.relu_()
+    return torch.autograd.grad((z @ W2).pow(2).sum(), edge, create_graph=True)[0]
 
 
 def _backward_and_a_prehook(x, W1, W2):
@@ -300,6 +316,16 @@ exercise(
             "right gradient, but .backward() also wrote into W1.grad and W2.grad: the caller's "
             "weights now hold gradients nobody asked for. torch.autograd.grad(loss, edge) "
             "returns the gradient and leaves every .grad alone.",
+        ),
+        wrong(
+            _freezes_the_weights,
+            "right gradient, but W1 and W2 come back with requires_grad=False: the caller's "
+            "model would stop training. Leave what you are handed as it was.",
+        ),
+        wrong(
+            _keeps_its_graph,
+            "create_graph=True returns a gradient that is itself part of a graph (it requires "
+            "grad and keeps the whole graph alive); a plain gradient needs no create_graph.",
         ),
     ],
     right=[_torch_edge],

@@ -532,6 +532,12 @@ def _keep_both_hooks():
     return (lambda t: (t.to(torch.bfloat16), t)), (lambda p: p[0].to(p[1].dtype))
 
 
+def _pushes_its_hooks():
+    pack, unpack = compress_hooks()
+    torch._C._autograd._push_saved_tensors_default_hooks(pack, unpack)  # BAD: never popped
+    return pack, unpack
+
+
 def _int8_hooks():
     return (lambda t: t.to(torch.int8)), (lambda p: p.float())
 
@@ -612,6 +618,12 @@ exercise(
             _no_cast_back_hooks,
             "unpack must give back a tensor the backward formula can use: matmul's backward "
             "refuses a bfloat16 saved tensor next to a float32 gradient. Cast back in unpack.",
+        ),
+        wrong(
+            _pushes_its_hooks,
+            "your function pushes its hooks on torch's saved-tensor-hooks stack and never pops "
+            "them: every later forward in the notebook runs them (one more pair per call). "
+            "Return the pair; whoever uses it opens the with saved_tensors_hooks(...) block.",
         ),
     ],
     right=[
