@@ -429,7 +429,7 @@ def reveals_in(source: str) -> set[str]:
     ``check("N.M", reveal=True)``: what the grader reports as revealed.
 
     Example:
-        >>> sorted(reveals_in('check("7.1", reveal=True)\ncheck("7.2")\ncheck("1.3", None, True)'))
+        >>> sorted(reveals_in('check("7.1", reveal=True); check("7.2"); check("1.3", None, True)'))
         ['1.3', '7.1']
     """
     try:

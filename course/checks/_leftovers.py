@@ -256,7 +256,7 @@ def handed(**objects: Any) -> Iterator[None]:
         >>> w = torch.ones(2, requires_grad=True)
         >>> with collecting() as found:
         ...     with handed(w=w):
-        ...         w.requires_grad_(False)
+        ...         _ = w.requires_grad_(False)
         >>> found
         [('requires_grad', 'w.requires_grad changed from True to False')]
     """
