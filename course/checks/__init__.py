@@ -325,11 +325,16 @@ def _match_wrong(ex: Exercise, yours: list[dict], expected: list[dict], cost: di
         return ADVICE[left[0][0]]
     parts = [differing_part(y, e, ex.rtol, ex.atol) or (y, e) for y, e in bad]
     if all(same_but_for_form(y, e, ex.rtol, ex.atol) for y, e in parts):
+        if all(isinstance(e.get("value"), str) and isinstance(y.get("value"), str) for y, e in parts):
+            return _SPELLING
         verb = "give it as" if ex.kind == "predict" else "return it as"
         return f"right value, {verb} {describe_form(parts[0][1], secret=ex.kind == 'predict')}."
     if ex.kind == "predict" and yours and yours[0]["kind"] == "raised":
         return yours[0]["message"]
     return ex.hint
+
+
+_SPELLING = "the right words, spelled differently: write each one exactly as the exercise spells it (case and spaces count)."
 
 
 def _without_left(outcome: dict) -> dict:

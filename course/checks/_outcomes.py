@@ -423,11 +423,11 @@ def describe_form(outcome: dict, secret: bool = False) -> str:
         >>> describe_form(value_outcome({"a": True}))
         'a dict from strings to bools'
         >>> describe_form(value_outcome("mul pre"), secret=True)
-        'the string torch prints, letter for letter (case and spaces count)'
+        'a string, spelled exactly as the exercise spells it'
     """
     value = outcome.get("value")
     if secret and isinstance(value, str):
-        return "the string torch prints, letter for letter (case and spaces count)"
+        return "a string, spelled exactly as the exercise spells it"
     return _form(value)
 
 

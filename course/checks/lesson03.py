@@ -334,36 +334,41 @@ exercise(
 # --- Exercise 3.4: compress saved activations, within a byte budget --------------------------
 
 
-def make_mlp(seed: int, batch: int = 16, width: int = 32, scale: float = 1.0, dtype=torch.float32):
-    """The inputs of exercises 3.4 and 3.5: x (no grad) and three weight matrices (leaves)."""
+def make_mlp(seed: int, batch: int = 16, width: int = 32, scale: float = 1.0, dtype=torch.float32,
+             transposed: bool = False):
+    """The inputs of exercises 3.4 and 3.5: x (no grad) and three weight matrices (leaves);
+    ``transposed`` stores each as (out, in), as nn.Linear does, for ``mlp_loss(..., transposed=True)``."""
     g = torch.Generator().manual_seed(seed)
     x = (torch.randn(batch, 8, generator=g) * scale).to(dtype)
     shapes = [(8, width), (width, width), (width, 4)]
+    shapes = [s[::-1] for s in shapes] if transposed else shapes
     Ws = [(torch.randn(*s, generator=g) / s[0] ** 0.5).to(dtype).requires_grad_() for s in shapes]
     return x, Ws
 
 
-def mlp_loss(x, Ws):
-    """relu(x @ W1) -> relu(. @ W2) -> tanh(. @ W3) -> squared mean."""
+def mlp_loss(x, Ws, transposed: bool = False):
+    """relu(x @ W1) -> relu(. @ W2) -> tanh(. @ W3) -> squared mean. With ``transposed``,
+    each matmul uses ``W.t()`` (as nn.Linear does), so what it saves is a *view* of a weight."""
+    Ws = [W.t() for W in Ws] if transposed else Ws
     h = x
     for W in Ws[:-1]:
         h = torch.relu(h @ W)  # (batch, width): saved twice, by relu and by the next matmul
     return (h @ Ws[-1]).tanh().pow(2).mean()
 
 
-def mlp_grads(hooks, seed: int, scale: float = 1.0, dtype=torch.float32):
+def mlp_grads(hooks, seed: int, scale: float = 1.0, dtype=torch.float32, transposed: bool = False):
     """Gradients of the MLP's weights with ``hooks = (pack, unpack)`` around the forward."""
     pack, unpack = hooks
-    x, Ws = make_mlp(seed, scale=scale, dtype=dtype)
+    x, Ws = make_mlp(seed, scale=scale, dtype=dtype, transposed=transposed)
     with saved_tensors_hooks(pack, unpack):
-        loss = mlp_loss(x, Ws)
+        loss = mlp_loss(x, Ws, transposed)
     return torch.autograd.grad(loss, Ws)
 
 
-def exact_grads(seed: int, scale: float = 1.0, dtype=torch.float32):
+def exact_grads(seed: int, scale: float = 1.0, dtype=torch.float32, transposed: bool = False):
     """The MLP's gradients with no hooks at all."""
-    x, Ws = make_mlp(seed, scale=scale, dtype=dtype)
-    return torch.autograd.grad(mlp_loss(x, Ws), Ws)  # no hooks: what torch saves by itself
+    x, Ws = make_mlp(seed, scale=scale, dtype=dtype, transposed=transposed)
+    return torch.autograd.grad(mlp_loss(x, Ws, transposed), Ws)  # no hooks: what torch saves by itself
 
 
 def _tensors_in(obj):
@@ -429,7 +434,7 @@ class _MemoryWatch:
         return len(live), sum(live)
 
 
-def packed_bytes(hooks, seed: int, scale: float = 1.0, dtype=torch.float32) -> dict:
+def packed_bytes(hooks, seed: int, scale: float = 1.0, dtype=torch.float32, transposed: bool = False) -> dict:
     """The cost of 3.4: the memory the pack hooks keep alive *beyond* what the step holds anyway.
 
     After the forward pass, every storage still alive that pack was handed or that an op in
@@ -439,10 +444,10 @@ def packed_bytes(hooks, seed: int, scale: float = 1.0, dtype=torch.float32) -> d
     of an activation, wherever it is kept (in the packed value, a handle or a cache).
     """
     pack, unpack = hooks
-    x, Ws = make_mlp(seed, scale=scale, dtype=dtype)
+    x, Ws = make_mlp(seed, scale=scale, dtype=dtype, transposed=transposed)
     memory = _MemoryWatch((x, *Ws))
     with saved_tensors_hooks(memory.wrap(pack), unpack):
-        loss = mlp_loss(x, Ws)
+        loss = mlp_loss(x, Ws, transposed)
     _, extra = memory.alive()
     torch.autograd.grad(loss, Ws)  # the same step as the check's: forward and backward
     return {"saved bytes": extra}
@@ -473,13 +478,13 @@ def compress_hooks():
     return pack_hook, unpack_hook
 
 
-def _run_compress(answer, seed, scale=1.0, dtype=torch.float32):
+def _run_compress(answer, seed, scale=1.0, dtype=torch.float32, transposed=False):
     names = ("W1.grad", "W2.grad", "W3.grad")
-    return dict(zip(names, mlp_grads(answer(), seed, scale, dtype)))
+    return dict(zip(names, mlp_grads(answer(), seed, scale, dtype, transposed)))
 
 
-def _cost_compress(answer, seed, scale=1.0, dtype=torch.float32):
-    return packed_bytes(answer(), seed, scale, dtype)
+def _cost_compress(answer, seed, scale=1.0, dtype=torch.float32, transposed=False):
+    return packed_bytes(answer(), seed, scale, dtype, transposed)
 
 
 def exact_hooks():
@@ -563,6 +568,7 @@ exercise(
         case(1, label="another seed"),
         case(2, scale=3.0, label="inputs 3 times larger"),
         case(4, dtype=torch.float64, label="the same MLP in float64"),
+        case(5, transposed=True, label="weights stored (out, in) and used as W.t(): views of parameters"),
     ],
     wrong=[
         wrong(

@@ -436,6 +436,20 @@ class _Fn(nn.Module):
         return self.fn(*args)
 
 
+class _Printing(nn.Module):
+    """A print (an effect: its token is output 0) and a counter buffer mutated in place."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(3))
+        self.register_buffer("calls", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        self.calls.add_(1)
+        torch.ops.aten._print("forward")
+        return x * self.w
+
+
 def _bump_input(x, w):
     x.add_(1)  # an input that needs no grad, updated in place
     return x * w
@@ -461,6 +475,7 @@ MODULES = {
     "read_then_write": (_ReadThenWrite, _x(3)),
     "bump_input": (lambda: _Fn(_bump_input), _pair(3)),
     "mlp": (_mlp, _x(5, 4)),
+    "printing": (_Printing, _x(3)),
 }
 
 
@@ -540,6 +555,13 @@ def _tangents_too(gm):
                    if "InputMutationAOTOutput" in repr(n.meta["desc"])]
 
 
+def _kth_mutation_at_k(gm):
+    """BAD: the k-th mutation output taken to sit at output index k."""
+    name_of = {repr(n.meta["desc"]): n.name for n in gm.graph.find_nodes(op="placeholder")}
+    mutations = [d for d in gm.graph.output_node().meta["desc"] if type(d).__name__ == "InputMutationAOTOutput"]
+    return [(k, name_of[repr(d.mutated_input)]) for k, d in enumerate(mutations)]
+
+
 def _first_outputs(gm):
     """Assumes every buffer is mutated and its new value sits at the buffer's rank."""
     buffers = [n.name for n in gm.graph.find_nodes(op="placeholder")
@@ -563,6 +585,7 @@ exercise(
         case("read_then_write", "torch", label="a read-only buffer before a mutated one"),
         case("bump_input", "course", label="an input mutated in place, no buffers at all"),
         case("mlp", "torch", label="an MLP: no mutation at all"),
+        case("printing", "torch", label="a print and a mutated counter: an effect token comes first"),
     ],
     wrong=[
         wrong(_course_classes_only,
@@ -584,6 +607,9 @@ exercise(
         wrong(_first_outputs,
               "find the mutation outputs by their descriptors: not every buffer is mutated "
               "(an MLP has none, a read-only buffer is never written) and inputs can be."),
+        wrong(_kth_mutation_at_k,
+              "the mutation outputs do not start at output 0: an effect (a print) puts its "
+              "token first. Take each mutation's position from the output node's descriptors."),
     ],
     right=[_copy_back_plan_converted],
     hint="the output node's descriptors say which outputs are input mutations, and each names "
