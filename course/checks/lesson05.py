@@ -378,9 +378,10 @@ VIEW_PAIRS = [
     ("b.t()[1]", "b[:, 1]"),
     ("b[:, 1]", "b[2]"),
     ("b[1:, 1:]", "b[0]"),
-    ("e[:, 4]", "e[3]"),  # e = arange(20).reshape(4, 5): a storage of another size than b's
-    ("e[:, 4]", "e[3, :4]"),
 ]
+
+#: Hidden pairs over e = arange(20).reshape(4, 5): a storage of another size than b's.
+_OTHER_SIZE_PAIRS = [("e[:, 4]", "e[3]"), ("e[:, 4]", "e[3, :4]")]
 
 
 def _run_pair(answer, saved, mutated):
@@ -473,7 +474,7 @@ exercise(
     run=_run_pair,
     points=3,
     cases=[_pair_case(s, m) for s, m in VIEW_PAIRS[:5]],
-    hidden=[_pair_case(s, m, hidden=True) for s, m in VIEW_PAIRS[5:]],
+    hidden=[_pair_case(s, m, hidden=True) for s, m in VIEW_PAIRS[5:] + _OTHER_SIZE_PAIRS],
     wrong=[
         wrong(_twelve_elements, "the storage's size is written down from b (12 elements): another "
               "base has another size. Read it from the storage (its nbytes over the element size)."),

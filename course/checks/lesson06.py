@@ -467,13 +467,16 @@ MODULES = {
     "read_then_write": (_ReadThenWrite, _x(3)),
     "bump_input": (lambda: _Fn(_bump_input), _pair(3)),
     "mlp": (_mlp, _x(5, 4)),
-    "printing": (lambda: _Fn(_print_and_bump), _pair(3)),
 }
+
+#: Modules only the hidden cases of 6.4 use: an effect threads a token through the graph
+#: (an extra placeholder and output 0), which the eager comparisons of MODULES do not model.
+_EFFECT_MODULES = {"printing": (lambda: _Fn(_print_and_bump), _pair(3))}
 
 
 @functools.lru_cache(maxsize=None)
 def _exported(name: str, exporter: str) -> fx.GraphModule:
-    mod, args = seeded(*MODULES[name])
+    mod, args = seeded(*(MODULES[name] if name in MODULES else _EFFECT_MODULES[name]))
     if exporter == "torch":
         return torch_export(mod, args)
     return export_joint(mod, args).graph_module
