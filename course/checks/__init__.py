@@ -44,7 +44,9 @@ Example:
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import inspect
 import io
 import random
 import sys
@@ -68,15 +70,18 @@ from course.checks._exercise import (
     predict,
     wrong,
 )
+from course.checks._leftovers import ADVICE, collecting, handed, left_behind, snapshot
 from course.checks._outcomes import (
     describe_form,
     differing_part,
     is_not_attempted_error,
+    left_text,
     raised_outcome,
     same,
     same_but_for_form,
     show,
     value_outcome,
+    wrong_places,
 )
 from course.timeouts import CaseTimeout, time_limit
 
@@ -95,12 +100,14 @@ __all__ = [
     "expected_outcomes",
     "get",
     "grade_answer",
+    "handed",
     "judge",
     "lesson_modules",
     "load_all",
     "measure_cost",
     "outcomes_of",
     "predict",
+    "reveals_in",
     "wrong",
 ]
 
@@ -131,30 +138,56 @@ def _quiet() -> Iterator[None]:
         yield
 
 
-def _attempt(thunk: Callable[[], Any], timeout: float | None = None) -> dict:
-    """Run ``thunk`` with fixed seeds (restoring the caller's RNG state) and record what happened."""
-    with torch.random.fork_rng(devices=[]), torch.enable_grad():
+def _attempt(thunk: Callable[[], Any], timeout: float | None = None, watched: dict | None = None,
+             may_leave: frozenset = frozenset()) -> dict:
+    """Run ``thunk`` with fixed seeds (restoring the caller's RNG state) and record what happened.
+
+    With ``watched`` (a :func:`_leftovers.snapshot` of what the call is handed), what the call
+    left behind is recorded in the outcome as ``"left": [[kind, sentence], ...]``; the
+    process-wide state is put back either way."""
+    with torch.random.fork_rng(devices=[]), torch.enable_grad(), collecting(may_leave) as inside_run:
         torch.manual_seed(0)
         state = random.getstate()
         random.seed(0)
+        before = watched or snapshot([], (), {})
         try:
             with time_limit(timeout):
-                return value_outcome(thunk())
+                out = value_outcome(thunk())
         except CaseTimeout:
-            return {"kind": "timeout", "seconds": float(timeout or 0)}
+            out = {"kind": "timeout", "seconds": float(timeout or 0)}
         except Exception as e:
-            if is_not_attempted_error(e):
-                return {"kind": "not attempted"}
-            return raised_outcome(e)
+            out = {"kind": "not attempted"} if is_not_attempted_error(e) else raised_outcome(e)
         finally:
             random.setstate(state)
+        left = left_behind(before, may_leave) + inside_run  # process-wide state is put back here
+        if left and watched is not None and out["kind"] != "not attempted":
+            out["left"] = [list(pair) for pair in left]
+        return out
 
 
-def _call(ex: Exercise, answer: Any, c: Case) -> Any:
-    args, kwargs = c.materialize()
+def _call(ex: Exercise, answer: Any, args: tuple, kwargs: dict) -> Any:
     if ex.run is not None:
         return ex.run(answer, *args, **kwargs)
     return answer(*args, **kwargs)
+
+
+def _parameter_names(ex: Exercise) -> list[str]:
+    """The names of the answer's arguments, for messages ("W1.requires_grad changed ...")."""
+    try:
+        names = list(inspect.signature(ex.run or ex.solution).parameters)
+    except (TypeError, ValueError):
+        return []
+    return names[1:] if ex.run is not None else names
+
+
+def _run_case(ex: Exercise, answer: Any, c: Case, timeout: float | None) -> dict:
+    args, kwargs = c.materialize()
+    watched = snapshot(_parameter_names(ex), args, kwargs)
+    return _attempt(lambda: _call(ex, answer, args, kwargs), timeout, watched, ex.may_leave)
+
+
+_KEEPS_STATE = ("repeat", "called a second time on the same case, it gave another outcome: "
+                "it keeps state between calls")
 
 
 def outcomes_of(ex: Exercise, answer: Any, timeout: float | None = None) -> list[dict]:
@@ -180,7 +213,12 @@ def outcomes_of(ex: Exercise, answer: Any, timeout: float | None = None) -> list
         if outcomes and outcomes[-1]["kind"] == "timeout":  # one endless case is enough
             outcomes.append(outcomes[-1])
             continue
-        outcomes.append(_attempt(lambda c=c: _call(ex, answer, c), timeout))
+        outcomes.append(_run_case(ex, answer, c, timeout))
+    first = outcomes[0]
+    if ex.repeatable and first["kind"] in ("value", "raised") and "left" not in first:
+        again = _run_case(ex, answer, ex.all_cases[0], timeout)  # the same call, once more
+        if not same(again, first, ex.rtol, ex.atol)[0]:
+            first["left"] = [list(_KEEPS_STATE)]
     return outcomes
 
 
@@ -215,7 +253,7 @@ def measure_cost(ex: Exercise, answer: Any, timeout: float | None = None) -> dic
     worst: dict[str, float] = {}
     for c in ex.all_cases:
         args, kwargs = c.materialize()
-        out = _attempt(lambda: dict(ex.cost(answer, *args, **kwargs)), timeout)
+        out = _attempt(lambda: dict(ex.cost(answer, *args, **kwargs)), timeout)  # state put back
         if out["kind"] != "value":
             return {}
         for key, number in out["value"]["dict"]:
@@ -225,8 +263,10 @@ def measure_cost(ex: Exercise, answer: Any, timeout: float | None = None) -> dic
 
 @dataclass
 class Result:
-    """The verdict on one exercise. ``status`` is "passed", "failed", "not attempted" or
-    "error" (the answer raised, timed out, or could not be run)."""
+    """The verdict on one exercise. ``status`` is "passed", "failed", "not attempted",
+    "error" (the answer raised, timed out, or could not be run) or "revealed" (a prediction
+    whose answer the learner asked to see: it earns no points). ``revealed`` says whether
+    the answer was shown."""
 
     id: str
     name: str
@@ -240,6 +280,7 @@ class Result:
     hint: str = ""
     cost: dict = field(default_factory=dict)
     budget: dict = field(default_factory=dict)
+    revealed: bool = False
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -249,27 +290,59 @@ def _over_budget(ex: Exercise, cost: dict) -> list[str]:
     return [k for k, cap in ex.budget.items() if k not in cost or cost[k] > cap]
 
 
+def _int_for_a_float(yours: Any, theirs: Any) -> bool:
+    """Does a known wrong answer hold an int where ``yours`` holds a float (anywhere)? Such an
+    entry stands for "cut to an int" and must not catch the float ``69.0``."""
+    if isinstance(theirs, (list, tuple)) and isinstance(yours, (list, tuple)):
+        return any(_int_for_a_float(y, t) for y, t in zip(yours, theirs))
+    if isinstance(theirs, dict) and isinstance(yours, dict) and "dict" in theirs and "dict" in yours:
+        mine = {repr(k): v for k, v in yours["dict"]}
+        return any(_int_for_a_float(mine.get(repr(k)), t) for k, t in theirs["dict"])
+    return type(theirs) is int and type(yours) is float
+
+
+def _behaves_like(ex: Exercise, yours: list[dict], theirs: list[dict]) -> bool:
+    if len(yours) != len(theirs) or not all(same(y, t, ex.rtol, ex.atol)[0] for y, t in zip(yours, theirs)):
+        return False
+    return not any(_int_for_a_float(y.get("value"), t.get("value")) for y, t in zip(yours, theirs))
+
+
 def _match_wrong(ex: Exercise, yours: list[dict], expected: list[dict], cost: dict) -> str:
-    """The hint for ``yours``: the known wrong answer that behaves exactly like it; else, when
-    every case holds the right value in another form, what form to give it in; else the
-    exercise's conceptual hint. The probes run quietly."""
+    """The hint for ``yours``: the known wrong answer that behaves exactly like it; else, for
+    a correct answer over budget, the cost hint; else what it left behind and how not to;
+    else, when every differing item is the right value in another form, what form to give it
+    in; else the exercise's conceptual hint. The probes run quietly."""
     with _quiet():
         for w in ex.wrong:
-            theirs = outcomes_of(ex, w.answer)
-            if all(same(y, t, ex.rtol, ex.atol)[0] for y, t in zip(yours, theirs)):
+            if _behaves_like(ex, yours, outcomes_of(ex, w.answer)):
                 if not ex.cost or measure_cost(ex, w.answer) == cost:
                     return w.hint
-    pairs = list(zip(yours, expected))
-    if all(same(y, e, ex.rtol, ex.atol)[0] or same_but_for_form(y, e, ex.rtol, ex.atol) for y, e in pairs):
-        first = next(e for y, e in pairs if not same(y, e, ex.rtol, ex.atol)[0])
+    bad = [(y, e) for y, e in zip(yours, expected) if not same(y, e, ex.rtol, ex.atol)[0]]
+    if not bad:  # every case right: over budget
+        return ex.cost_hint or ex.hint
+    left = next((y["left"] for y, e in bad if y.get("left") and not e.get("left")), None)
+    if left:
+        return ADVICE[left[0][0]]
+    parts = [differing_part(y, e, ex.rtol, ex.atol) or (y, e) for y, e in bad]
+    if all(same_but_for_form(y, e, ex.rtol, ex.atol) for y, e in parts):
+        if all(isinstance(e.get("value"), str) and isinstance(y.get("value"), str) for y, e in parts):
+            return _SPELLING
         verb = "give it as" if ex.kind == "predict" else "return it as"
-        return f"right value, {verb} {describe_form(first)}."
+        return f"right value, {verb} {describe_form(parts[0][1], secret=ex.kind == 'predict')}."
     if ex.kind == "predict" and yours and yours[0]["kind"] == "raised":
         return yours[0]["message"]
     return ex.hint
 
 
-def judge(ex: Exercise, yours: list[dict], expected: list[dict], cost: dict | None = None) -> Result:
+_SPELLING = "the right words, spelled differently: write each one exactly as the exercise spells it (case and spaces count)."
+
+
+def _without_left(outcome: dict) -> dict:
+    return {k: v for k, v in outcome.items() if k != "left"}
+
+
+def judge(ex: Exercise, yours: list[dict], expected: list[dict], cost: dict | None = None,
+          revealed: bool = False) -> Result:
     """Compare outcomes case by case and build the :class:`Result` (with its message).
 
     Args:
@@ -277,11 +350,20 @@ def judge(ex: Exercise, yours: list[dict], expected: list[dict], cost: dict | No
         yours: :func:`outcomes_of` the learner's answer.
         expected: :func:`expected_outcomes` of ``ex``.
         cost: :func:`measure_cost` of the learner's answer (cost-graded exercises).
+        revealed: the learner asked to see a prediction's answer (``check(id, reveal=True)``):
+            the message shows it and the status is "revealed", worth no points.
+
+    A failed prediction never shows the expected value unless ``revealed``: it says how
+    much is wrong and where (which items, keys or positions), gives a hint and says how to
+    ask for the answer.
     """
     cost = dict(cost or {})
     head = f"[{ex.id} {ex.name}]"
     base = dict(id=ex.id, name=ex.name, title=ex.title, points=ex.points, cost=cost, budget=dict(ex.budget))
     total = len(expected)
+    revealed = revealed and ex.kind == "predict"
+    if revealed:
+        return _revealed(ex, yours, expected, base)
     if len(yours) != total or all(y.get("kind") == "not attempted" for y in yours):
         todo = "write your prediction in place of ..." if ex.kind == "predict" else "replace the NotImplementedError"
         msg = f"{head} not attempted: define {ex.name} ({todo}) and run it again"
@@ -293,24 +375,81 @@ def judge(ex: Exercise, yours: list[dict], expected: list[dict], cost: dict | No
         msg = "\n".join([f"{head} passed: {passed}/{total} cases ({_points(ex.points)})", *cost_lines])
         return Result(status="passed", score=ex.points, cases_passed=passed, cases_total=total, message=msg, **base)
     hint = _match_wrong(ex, yours, expected, cost)
+    status = "failed"
     if passed == total:  # correct, but too expensive
         lines = [f"{head} failed: correct on {passed}/{total} cases but over budget", *cost_lines]
-        status = "failed"
+    elif ex.kind == "predict":
+        lines = [f"{head} failed: your prediction is not what torch does", *_prediction_lines(ex, yours[0], expected[0])]
     else:
         i = next(i for i, (ok, _) in enumerate(verdicts) if not ok)
         y, e = yours[i], expected[i]
         where = ex.describe(ex.all_cases[i]) + (" (hidden case)" if ex.is_hidden(i) else "")
-        y_part, e_part = differing_part(y, e, ex.rtol, ex.atol) or (y, e)  # only where they differ
-        lines = [f"{head} failed: {passed}/{total} cases", f"  case:     {_clip(where, 1)}",
-                 f"  yours:    {_indent(_clip(show(y_part)))}", f"  expected: {_indent(_clip(show(e_part)))}", *cost_lines]
-        if verdicts[i][1] not in ("values differ", "different outcome", ""):
-            lines.insert(2, f"  why:      {_clip(verdicts[i][1], 1)}")
-        errored = y["kind"] in ("raised", "timeout") and e["kind"] != "raised" and ex.kind != "predict"
-        status = "error" if errored else "failed"
+        lines = [f"{head} failed: {passed}/{total} cases", f"  case:     {_clip(where, 1)}"]
+        if y.get("left") and not e.get("left"):  # state left behind (maybe what broke the value)
+            lines.append(f"  left:     {_indent(_clip(left_text(y), 3, 400))}")
+        if not same(_without_left(y), e, ex.rtol, ex.atol)[0]:
+            y_part, e_part = differing_part(y, e, ex.rtol, ex.atol) or (y, e)  # only where they differ
+            lines += [f"  yours:    {_indent(_clip(show(y_part)))}", f"  expected: {_indent(_clip(show(e_part)))}"]
+            if verdicts[i][1] not in ("values differ", "different outcome", ""):
+                lines.insert(2, f"  why:      {_clip(verdicts[i][1], 1)}")
+        lines += cost_lines
+        if y["kind"] in ("raised", "timeout") and e["kind"] != "raised":
+            status = "error"
     if hint:
         lines.append(f"  hint:     {_indent(_clip(hint, 6, 600))}")
+    if ex.kind == "predict" and passed < total:
+        lines.append(f'  answer:   try again, or check("{ex.id}", reveal=True) to see it (no points then)')
     return Result(status=status, score=0, cases_passed=passed, cases_total=total,
                   message="\n".join(lines), hint=hint, **base)
+
+
+_FORM_REASONS = ("dtype", "values, expected", "is an int, compared exactly", "expected a tensor", "expected no tensor",
+                 "not a rectangular")
+
+
+def _prediction_lines(ex: Exercise, y: dict, e: dict) -> list[str]:
+    """Yours, and how much of it is wrong and where: never the expected value."""
+    lines = [f"  yours:    {_indent(_clip(show(y)))}"]
+    why = same(y, e, ex.rtol, ex.atol)[1]
+    if any(word in why for word in _FORM_REASONS):  # about the form, not the value
+        lines.append(f"  why:      {_clip(why, 1)}")
+    where = wrong_places(y, e, ex.rtol, ex.atol)
+    if where:
+        lines.append(f"  wrong:    {_clip(where, 2)}")
+    return lines
+
+
+def _revealed(ex: Exercise, yours: list[dict], expected: list[dict], base: dict) -> Result:
+    right = len(yours) == len(expected) and all(same(y, e, ex.rtol, ex.atol)[0] for y, e in zip(yours, expected))
+    lines = [f"[{ex.id} {ex.name}] revealed: the answer is shown, so this prediction earns no points",
+             f"  answer:   {_indent(_clip(show(expected[0]), 6, 900))}"]
+    if yours and yours[0].get("kind") != "not attempted":
+        lines.append(f"  yours:    {'the same' if right else _indent(_clip(show(yours[0])))}")
+    return Result(status="revealed", score=0, cases_passed=int(right), cases_total=len(expected),
+                  message="\n".join(lines), revealed=True, **base)
+
+
+def reveals_in(source: str) -> set[str]:
+    """The ids of the exercises whose answer ``source`` (a notebook's code) asks to see with
+    ``check("N.M", reveal=True)``: what the grader reports as revealed.
+
+    Example:
+        >>> sorted(reveals_in('check("7.1", reveal=True); check("7.2"); check("1.3", None, True)'))
+        ['1.3', '7.1']
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    found = set()
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "check"):
+            continue
+        flag = next((k.value for k in node.keywords if k.arg == "reveal"), node.args[2] if len(node.args) > 2 else None)
+        if (node.args and isinstance(node.args[0], ast.Constant) and isinstance(flag, ast.Constant)
+                and flag.value is True):
+            found.add(str(node.args[0].value))
+    return found
 
 
 def _points(n: float) -> str:
@@ -333,19 +472,21 @@ def _indent(text: str) -> str:
     return text.replace("\n", "\n            ")
 
 
-def grade_answer(ex: Exercise, answer: Any, timeout: float | None = None) -> Result:
+def grade_answer(ex: Exercise, answer: Any, timeout: float | None = None, revealed: bool = False) -> Result:
     """Run, compare and judge ``answer`` in this process (what :func:`check` does)."""
     yours = outcomes_of(ex, answer, timeout)
-    return judge(ex, yours, expected_outcomes(ex), measure_cost(ex, answer, timeout))
+    return judge(ex, yours, expected_outcomes(ex), measure_cost(ex, answer, timeout), revealed)
 
 
-def check(exercise_id: str, answer: Any = MISSING) -> None:
+def check(exercise_id: str, answer: Any = MISSING, reveal: bool = False) -> None:
     """Check your answer to exercise ``exercise_id`` and print the verdict. Never raises.
 
     Args:
         exercise_id: ``"N.M"``, as in the stub's ``NotImplementedError("exercise N.M")``.
         answer: your function or value; by default the exercise's name is looked up in the
             namespace that calls ``check`` (your notebook).
+        reveal: for a prediction, show the answer. A revealed prediction earns no points in
+            ``course grade`` (it reports it as revealed).
 
     Example:
         >>> check("99.9")
@@ -356,7 +497,7 @@ def check(exercise_id: str, answer: Any = MISSING) -> None:
         if answer is MISSING:
             answer = sys._getframe(1).f_globals.get(ex.name, MISSING)
         with _quiet():  # the probes' prints and warnings stay out of the learner's cell
-            message = grade_answer(ex, answer).message
+            message = grade_answer(ex, answer, revealed=reveal).message
         print(message)
     except KeyboardInterrupt:
         raise

@@ -117,6 +117,13 @@ class Exercise:
         cost, budget: ``cost(answer, *args, **kwargs) -> {figure: number}`` and the caps.
         rtol, atol: tolerances for floating-point comparison.
         timeout: seconds one case may take in the grader.
+        may_leave: what the spec lets the answer change on the tensors and modules it is
+            handed (any of ``"requires_grad"``, ``"grad"``, ``"version"``, ``"hooks"``); any
+            other change, and any process-wide state left behind (grad mode, saved-tensor
+            hooks, modes), fails the case (see ``course.checks._leftovers``).
+        repeatable: the answer is called a second time on the first case and must give the
+            same outcome (it keeps no state between calls); False where the spec says otherwise.
+        cost_hint: the hint for a correct answer over budget (default: ``hint``).
     """
 
     id: str
@@ -138,10 +145,14 @@ class Exercise:
     rtol: float = 1e-5
     atol: float = 1e-6
     timeout: float = 10.0
+    may_leave: frozenset = frozenset()
+    repeatable: bool = True
+    cost_hint: str = ""
 
     def __post_init__(self) -> None:
         for attr in ("cases", "hidden", "wrong", "right"):
             object.__setattr__(self, attr, tuple(getattr(self, attr)))
+        object.__setattr__(self, "may_leave", frozenset(self.may_leave))
         _validate(self)
 
     @property
@@ -181,6 +192,9 @@ def _validate(ex: Exercise) -> None:
         raise TypeError(f"{where}: a prediction needs truth=, a function that runs torch")
     if not ex.wrong:
         raise ValueError(f"{where}: give at least one known wrong answer with its hint")
+    unknown = sorted(set(ex.may_leave) - {"requires_grad", "grad", "version", "hooks"})
+    if unknown:
+        raise ValueError(f"{where}: may_leave knows requires_grad, grad, version and hooks, not {unknown}")
     if ex.budget and ex.cost is None:
         raise ValueError(f"{where}: a budget needs a cost function")
 

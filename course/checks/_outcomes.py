@@ -54,11 +54,13 @@ __all__ = [
     "differing_part",
     "encode",
     "is_not_attempted_error",
+    "left_text",
     "raised_outcome",
     "same",
     "same_but_for_form",
     "show",
     "value_outcome",
+    "wrong_places",
 ]
 
 _MAX_ITEMS = 10_000  # longest sequence we encode item by item
@@ -84,8 +86,13 @@ def encode(value: Any, _depth: int = 0) -> Any:
         return {"repr": "<nested too deep>"}
     if isinstance(value, torch.Tensor):
         return _encode_tensor(value)
-    if value is None or isinstance(value, (bool, int, float, complex, str)):
-        return value.__class__(value) if value is not None else None  # drop subclasses
+    if value is None:
+        return None
+    for plain in (bool, int, float, complex, str):  # drop subclasses (numpy.float64 is a float)
+        if isinstance(value, plain):
+            return plain(value)
+    if type(value).__module__ == "numpy" and hasattr(value, "dtype"):  # without importing numpy
+        return _encode_numpy(value, _depth)
     if isinstance(value, type) and issubclass(value, BaseException):
         return {"exception": value.__name__}
     if isinstance(value, BaseException):
@@ -106,6 +113,17 @@ def encode(value: Any, _depth: int = 0) -> Any:
     except Exception as e:  # a learner's object with a broken __repr__
         text = f"<unrepresentable {type(e).__name__}>"
     return {"repr": text[:_MAX_REPR]}
+
+
+def _encode_numpy(value: Any, depth: int) -> Any:
+    """A NumPy scalar as the Python number it holds (``numpy.float32(8)`` is ``8.0``,
+    ``numpy.bool_(True)`` is ``True``); an array as a tensor of its dtype."""
+    try:
+        if getattr(value, "ndim", 0) == 0:
+            return encode(value.item(), depth + 1)
+        return _encode_tensor(torch.as_tensor(value))
+    except Exception:  # an object array, a dtype torch does not have
+        return {"repr": repr(value)[:_MAX_REPR]}
 
 
 def _encode_tensor(t: torch.Tensor) -> Any:
@@ -164,7 +182,20 @@ def same(yours: dict, expected: dict, rtol: float = 1e-5, atol: float = 1e-6) ->
         ok, why = True, ""
     else:
         ok, why = _same_value(yours["value"], expected["value"], rtol, atol)
+    if ok and yours.get("left") != expected.get("left"):  # right value, but state left behind
+        return False, left_text(yours) or "left nothing behind, unlike the reference"
     return bool(ok), "" if ok else why
+
+
+def left_text(outcome: dict) -> str:
+    """What an answer left behind, in words ("" when nothing): see ``course.checks._leftovers``.
+
+    Example:
+        >>> left_text({"kind": "value", "value": 1, "left": [["grad mode", "grad mode turned off"]]})
+        'left behind: grad mode turned off'
+    """
+    sentences = [sentence for _, sentence in outcome.get("left") or []]
+    return "left behind: " + "; ".join(sentences) if sentences else ""
 
 
 def _is_number(v: Any) -> bool:
@@ -382,16 +413,76 @@ def same_but_for_form(yours: dict, expected: dict, rtol: float = 1e-5, atol: flo
     return _loosely_equal(_loose(yours["value"]), _loose(expected["value"]), rtol, atol)
 
 
-def describe_form(outcome: dict) -> str:
+def describe_form(outcome: dict, secret: bool = False) -> str:
     """How the expected value is written, in words ("a list of 7 strings", "a float").
+    With ``secret`` (a prediction), a string is described without its letters.
 
     Example:
         >>> describe_form(value_outcome(["z", "x"]))
         'a list of 2 strings'
         >>> describe_form(value_outcome({"a": True}))
         'a dict from strings to bools'
+        >>> describe_form(value_outcome("mul pre"), secret=True)
+        'a string, spelled exactly as the exercise spells it'
     """
-    return _form(outcome.get("value"))
+    value = outcome.get("value")
+    if secret and isinstance(value, str):
+        return "a string, spelled exactly as the exercise spells it"
+    return _form(value)
+
+
+def wrong_places(yours: dict, expected: dict, rtol: float = 1e-5, atol: float = 1e-6) -> str:
+    """Where a prediction differs from the truth, without the truth's values: which items,
+    keys or elements are wrong, and how many ("" for a single wrong value).
+
+    Example:
+        >>> wrong_places(value_outcome(["a", "b", "c"]), value_outcome(["a", "x", "y"]))
+        '2 of 3 items are wrong: positions [1], [2]'
+        >>> wrong_places(value_outcome({"w": 1.0, "b": 2.0}), value_outcome({"w": 1.0, "b": 3.0}))
+        "1 of 2 values are wrong: key 'b'"
+        >>> wrong_places(value_outcome({"w": 1.0}), value_outcome({"w": 1.0, "b": 3.0}))
+        "missing key 'b'"
+    """
+    if yours.get("kind") != "value" or expected.get("kind") != "value":
+        return ""
+    a, b = yours["value"], expected["value"]
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return _wrong_elements(a, b, rtol, atol)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        if len(a) != len(b):
+            return f"{len(a)} items; torch's answer has {'more' if len(b) > len(a) else 'fewer'}"
+        bad = [f"[{i}]" for i, (x, y) in enumerate(zip(a, b)) if not _same_value(x, y, rtol, atol)[0]]
+        return _places(bad, len(b), "items", "positions")
+    if isinstance(a, dict) and isinstance(b, dict) and "dict" in a and "dict" in b:
+        mine, theirs = {repr(k): (k, v) for k, v in a["dict"]}, {repr(k): (k, v) for k, v in b["dict"]}
+        missing = [_show_value(theirs[k][0]) for k in theirs if k not in mine]
+        extra = [_show_value(mine[k][0]) for k in mine if k not in theirs]
+        if missing or extra:
+            parts = ([f"missing key{'s' if len(missing) > 1 else ''} {', '.join(missing)}"] if missing else [])
+            parts += [f"key{'s' if len(extra) > 1 else ''} torch's answer does not have: {', '.join(extra)}"] if extra else []
+            return "; ".join(parts)
+        bad = [_show_value(theirs[k][0]) for k in theirs if not _same_value(mine[k][1], theirs[k][1], rtol, atol)[0]]
+        return _places(bad, len(theirs), "values", "key" if len(bad) == 1 else "keys")
+    return ""
+
+
+def _places(bad: list[str], total: int, what: str, where: str) -> str:
+    shown = ", ".join(bad[:8]) + (", ..." if len(bad) > 8 else "")
+    return f"{len(bad)} of {total} {what} are wrong: {where} {shown}" if bad else ""
+
+
+def _wrong_elements(a: Any, b: Any, rtol: float, atol: float) -> str:
+    try:
+        ta, tb = torch.as_tensor(a).double(), torch.as_tensor(b).double()
+    except Exception:
+        return ""
+    if ta.shape != tb.shape:
+        return f"shape {tuple(ta.shape)} is not the shape of torch's answer"
+    if ta.dim() == 0:
+        return ""
+    bad = (~torch.isclose(ta, tb, rtol=rtol, atol=atol, equal_nan=True)).nonzero().tolist()
+    where = [str(tuple(i)) if len(i) > 1 else f"[{i[0]}]" for i in bad]
+    return _places(where, ta.numel(), "elements", "at")
 
 
 def _plural(form: str) -> str:

@@ -113,6 +113,12 @@ def _keeps_the_graph(x):
     return grad  # right values, but still attached to a graph (requires grad)
 
 
+def _turns_grad_mode_off(x):
+    grad = cube_sum_grad(x)
+    torch.set_grad_enabled(False)  # BAD: "no more graphs" for the caller's next cells too
+    return grad
+
+
 def _backward_twice(x):
     x = x.detach().requires_grad_()
     y = (x**3).sum()
@@ -160,6 +166,12 @@ exercise(
             _keeps_the_graph,
             "create_graph=True keeps the gradient attached to a graph (it requires grad and "
             "holds the graph alive); a plain gradient needs no create_graph.",
+        ),
+        wrong(
+            _turns_grad_mode_off,
+            "right gradient, but grad mode stays off after your function returns: every later "
+            "cell of the notebook would record no graph. Switch it off only inside a with "
+            "torch.no_grad(): block, if at all.",
         ),
     ],
     right=[_by_autograd_grad, _by_a_fresh_leaf],

@@ -15,6 +15,7 @@ import collections
 import warnings
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from course.checks import case, exercise, predict, wrong
 from course.autograd.graph import get_gradient_edge, increment_version
@@ -233,10 +234,47 @@ def _edge_of_the_leaf(x, W1, W2):
     return grad
 
 
+class _InPlaceOps(TorchDispatchMode):
+    """Counts the ops that write into a tensor (relu_, add_, ...) while it is entered."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += func._schema.is_mutable
+        return func(*args, **(kwargs or {}))
+
+
 def _pre_relu_run(answer, x, W1, W2):
-    """The gradient, and the caller's weights' .grad afterwards (they should stay None)."""
-    grad = answer(x, W1, W2)
-    return {"gradient": grad, "W1.grad after": W1.grad, "W2.grad after": W2.grad}
+    """The gradient (and whether it still holds a graph), whether the answer changed a tensor
+    in place (the point of the exercise: the oracle needs no in-place op to know the value),
+    and the caller's weights' .grad afterwards (they should stay None)."""
+    with _InPlaceOps() as writes:
+        grad = answer(x, W1, W2)
+    return {"gradient": grad, "gradient requires grad": getattr(grad, "requires_grad", None),
+            "relu applied in place": answer is _pre_relu_oracle or writes.count > 0,
+            "W1.grad after": W1.grad, "W2.grad after": W2.grad}
+
+
+def _no_in_place_op(x, W1, W2):
+    """BAD for this exercise: the right value, with the pre-activation kept as its own tensor."""
+    a = x @ W1
+    return torch.autograd.grad((a.relu() @ W2).pow(2).sum(), a)[0]
+
+
+def _freezes_the_weights(x, W1, W2):
+    grad = pre_relu_grad(x, W1, W2)
+    W1.requires_grad_(False)  # BAD: "done with the weights", but they are the caller's
+    W2.requires_grad_(False)
+    return grad
+
+
+def _keeps_its_graph(x, W1, W2):
+    z = x @ W1
+    edge = get_gradient_edge(z)
+    z.relu_()
+    return torch.autograd.grad((z @ W2).pow(2).sum(), edge, create_graph=True)[0]
 
 
 def _backward_and_a_prehook(x, W1, W2):
@@ -300,6 +338,22 @@ exercise(
             "right gradient, but .backward() also wrote into W1.grad and W2.grad: the caller's "
             "weights now hold gradients nobody asked for. torch.autograd.grad(loss, edge) "
             "returns the gradient and leaves every .grad alone.",
+        ),
+        wrong(
+            _no_in_place_op,
+            "right value, but with relu out of place the pre-activation keeps its own tensor, "
+            "and the exercise is gone: apply relu_ in place, as the spec says, and find the "
+            "gradient at the place in the graph that the tensor no longer names.",
+        ),
+        wrong(
+            _freezes_the_weights,
+            "right gradient, but W1 and W2 come back with requires_grad=False: the caller's "
+            "model would stop training. Leave what you are handed as it was.",
+        ),
+        wrong(
+            _keeps_its_graph,
+            "create_graph=True returns a gradient that is itself part of a graph (it requires "
+            "grad and keeps the whole graph alive); a plain gradient needs no create_graph.",
         ),
     ],
     right=[_torch_edge],

@@ -416,17 +416,23 @@ def _any_run(answer, group, actions):
     """
     g = _any_graph()
     calls, now = [], ["before"]
-    tensors = [g[k] for k in group]
-    handles = answer(tensors, lambda grad: calls.append((now[0], grad.tolist())))
-    plain = isinstance(handles, (list, tuple)) and all(isinstance(h, RemovableHandle) for h in handles)
-    plain = plain and len(handles) == sum(t.requires_grad for t in tensors)
-    hooks = [fn for t in tensors for fn in (t._backward_hooks or {}).values()]
-    library = any(_written_in(fn) in _LIBRARY_FILES for fn in hooks)
-    own_hooks = answer is _any_oracle or not library
+    groups = group if isinstance(group[0], tuple) else (group,)  # several groups hooked at once
+    plain, own_hooks, all_handles = True, True, []
+    for k, names in enumerate(groups):
+        tensors = [g[n] for n in names]
+        tag = () if len(groups) == 1 else (k,)  # which group's fn was called
+        handles = answer(tensors, lambda grad, tag=tag: calls.append((now[0], *tag, grad.tolist())))
+        ok = isinstance(handles, (list, tuple)) and all(isinstance(h, RemovableHandle) for h in handles)
+        plain = plain and ok and len(handles) == sum(t.requires_grad for t in tensors)
+        hooks = [fn for t in tensors for fn in (t._backward_hooks or {}).values()]
+        library = any(_written_in(fn) in _LIBRARY_FILES for fn in hooks)
+        own_hooks = own_hooks and (answer is _any_oracle or not library)
+        all_handles.append(handles)
     for act in actions:
         now[0] = act
         ANY_ACTIONS[act](g)
-    _remove(handles)
+    for handles in all_handles:
+        _remove(handles)
     now[0] = "after remove"
     (g["a"] * g["b"]).sum().backward()
     return {"calls of fn": calls, "returned a list of tensor-hook handles": plain, "hooks are its own": own_hooks}
@@ -496,6 +502,19 @@ def _hooks_on_every_tensor(tensors, fn):
     return [t.register_hook(hook) for t in tensors]
 
 
+_FIRED_ANYWHERE = set()  # BAD: one set of graph task ids for every group ever hooked
+
+
+def _one_set_for_all_groups(tensors, fn):
+    def hook(grad):
+        task = torch._C._current_graph_task_id()
+        if task not in _FIRED_ANYWHERE:
+            _FIRED_ANYWHERE.add(task)
+            fn(grad)
+
+    return [t.register_hook(hook) for t in tensors if t.requires_grad]
+
+
 def _no_handles(tensors, fn):
     any_grad_hook(tensors, fn)
 
@@ -516,6 +535,7 @@ exercise(
         case(("a", "c", "d"), _ALL_ACTIONS, label="group (a, c, d), five different backward calls"),
         case(("c", "d", "f"), _ALL_ACTIONS, label="group (c, d, f), f does not require grad"),
         case(("a",), _ALL_ACTIONS, label="a group of one leaf"),
+        case((("a", "c"), ("b", "d")), _ALL_ACTIONS, label="two groups, (a, c) and (b, d), hooked at once"),
     ],
     wrong=[
         wrong(
@@ -538,6 +558,12 @@ exercise(
             _hooks_on_every_tensor,
             "register_hook raises on a tensor that does not require grad: skip such tensors "
             "(they never get a gradient), as register_multi_grad_hook(mode='any') does.",
+        ),
+        wrong(
+            _one_set_for_all_groups,
+            "the graph tasks that already called fn are remembered in one set shared by every "
+            "group: when two groups are hooked, the second group's fn never runs in a backward "
+            "that reached the first. Keep the set inside the call, one per group.",
         ),
         wrong(_no_handles, "return the handles (the list of what register_hook returned), so "
               "the caller can remove the hook."),

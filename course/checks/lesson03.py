@@ -337,44 +337,51 @@ exercise(
 # --- Exercise 3.4: compress saved activations, within a byte budget --------------------------
 
 
-def make_mlp(seed: int, batch: int = 16, width: int = 32, scale: float = 1.0, dtype=torch.float32):
-    """The inputs of exercises 3.4 and 3.5: x (no grad) and three weight matrices (leaves)."""
+def make_mlp(seed: int, batch: int = 16, width: int = 32, scale: float = 1.0, dtype=torch.float32,
+             transposed: bool = False):
+    """The inputs of exercises 3.4 and 3.5: x (no grad) and three weight matrices (leaves);
+    ``transposed`` stores each as (out, in), as nn.Linear does, for ``mlp_loss(..., transposed=True)``."""
     g = torch.Generator().manual_seed(seed)
     x = (torch.randn(batch, 8, generator=g) * scale).to(dtype)
     shapes = [(8, width), (width, width), (width, 4)]
+    shapes = [s[::-1] for s in shapes] if transposed else shapes
     Ws = [(torch.randn(*s, generator=g) / s[0] ** 0.5).to(dtype).requires_grad_() for s in shapes]
     return x, Ws
 
 
-def mlp_loss(x, Ws):
-    """relu(x @ W1) -> relu(. @ W2) -> tanh(. @ W3) -> squared mean."""
+def mlp_loss(x, Ws, transposed: bool = False):
+    """relu(x @ W1) -> relu(. @ W2) -> tanh(. @ W3) -> squared mean. With ``transposed``,
+    each matmul uses ``W.t()`` (as nn.Linear does), so what it saves is a *view* of a weight."""
+    Ws = [W.t() for W in Ws] if transposed else Ws
     h = x
     for W in Ws[:-1]:
         h = torch.relu(h @ W)  # (batch, width): saved twice, by relu and by the next matmul
     return (h @ Ws[-1]).tanh().pow(2).mean()
 
 
-def mlp_grads(hooks, seed: int, scale: float = 1.0, dtype=torch.float32, step_early: bool = False):
+def mlp_grads(hooks, seed: int, scale: float = 1.0, dtype=torch.float32, step_early: bool = False,
+              transposed: bool = False):
     """Gradients of the MLP's weights with ``hooks = (pack, unpack)`` around the forward
     (``hooks=None``: no hooks at all, torch's own saving and checking).
 
     ``step_early=True`` updates the last weight in place between forward and backward, as an
     optimizer step taken too early would: without hooks torch raises, since the last matmul
     saved that weight; hooks must raise too (torch skips its version check under hooks).
+    ``transposed`` stores the weights (out, in) and uses ``W.t()``: what is saved is a view.
     """
-    x, Ws = make_mlp(seed, scale=scale, dtype=dtype)
+    x, Ws = make_mlp(seed, scale=scale, dtype=dtype, transposed=transposed)
     with saved_tensors_hooks(*hooks) if hooks is not None else contextlib.nullcontext():
-        loss = mlp_loss(x, Ws)
+        loss = mlp_loss(x, Ws, transposed)
     if step_early:
         with torch.no_grad():
             Ws[-1].mul_(0.5)  # bumps the version of a tensor the last matmul saved
     return torch.autograd.grad(loss, Ws)
 
 
-def exact_grads(seed: int, scale: float = 1.0, dtype=torch.float32):
+def exact_grads(seed: int, scale: float = 1.0, dtype=torch.float32, transposed: bool = False):
     """The MLP's gradients with no hooks at all."""
-    x, Ws = make_mlp(seed, scale=scale, dtype=dtype)
-    return torch.autograd.grad(mlp_loss(x, Ws), Ws)  # no hooks: what torch saves by itself
+    x, Ws = make_mlp(seed, scale=scale, dtype=dtype, transposed=transposed)
+    return torch.autograd.grad(mlp_loss(x, Ws, transposed), Ws)  # no hooks: what torch saves by itself
 
 
 def _tensors_in(obj):
@@ -440,7 +447,7 @@ class _MemoryWatch:
         return len(live), sum(live)
 
 
-def packed_bytes(hooks, seed: int, scale: float = 1.0, dtype=torch.float32) -> dict:
+def packed_bytes(hooks, seed: int, scale: float = 1.0, dtype=torch.float32, transposed: bool = False) -> dict:
     """The cost of 3.4: the memory the pack hooks keep alive *beyond* what the step holds anyway.
 
     After the forward pass, every storage still alive that pack was handed or that an op in
@@ -450,10 +457,10 @@ def packed_bytes(hooks, seed: int, scale: float = 1.0, dtype=torch.float32) -> d
     of an activation, wherever it is kept (in the packed value, a handle or a cache).
     """
     pack, unpack = hooks
-    x, Ws = make_mlp(seed, scale=scale, dtype=dtype)
+    x, Ws = make_mlp(seed, scale=scale, dtype=dtype, transposed=transposed)
     memory = _MemoryWatch((x, *Ws))
     with saved_tensors_hooks(memory.wrap(pack), unpack):
-        loss = mlp_loss(x, Ws)
+        loss = mlp_loss(x, Ws, transposed)
     _, extra = memory.alive()
     torch.autograd.grad(loss, Ws)  # the same step as the check's: forward and backward
     return {"saved bytes": extra}
@@ -492,13 +499,13 @@ def compress_hooks():
     return pack_hook, unpack_hook
 
 
-def _run_compress(answer, seed, scale=1.0, dtype=torch.float32, step_early=False):
+def _run_compress(answer, seed, scale=1.0, dtype=torch.float32, step_early=False, transposed=False):
     names = ("W1.grad", "W2.grad", "W3.grad")
-    return dict(zip(names, mlp_grads(answer(), seed, scale, dtype, step_early)))
+    return dict(zip(names, mlp_grads(answer(), seed, scale, dtype, step_early, transposed)))
 
 
-def _cost_compress(answer, seed, scale=1.0, dtype=torch.float32, step_early=False):
-    return packed_bytes(answer(), seed, scale, dtype)  # the memory is the same either way
+def _cost_compress(answer, seed, scale=1.0, dtype=torch.float32, step_early=False, transposed=False):
+    return packed_bytes(answer(), seed, scale, dtype, transposed)  # the memory is the same either way
 
 
 def exact_hooks():
@@ -580,6 +587,12 @@ def _keep_both_hooks():
     return (lambda t: (t.to(torch.bfloat16), t)), (lambda p: p[0].to(p[1].dtype))
 
 
+def _pushes_its_hooks():
+    pack, unpack = compress_hooks()
+    torch._C._autograd._push_saved_tensors_default_hooks(pack, unpack)  # BAD: never popped
+    return pack, unpack
+
+
 def _int8_hooks():
     return (lambda t: t.to(torch.int8)), (lambda p: p.float())
 
@@ -607,6 +620,7 @@ exercise(
         case(4, dtype=torch.float64, label="the same MLP in float64"),
         case(0, step_early=True, label="the last weight updated in place between forward and backward "
              "(torch without hooks raises RuntimeError)"),
+        case(5, transposed=True, label="weights stored (out, in) and used as W.t(): views of parameters"),
     ],
     wrong=[
         wrong(
@@ -670,6 +684,12 @@ exercise(
             _no_cast_back_hooks,
             "unpack must give back a tensor the backward formula can use: matmul's backward "
             "refuses a bfloat16 saved tensor next to a float32 gradient. Cast back in unpack.",
+        ),
+        wrong(
+            _pushes_its_hooks,
+            "your function pushes its hooks on torch's saved-tensor-hooks stack and never pops "
+            "them: every later forward in the notebook runs them (one more pair per call). "
+            "Return the pair; whoever uses it opens the with saved_tensors_hooks(...) block.",
         ),
     ],
     right=[

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from course.checks import case, exercise, predict, wrong
+from course.checks import case, exercise, handed, predict, wrong
 from course.autograd.graph import increment_version
 from course.autograd.mutation import allow_mutation_on_saved_tensors
 
@@ -380,13 +380,17 @@ VIEW_PAIRS = [
     ("b[1:, 1:]", "b[0]"),
 ]
 
+#: Hidden pairs over e = arange(20).reshape(4, 5): a storage of another size than b's.
+_OTHER_SIZE_PAIRS = [("e[:, 4]", "e[3]"), ("e[:, 4]", "e[3, :4]")]
+
 
 def _run_pair(answer, saved, mutated):
     b = torch.arange(12.0).reshape(3, 4)
-    ns = {"b": b, "c": b.clone()}
+    ns = {"b": b, "c": b.clone(), "e": torch.arange(20.0).reshape(4, 5)}
     if answer is _written_through:  # the oracle writes on purpose; it runs on its own copies
         return {"alias": bool(answer(eval(saved, ns), eval(mutated, ns))), "b and c untouched": True}
-    alias = bool(answer(eval(saved, ns), eval(mutated, ns)))
+    with handed(b=b, c=ns["c"]):  # a probe that writes and puts back still bumps their versions
+        alias = bool(answer(eval(saved, ns), eval(mutated, ns)))
     untouched = torch.equal(b, torch.arange(12.0).reshape(3, 4)) and torch.equal(ns["c"], b)
     return {"alias": alias, "b and c untouched": untouched}
 
@@ -436,6 +440,27 @@ def _same_saved_tensor_marks(saved, mutated):
     return bool(marks.as_strided(saved.shape, saved.stride(), saved.storage_offset()).any())
 
 
+def _twelve_elements(saved, mutated):
+    """BAD: the storage size written down from b (12 elements) instead of read from saved."""
+    if saved.untyped_storage().data_ptr() != mutated.untyped_storage().data_ptr():
+        return False
+
+    def elements(t):
+        return set(torch.arange(12).as_strided(t.shape, t.stride(), t.storage_offset()).flatten().tolist())
+
+    return bool(elements(saved) & elements(mutated))
+
+
+def _write_and_put_back(saved, mutated):
+    """BAD: writes into the caller's tensor and puts the values back (their versions move on)."""
+    before, kept = saved.clone(), mutated.clone()
+    with torch.no_grad():
+        mutated.add_(1.0)
+        changed = not torch.equal(before, saved)
+        mutated.copy_(kept)
+    return changed
+
+
 def _pair_case(saved, mutated, hidden=False):
     return case(saved, mutated, label=f"saved {saved}, mutated {mutated}" if hidden else None)
 
@@ -449,8 +474,13 @@ exercise(
     run=_run_pair,
     points=3,
     cases=[_pair_case(s, m) for s, m in VIEW_PAIRS[:5]],
-    hidden=[_pair_case(s, m, hidden=True) for s, m in VIEW_PAIRS[5:]],
+    hidden=[_pair_case(s, m, hidden=True) for s, m in VIEW_PAIRS[5:] + _OTHER_SIZE_PAIRS],
     wrong=[
+        wrong(_twelve_elements, "the storage's size is written down from b (12 elements): another "
+              "base has another size. Read it from the storage (its nbytes over the element size)."),
+        wrong(_write_and_put_back, "writing into the tensors and putting the values back still "
+              "changes them: each write moves the version counter on, so a backward that saved "
+              "them raises. Decide from storages, strides and offsets, without writing."),
         wrong(_first_element, "that is torch's test: data_ptr() is the address of a tensor's "
               "*first element*. b[1] starts 4 elements after b, so the two look unrelated "
               "although b[1] is part of b. Compare storages, then elements."),

@@ -436,6 +436,12 @@ class _Fn(nn.Module):
         return self.fn(*args)
 
 
+def _print_and_bump(x, w):
+    torch.ops.aten._print("forward")  # an effect: torch's exporter threads a token for it
+    x.add_(1)
+    return x * w
+
+
 def _bump_input(x, w):
     x.add_(1)  # an input that needs no grad, updated in place
     return x * w
@@ -463,10 +469,14 @@ MODULES = {
     "mlp": (_mlp, _x(5, 4)),
 }
 
+#: Modules only the hidden cases of 6.4 use: an effect threads a token through the graph
+#: (an extra placeholder and output 0), which the eager comparisons of MODULES do not model.
+_EFFECT_MODULES = {"printing": (lambda: _Fn(_print_and_bump), _pair(3))}
+
 
 @functools.lru_cache(maxsize=None)
 def _exported(name: str, exporter: str) -> fx.GraphModule:
-    mod, args = seeded(*MODULES[name])
+    mod, args = seeded(*(MODULES[name] if name in MODULES else _EFFECT_MODULES[name]))
     if exporter == "torch":
         return torch_export(mod, args)
     return export_joint(mod, args).graph_module
@@ -540,6 +550,13 @@ def _tangents_too(gm):
                    if "InputMutationAOTOutput" in repr(n.meta["desc"])]
 
 
+def _kth_mutation_at_k(gm):
+    """BAD: the k-th mutation output taken to sit at output index k."""
+    name_of = {repr(n.meta["desc"]): n.name for n in gm.graph.find_nodes(op="placeholder")}
+    mutations = [d for d in gm.graph.output_node().meta["desc"] if type(d).__name__ == "InputMutationAOTOutput"]
+    return [(k, name_of[repr(d.mutated_input)]) for k, d in enumerate(mutations)]
+
+
 def _first_outputs(gm):
     """Assumes every buffer is mutated and its new value sits at the buffer's rank."""
     buffers = [n.name for n in gm.graph.find_nodes(op="placeholder")
@@ -563,6 +580,7 @@ exercise(
         case("read_then_write", "torch", label="a read-only buffer before a mutated one"),
         case("bump_input", "course", label="an input mutated in place, no buffers at all"),
         case("mlp", "torch", label="an MLP: no mutation at all"),
+        case("printing", "torch", label="a print and an input mutated in place: an effect token comes first"),
     ],
     wrong=[
         wrong(_course_classes_only,
@@ -584,6 +602,9 @@ exercise(
         wrong(_first_outputs,
               "find the mutation outputs by their descriptors: not every buffer is mutated "
               "(an MLP has none, a read-only buffer is never written) and inputs can be."),
+        wrong(_kth_mutation_at_k,
+              "the mutation outputs do not start at output 0: an effect (a print) puts its "
+              "token first. Take each mutation's position from the output node's descriptors."),
     ],
     right=[_copy_back_plan_converted],
     hint="the output node's descriptors say which outputs are input mutations, and each names "

@@ -447,8 +447,33 @@ def _run_scaled(answer, name, factor):
     before = call_joint(joint_case(name)[2], mod, args, tangents)
     sink = io.StringIO()
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-        after = call_joint(answer(gm, factor), mod, args, tangents)
+        edited = answer(gm, factor)
+        _nothing_after_the_output(getattr(edited, "graph", None))
+        after = call_joint(edited, mod, args, tangents)
     return [(d, _ratio(new, old)) for (d, old), (_, new) in zip(before, after)]
+
+
+def _nothing_after_the_output(graph):
+    """A node made outside ``inserting_before(out)`` lands at the graph's end, after the
+    output node; say so before the generated code fails on a name it never assigned."""
+    if isinstance(graph, torch.fx.Graph) and graph.output_node() is not None:
+        nodes = list(graph.nodes)
+        after = nodes[nodes.index(graph.output_node()) + 1:]
+        if after:
+            raise RuntimeError(f"the edited graph has {len(after)} node(s) after its output node, "
+                               f"first {after[0].name}: they were inserted at the graph's end")
+
+
+def _no_inserting_before(gm, factor):
+    # the muls are made at the graph's insert point, which is its end: after the output node
+    out = gm.graph.output_node()
+    new_outs = list(out.args[0])
+    for i, (node, desc) in enumerate(zip(new_outs, out.meta["desc"])):
+        if node is not None and _is_param_grad(desc):
+            new_outs[i] = gm.graph.call_function(torch.ops.aten.mul.Tensor, (node, factor))
+    out.args = (new_outs,)
+    gm.recompile()
+    return gm
 
 
 def _scale_tangents(gm, factor):
@@ -552,6 +577,9 @@ exercise(
               "output node's list instead (or pass delete_user_cb)."),
         wrong(_keeps_none, "a parameter forward never uses has a GradAOTOutput slot holding None: "
               "skip None outputs, there is nothing to scale."),
+        wrong(_no_inserting_before, "a new node goes to the graph's insert point, which is its end, "
+              "after the output node: the generated code then uses a name before it is assigned. "
+              "Make the new nodes inside a with gm.graph.inserting_before(out): block."),
     ],
     hint="a parameter's gradient is an output *position* whose descriptor says it is the grad "
     "of a parameter; change exactly those positions that hold a node, leave every other output "

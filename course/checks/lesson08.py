@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 
-from course.checks import case, exercise, predict, wrong
+from course.checks import case, exercise, handed, predict, wrong
 from course.offload.offloader import Offloader
 
 # --- the model of the lesson --------------------------------------------------------------
@@ -54,12 +54,30 @@ def make_model(hidden=(64, 16, 128, 32), d: int = 16, batch=(8,), dtype=torch.fl
     return model, torch.randn(*batch, d, dtype=dtype)
 
 
+class SlicingBlock(Block):
+    """A block that saves a view smaller than its storage: ``sin`` saves half of ``up(h)``."""
+
+    def __init__(self, d: int, hidden: int) -> None:
+        super().__init__(d, hidden)
+        self.down = nn.Linear(hidden // 2, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        half = self.up(self.norm(x))[..., : self.down.in_features]  # a view of half the storage
+        return x + self.down(half.sin())
+
+
+def _sliced_model():
+    torch.manual_seed(4)
+    return nn.Sequential(OrderedDict(block0=Block(8, 16), block1=SlicingBlock(8, 32))), torch.randn(4, 8)
+
+
 #: name -> () -> (model, x); the programs exercises 8.1 and 8.3 run.
 MODELS = {
     "lesson": make_model,
     "float64": lambda: make_model((24, 40), d=8, batch=(4,), dtype=torch.float64, seed=1),
     "3-d input": lambda: make_model((32, 8, 48), d=12, batch=(2, 5), seed=2),
     "six blocks": lambda: make_model((8, 72, 24, 56, 16, 40), d=8, batch=(6,), seed=3),
+    "a saved slice": _sliced_model,
 }
 
 
@@ -129,12 +147,14 @@ def _run_measure(answer, model_name):
     (a measurement must leave the model as it found it: a forgotten forward pre-hook runs on
     every later step)."""
     model, x = MODELS[model_name]()
-    per_layer = answer(model, x)
+    with handed(model=model, x=x):  # a forward-only measurement leaves no .grad, no version bump
+        per_layer = answer(model, x)
     left = sum(len(m._forward_pre_hooks) + len(m._forward_hooks) for m in model.modules())
     return {"bytes per block": per_layer, "hooks left on the model": left}
 
 
-def _per_layer_variant(count_param, once_per_storage=True, cumulative=False, is_param=None, remove=True):
+def _per_layer_variant(count_param, once_per_storage=True, cumulative=False, is_param=None, remove=True,
+                       view_bytes=False):
     """The known wrong answers of 8.1, as variations of the same hook."""
 
     def measure(model, x):
@@ -153,7 +173,7 @@ def _per_layer_variant(count_param, once_per_storage=True, cumulative=False, is_
             key = t.untyped_storage().data_ptr()
             if (count_param or not param) and (key not in seen or not once_per_storage):
                 seen.add(key)
-                nbytes = t.untyped_storage().nbytes() if once_per_storage else t.nbytes
+                nbytes = t.untyped_storage().nbytes() if once_per_storage and not view_bytes else t.nbytes
                 total[0] += nbytes
                 per_layer[current[0]] = total[0] if cumulative else per_layer[current[0]] + nbytes
             return t
@@ -165,6 +185,13 @@ def _per_layer_variant(count_param, once_per_storage=True, cumulative=False, is_
         return per_layer
 
     return measure
+
+
+def _backward_while_measuring(model, x):
+    """BAD: the reference measurement, then a backward through the caller's model."""
+    per_layer = saved_bytes_per_layer(model, x)
+    model(x).sum().backward()
+    return per_layer
 
 
 def _per_layer_by_param_storages(model, x):
@@ -205,6 +232,7 @@ exercise(
         case("float64", label="two blocks in float64"),
         case("3-d input", label="three blocks on an input of shape (2, 5, 12)"),
         case("six blocks", label="six blocks of mixed widths"),
+        case("a saved slice", label="a block whose sin saves half of a storage (a view)"),
     ],
     wrong=[
         wrong(
@@ -223,6 +251,16 @@ exercise(
             "addmm saves weight.t(), a view: a plain Tensor, not an nn.Parameter, so the "
             "isinstance test lets it through. Walk to its base (t._base) and ask is_leaf and "
             "requires_grad.",
+        ),
+        wrong(
+            _per_layer_variant(count_param=False, view_bytes=True),
+            "t.nbytes counts the view's own elements, but a saved view keeps its whole storage "
+            "alive (a slice of half a tensor holds all of it): count the storage's bytes.",
+        ),
+        wrong(
+            _backward_while_measuring,
+            "a measurement of what forward saves runs forward only: your backward wrote .grad "
+            "into the caller's model. Let the graph go (drop the output) instead of running it.",
         ),
         wrong(
             _per_layer_variant(count_param=False, cumulative=True),
@@ -416,7 +454,8 @@ def offloaded_step(model, x, chosen):
 def _run_step(answer, model_name, chosen):
     model, x = MODELS[model_name]()
     reference = _reference_grads(model, x)
-    off = answer(model, x, set(chosen))
+    with handed(x=x):  # the step fills the model's .grad (that is its job), but must not change x
+        off = answer(model, x, set(chosen))
     if not isinstance(off, Offloader):
         raise TypeError(f"offloaded_step should return the Offloader it used, not {type(off).__name__}")
     same = all(
@@ -447,6 +486,20 @@ def _step_variant(offload_all=False, invert=False, loss_inside=False, backward=T
         return off
 
     return step
+
+
+def _left_entered(model, x, chosen):
+    """BAD: the Offloader entered by hand and never exited: its hooks stay installed."""
+    off = Offloader(min_bytes=0, device_type="cpu", mode="copy")
+    off.__enter__()
+    h = x
+    for name, block in model.named_children():
+        with contextlib.nullcontext() if name in chosen else off.exclude():
+            h = block(h)
+    with off.exclude():
+        loss = h.pow(2).sum()
+    loss.backward()
+    return off
 
 
 def _step_loss_excluded(model, x, chosen):
@@ -483,6 +536,12 @@ exercise(
         case("3-d input", ["block0", "block1", "block2"], label="three blocks on a 3-d input, all chosen"),
     ],
     wrong=[
+        wrong(
+            _left_entered,
+            "the Offloader was entered and never exited: its hooks stay on torch's "
+            "saved-tensor-hooks stack, and every later forward in the notebook goes through "
+            "them. Use it as a with block, which pops them on exit, even when the block raises.",
+        ),
         wrong(
             _step_variant(offload_all=True),
             "every block was offloaded: the blocks that are not chosen must keep their "
