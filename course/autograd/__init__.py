@@ -6,7 +6,9 @@
   logging (lesson 02);
 - :mod:`course.autograd.saved_tensors`: ``saved_tensors_hooks``, ``save_on_cpu``,
   ``disable_saved_tensors_hooks`` (lesson 03);
-- :mod:`course.autograd.mutation`: ``allow_mutation_on_saved_tensors`` (lesson 05).
+- :mod:`course.autograd.mutation`: ``allow_mutation_on_saved_tensors`` (lesson 05);
+- :mod:`course.autograd.version_check`: ``checked_hooks``, saved-tensor hooks that keep
+  autograd's in-place check (course's own; lessons 03, 04 and 08).
 
 :mod:`course.autograd_graph` gathers their public names under torch's module name.
 

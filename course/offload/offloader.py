@@ -33,6 +33,16 @@ later unpacks of the same storage (``relu``'s output, saved by ``relu`` and by t
 exactly as long as the storage would have without offloading. ``mode='copy'`` thus moves
 every offloaded byte twice, out once and back once (``h2d_bytes == offloaded_bytes``).
 
+Whatever the rule, pack also stamps ``t``'s version counter and unpack compares it, so a
+tensor written in place between forward and backward raises autograd's error, as it does
+without hooks::
+
+    with Offloader(min_bytes=0, device_type="cpu", mode="copy"):
+        y = model(x)
+    opt.step()               # updates the weights in place
+    y.sum().backward()       # OK: RuntimeError ... modified by an inplace operation
+                             # (torch's save_on_cpu: no error, a wrong gradient)
+
 NOTE [Streams, events and who waits for whom] (``mode='stream'``)
 
 - pack: the side stream waits for the compute stream (the tensor must exist), copies the
@@ -61,7 +71,13 @@ Differences from torch:
   storage along (once, shared by every view of it).
 - With ``pin_memory=False`` the host buffers are pageable and the driver makes each
   "asynchronous" copy synchronous with the host; ``mode='copy'`` is synchronous by design.
-- Like torch's hooks we do not detect a saved tensor modified in place after it was saved.
+- We check versions, torch's hooks do not. Without hooks autograd refuses a saved tensor
+  modified in place after it was saved; with any hooks it skips the check (what unpack
+  returns need not be the tensor saved), so under ``save_on_cpu`` an optimizer step between
+  forward and backward gives a silently wrong gradient. We stamp every saved tensor at pack
+  (:class:`~course.autograd.version_check.VersionStamp`, weak references only) and raise
+  autograd's own error at unpack, for every rule and mode alike: kept by reference (the
+  wrong value), offloaded (a stale copy) or shared. ``check_versions=False`` turns it off.
 """
 
 from __future__ import annotations
@@ -79,6 +95,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from course import trace
 
 from course.autograd.saved_tensors import saved_tensors_hooks
+from course.autograd.version_check import VersionStamp
 
 __all__ = ["HostBufferPool", "OffloadStats", "Offloader"]
 
@@ -180,18 +197,18 @@ class _HostCopy:
 
 
 class _Kept:
-    __slots__ = ("tensor", "reason", "name")
+    __slots__ = ("tensor", "reason", "name", "stamp")
 
-    def __init__(self, tensor: torch.Tensor, reason: str) -> None:
-        self.tensor, self.reason = tensor.detach(), reason  # detach: no reference cycle
+    def __init__(self, tensor: torch.Tensor, reason: str, stamp: VersionStamp | None) -> None:
+        self.tensor, self.reason, self.stamp = tensor.detach(), reason, stamp  # detach: no reference cycle
         self.name = trace.tensor_name(tensor) if trace.ACTIVE else None  # for the unpack event
 
 
 class _Packed:
-    __slots__ = ("copy", "dtype", "size", "stride", "offset", "name")
+    __slots__ = ("copy", "dtype", "size", "stride", "offset", "name", "stamp")
 
-    def __init__(self, copy: _HostCopy, t: torch.Tensor) -> None:
-        self.copy, self.dtype = copy, t.dtype
+    def __init__(self, copy: _HostCopy, t: torch.Tensor, stamp: VersionStamp | None) -> None:
+        self.copy, self.dtype, self.stamp = copy, t.dtype, stamp
         self.size, self.stride, self.offset = t.size(), t.stride(), t.storage_offset()
         self.name = trace.tensor_name(t) if trace.ACTIVE else None
 
@@ -232,6 +249,10 @@ class Offloader(saved_tensors_hooks):
         modules: modules whose parameters and buffers are never offloaded (parameters are
             recognised without this; buffers are not).
         pool: a :class:`HostBufferPool` to share between offloaders.
+        check_versions: raise autograd's in-place ``RuntimeError`` in backward when a saved
+            tensor was modified after it was saved, whatever rule packed it (the check
+            torch skips under hooks; see :mod:`course.autograd.version_check`). ``False``
+            gives torch's behaviour with hooks: no check.
 
     Raises:
         ValueError: an unknown ``mode``, or ``mode='stream'`` without an available device.
@@ -257,6 +278,7 @@ class Offloader(saved_tensors_hooks):
         mode: str = "auto",
         modules: Iterable[torch.nn.Module] = (),
         pool: HostBufferPool | None = None,
+        check_versions: bool = True,
     ) -> None:
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
@@ -267,6 +289,7 @@ class Offloader(saved_tensors_hooks):
         if mode == "stream" and not available:
             raise ValueError(f"mode='stream' needs an available {device_type!r} device")
         self.min_bytes, self.prefetch, self.mode = min_bytes, prefetch, mode
+        self.check_versions = check_versions
         self.device_type = device_type if available or mode == "copy" else "cpu"
         self._module = module if available else None
         self.modules = list(modules)
@@ -284,6 +307,7 @@ class Offloader(saved_tensors_hooks):
 
     def __repr__(self) -> str:
         extra = f", prefetch={self.prefetch}" if self.mode == "stream" else ""
+        extra += "" if self.check_versions else ", check_versions=False"  # the default is not shown
         return f"Offloader(device={self.device_type!r}, mode={self.mode!r}, min_bytes={self.min_bytes}{extra})"
 
     def __enter__(self) -> None:
@@ -353,6 +377,7 @@ class Offloader(saved_tensors_hooks):
         return entry
 
     def _pack(self, t: torch.Tensor) -> _Kept | _Packed:
+        version_stamp = VersionStamp(t) if self.check_versions else None  # weak: holds no bytes
         with self._lock:
             self._reap()
             self.stats.packed += 1
@@ -367,7 +392,7 @@ class Offloader(saved_tensors_hooks):
                 setattr(self.stats, f"kept_{reason}", getattr(self.stats, f"kept_{reason}") + 1)
                 if trace.ACTIVE:
                     trace.emit("pack", tensor=t, offloaded=False, reason=reason)
-                return _Kept(t, reason)
+                return _Kept(t, reason, version_stamp)
             ref, version = entry[2] or (lambda: None, None)
             copy = ref() if version == t._version else None  # same bytes, already on the host
             alias = copy is not None
@@ -379,7 +404,7 @@ class Offloader(saved_tensors_hooks):
             copy.users += 1
             if trace.ACTIVE:
                 trace.emit("pack", tensor=t, offloaded=True, storage=copy.index, alias=alias)
-            return _Packed(copy, t)
+            return _Packed(copy, t, version_stamp)
 
     def _offload(self, t: torch.Tensor, nbytes: int) -> _HostCopy:
         """Copy ``t``'s whole storage into a pooled host buffer (see the NOTE above)."""
@@ -419,6 +444,8 @@ class Offloader(saved_tensors_hooks):
 
     # -------------------------------------------------------------- unpack
     def _unpack(self, packed: _Kept | _Packed) -> torch.Tensor:
+        if packed.stamp is not None:
+            packed.stamp.check()  # before any fetch: a stale tensor is not brought back
         with self._lock:
             self._reap()  # forward's last copies: let their device bytes go
             self.stats.unpacked += 1
