@@ -84,16 +84,31 @@ def report(result: BenchmarkResult, preds: dict[str, tuple[str, float]]) -> str:
     return "\n".join(lines)
 
 
+def size_inputs(layers: int, d: int, seq: int, batch: int, device: torch.device, dtype: torch.dtype):
+    model = transformer(layers, d, max(d // 64, 1), seq, device, dtype)
+    return model, torch.randn(batch, seq, d, device=device, dtype=dtype)
+
+
 def run_size(layers: int, d: int, seq: int, batch: int, steps: int, device: torch.device, dtype: torch.dtype):
     cuda = device.type == "cuda"
-    model = transformer(layers, d, max(d // 64, 1), seq, device, dtype)
-    x = torch.randn(batch, seq, d, device=device, dtype=dtype)
+    model, x = size_inputs(layers, d, seq, batch, device, dtype)
     result = benchmark(model, [x], strategies=strategies_for(model, cuda), steps=steps, warmup=2, progress=False)
     fwd = forward_seconds(model, x, steps)
     row = max(result.rows, key=lambda r: r.offloaded_bytes)  # the typical copy: a mean storage
     bw = copy_bandwidth(device, max(row.moved_bytes // max(row.packs + row.unpacks, 1), 1 << 16))
     preds = predict_rows(result, fwd, layers, bw)
     return result, fwd, bw, preds
+
+
+def version_check_line(model: torch.nn.Module, x: torch.Tensor, steps: int, cuda: bool) -> str:
+    """What ``check_versions`` costs: the same Offloader with and without it, per saved tensor."""
+    kw = {"modules": [model]} if cuda else {"device_type": "cpu", "mode": "copy", "min_bytes": 1024}
+    on_off = {"checked": lambda: Offloader(**kw), "unchecked": lambda: Offloader(check_versions=False, **kw)}
+    r = benchmark(model, [x], strategies=on_off, steps=steps, warmup=2, progress=False)
+    on, off = r.row("checked"), r.row("unchecked")
+    per = (on.step_s - off.step_s) / max(on.packs, 1)
+    return (f"version check (check_versions=True vs False, {r.label}): {per * 1e6:+.2f} us per saved tensor "
+            f"({on.packs} packs), step x{on.step_s / off.step_s:.3f} (medians of {steps})")
 
 
 def record_of(result, fwd, bw, preds, args, device, dtype) -> dict:
@@ -166,6 +181,7 @@ def main(argv: list[str] | None = None) -> None:
               f"hook cost {hook_seconds(result) * 1e6:.2f} us per call (identity hooks)")
         print("copy bandwidth GB/s: " + ", ".join(f"{k} {v / 1e9:.1f}" for k, v in bw.items()))
         print(report(result, preds))
+        print(version_check_line(*size_inputs(layers, d, seq, batch, device, dtype), steps, cuda))
         if cuda and not args.quick and not args.no_save:
             args.layers, args.d_model, args.seq, args.batch = layers, d, seq, batch
             rec = record_of(result, fwd, bw, preds, args, device, dtype)

@@ -28,9 +28,10 @@ _MARK = re.compile(r"(<!-- overview -->\n).*?(<!-- /overview -->)", re.S)
 
 def overview_markdown() -> str:
     """The lesson table for README.md: objectives, time and prerequisites, linked."""
-    total = sum(lesson.minutes for lesson in LESSONS)
+    low, high = (sum(lesson.minutes[i] for lesson in LESSONS) for i in (0, 1))
     lines = [
-        f"Nine lessons, about {total // 60} h {total % 60} min in all. Each has exercises with instant checks.",
+        f"{len(LESSONS)} lessons, {_hours(low)} to {_hours(high)} in all (two learners' timed "
+        "walk-throughs). Each has exercises with instant checks.",
         "",
         "| # | lesson | time | you will | needs |",
         "|---|---|---|---|---|",
@@ -39,8 +40,13 @@ def overview_markdown() -> str:
         needs = ", ".join(f"{n:02d}" for n in lesson.needs) or "Python, basic PyTorch"
         goals = "; ".join(lesson.objectives)
         lines.append(f"| {lesson.number:02d} | [{lesson.title}](notebooks/{lesson.notebook}) "
-                     f"| {lesson.minutes} min | {goals} | {needs} |")
+                     f"| {lesson.time_text.replace('minutes', 'min')} | {goals} | {needs} |")
     return "\n".join(lines) + "\n"
+
+
+def _hours(minutes: int) -> str:
+    """``_hours(555)`` is ``'9 h 15 min'``."""
+    return f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 def _one_line(text: str, limit: int = 160) -> str:

@@ -1,6 +1,10 @@
 """Lesson 3's programs and checks against torch: do the checks judge by what torch does?"""
 
+import contextlib
+import gc
 import math
+import weakref
+from pathlib import Path
 
 import pytest
 import torch
@@ -97,3 +101,72 @@ def test_is_storage_bytes_the_sum_of_the_distinct_bases_whatever_views_we_pick(s
         tensors.append(bases[k] if whole else bases[k][start:])
     expected = sum(bases[k].numel() * bases[k].element_size() for k in used)
     assert L.storage_bytes(tensors) == expected
+
+
+# --- What torch stops checking under hooks (the lesson's cells a1f0c002, 0acdbb35, a1f0c005) ---
+
+_NOTEBOOK = Path(__file__).resolve().parents[1] / "solutions" / "03_saved_tensors.ipynb"
+
+
+def _stored_text(cell_id: str) -> str:
+    import nbformat
+
+    cell = next(c for c in nbformat.read(_NOTEBOOK, as_version=4).cells if c.get("id") == cell_id)
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+
+
+def _bump_a_saved_result(hooks):
+    x = torch.ones(3, requires_grad=True)
+    with hooks:
+        y = x.exp()  # ExpBackward0 saves y
+    y.add_(1)
+    y.sum().backward()
+    return x.grad
+
+
+def test_does_torch_raise_without_hooks_and_give_a_silently_wrong_gradient_under_them():
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        _bump_a_saved_result(contextlib.nullcontext())
+    for module in (tg, cg):  # torch's hooks and the course's: the same silence
+        grad = _bump_a_saved_result(module.saved_tensors_hooks(lambda t: t.detach(), lambda t: t))
+        assert torch.allclose(grad, torch.full((3,), math.e + 1))  # the true gradient is e
+
+
+def test_does_the_lesson_show_the_error_without_hooks_and_the_wrong_gradient_with_them():
+    shown = _stored_text("a1f0c002").splitlines()
+    assert shown[0].startswith("no hooks") and "modified by an inplace operation" in shown[0]
+    wrong = f"tensor([{math.e + 1:.4f}, {math.e + 1:.4f}, {math.e + 1:.4f}])"
+    assert shown[1] == f"torch's hooks   {wrong}" and shown[2] == f"course's hooks  {wrong}"
+
+
+@pytest.mark.parametrize("module", [tg, cg], ids=["torch", "course"])
+def test_is_an_output_saved_by_save_on_cpu_on_the_cpu_freed_only_by_a_backward_that_frees_the_graph(module):
+    def freed(backward):
+        v = torch.ones(3, requires_grad=True)
+        with module.save_on_cpu():
+            out = v.exp()  # .cpu() of a CPU tensor is the tensor: the output is packed as itself
+        if backward is not None:
+            out.sum().backward(retain_graph=backward == "retain")
+        ref = weakref.ref(out)
+        del out
+        gc.collect()
+        return ref() is None
+
+    assert [freed(None), freed("retain"), freed("free")] == [False, False, True]
+    assert "no backward False, retain_graph=True False, backward() True" in _stored_text("a1f0c005")
+
+
+def test_does_the_solution_of_3_4_raise_where_torch_raises_and_the_unchecked_pair_not():
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        L.mlp_grads(None, 0, step_early=True)  # torch by itself
+    with pytest.raises(RuntimeError):
+        L.mlp_grads(L.compress_hooks(), 0, step_early=True)
+    unchecked = L._compress_hooks_with(keep_params=True, once=True, checked=False)()
+    grads = L.mlp_grads(unchecked, 0, step_early=True)  # silently computed with the changed weight
+    assert not torch.allclose(grads[1], L.exact_grads(0)[1], rtol=2e-2, atol=3e-3)
+
+
+def test_is_the_check_of_3_4_quiet_when_nothing_changed_in_place():
+    for seed in (0, 1):
+        grads = L.mlp_grads(L.compress_hooks(), seed)
+        assert all(torch.allclose(g, e, rtol=2e-2, atol=3e-3) for g, e in zip(grads, L.exact_grads(seed)))

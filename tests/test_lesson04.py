@@ -103,3 +103,13 @@ def test_a_clone_on_the_device_is_caught_only_by_the_simulated_gpu(exercise_id):
     labels = [c.label for c in ex.all_cases]
     differing = [label for label, a, b in zip(labels, ours, ref) if repr(a) != repr(b)]
     assert differing and all("simulated GPU" in label for label in differing)
+
+
+def test_does_a_copy_on_the_device_get_the_same_verdict_whatever_the_build_of_torch():
+    """empty_like(t).copy_(t) and t.clone() both leave the copy on the device. On a CPU-only
+    build the simulation cannot run the first (it raises inside FakeTensorMode); on a CUDA
+    build it can. The verdict, and so the hint, must be the same on both builds: the clone's."""
+    ex = get("4.1")
+    assert outcomes_of(ex, L._empty_like) == outcomes_of(ex, L._clone_in_place)
+    verdict = grade_answer(ex, L._empty_like)
+    assert verdict.status == "failed" and "empty_like(tensor)" in verdict.hint

@@ -13,13 +13,25 @@ import gc
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import torch.autograd.graph as torch_graph
 from torch.multiprocessing.reductions import StorageWeakRef
 
 import course.autograd.mutation as course_mutation
 from course.offload import Offloader
 from test_offload import faked_stream_mode  # pytest puts tests/ on sys.path
-from test_version_check import RAISING, activation_modified, no_hooks, outcome, plain_hooks
+from test_version_check import (
+    OPS,
+    RAISING,
+    WRITES,
+    activation_modified,
+    no_hooks,
+    op_sequence,
+    outcome,
+    plain_hooks,
+    same_outcome_as_eager,
+)
 
 pytestmark = pytest.mark.lesson04
 
@@ -67,6 +79,14 @@ def test_opting_out_gives_torchs_behaviour(program, mode, min_bytes):
     kind, ours = outcome(program, under(mode, min_bytes, check_versions=False))
     _, torchs = outcome(program, plain_hooks)
     assert kind == "ok" and all(torch.equal(a, b) for a, b in zip(ours, torchs))
+
+
+@given(ops=OPS, write=WRITES, mode=st.sampled_from(["passthrough", "copy", "stream"]), min_bytes=st.sampled_from([0, 30, HUGE]))
+@settings(max_examples=60, deadline=None)
+def test_op_sequences_raise_exactly_where_eager_does(ops, write, mode, min_bytes):
+    """Any chain of ops, any intermediate written (or none), any rule (30 bytes: the 8-float
+    storages offloaded, those a slice shrank kept): eager's outcome?"""
+    assert same_outcome_as_eager(op_sequence(ops, write), under(mode, min_bytes))
 
 
 def test_without_the_check_the_outcome_depends_on_min_bytes():
@@ -173,3 +193,28 @@ def test_the_check_keeps_no_offloaded_storage_alive():
     assert storage.expired() and off.stats.offloaded_bytes == 256 * 4
     y.backward()
     torch.testing.assert_close(x.grad, x.exp().cos() * x.exp(), rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("mode", ["stream", "copy"])
+def test_stream_and_copy_modes_raise_eagers_error_on_gpu(mode):
+    """On a real device (side stream, pinned pool), the same error as eager on that device."""
+
+    def program(hooks, mutate):
+        x = torch.randn(1 << 16, device="cuda", requires_grad=True)
+        w = torch.nn.Parameter(torch.randn(1 << 16, device="cuda"))
+        with hooks():
+            y = (x * w).exp()  # w kept (a parameter), y offloaded
+        if mutate:
+            y.add_(1)
+        y.sum().backward()
+        torch.cuda.synchronize()
+        return x.grad, w.grad
+
+    off = lambda: Offloader(min_bytes=0, mode=mode)  # noqa: E731
+    eager = outcome(program, no_hooks)
+    assert "torch.cuda.FloatTensor" in eager[1] and outcome(program, off) == eager
+    kind, ours = outcome(program, off, mutate=False)
+    _, right = outcome(program, no_hooks, mutate=False)
+    assert kind == "ok" and all(torch.equal(a, b) for a, b in zip(ours, right))

@@ -143,5 +143,5 @@ def test_the_public_import_paths_of_design_md_still_import():
     import importlib
 
     for name in ["course.autograd_graph", "course.descriptors", "course.fx_utils", "course.joint",
-                 "course.offload", "course.show", "course.widgets", "course.checks"]:
+                 "course.offload", "course.show", "course.widgets", "course.checks", "course.checkpoint"]:
         assert importlib.import_module(name).__all__, name

@@ -254,6 +254,34 @@ def test_the_anomaly_mode_hint_is_eagers_too():
     assert run(checked("detach")) == eager
 
 
+@pytest.mark.parametrize("pair", sorted(PAIRS))
+def test_reading_a_stale_tensor_outside_backward_raises_eagers_error(pair):
+    """``grad_fn._saved_result`` / ``_saved_self`` unpack too, with no node running."""
+
+    def program(hooks, mutate):
+        x = torch.randn(3, requires_grad=True)
+        with hooks():
+            a = x * 2
+            y = a.exp()  # saves its output y
+            z = a.sin()  # saves its input a
+        y.add_(1)
+        errors = []
+        for read in (lambda: y.grad_fn.next_functions[0][0]._saved_result, lambda: z.grad_fn._saved_self):
+            try:
+                read()
+            except RuntimeError as e:
+                errors.append(str(e))
+        a.add_(1)
+        try:
+            z.grad_fn._saved_self
+        except RuntimeError as e:
+            errors.append(str(e))
+        return errors
+
+    ours, eager = outcome(program, checked(pair)), outcome(program, no_hooks)
+    assert len(eager[1]) == 2 and ours == eager
+
+
 def test_torch_and_course_saved_tensors_hooks_both_take_the_pair():
     """Is the pair usable in torch's saved_tensors_hooks as well as ours?"""
     torch_checked = lambda: torch_graph.saved_tensors_hooks(*checked_hooks(_detach, _identity))  # noqa: E731
@@ -441,14 +469,9 @@ UNARY = {
 }
 
 
-@given(
-    ops=st.lists(st.sampled_from(sorted(UNARY)), min_size=1, max_size=5),
-    write=st.one_of(st.none(), st.integers(0, 5)),
-    pair=st.sampled_from(sorted(PAIRS)),
-)
-@settings(max_examples=60, deadline=None)
-def test_op_sequences_raise_exactly_where_eager_does(ops, write, pair):
-    """Any chain of ops, any intermediate written in place (or none): eager's outcome?"""
+def op_sequence(ops, write):
+    """A chain of ``UNARY`` ops on ``x * 1``; then (unless ``write`` is None) the value at
+    index ``write`` (0 is ``x * 1``) is written in place before backward."""
 
     def program(hooks, mutate):
         x = torch.linspace(-1, 1, 8, requires_grad=True)
@@ -461,8 +484,23 @@ def test_op_sequences_raise_exactly_where_eager_does(ops, write, pair):
         values[-1].sum().backward()
         return (x.grad,)
 
-    ours, eager = outcome(program, checked(pair)), outcome(program, no_hooks)
+    return program
+
+
+OPS = st.lists(st.sampled_from(sorted(UNARY)), min_size=1, max_size=5)
+WRITES = st.one_of(st.none(), st.integers(0, 5))
+
+
+def same_outcome_as_eager(program, hooks):
+    """Where eager raises, the same error; where it runs, the same gradients."""
+    ours, eager = outcome(program, hooks), outcome(program, no_hooks)
     if eager[0] == "ok":
-        assert ours[0] == "ok" and torch.equal(ours[1][0], eager[1][0])
-    else:
-        assert ours == eager
+        return ours[0] == "ok" and all(torch.equal(a, b) for a, b in zip(ours[1], eager[1]))
+    return ours == eager
+
+
+@given(ops=OPS, write=WRITES, pair=st.sampled_from(sorted(PAIRS)))
+@settings(max_examples=60, deadline=None)
+def test_op_sequences_raise_exactly_where_eager_does(ops, write, pair):
+    """Any chain of ops, any intermediate written in place (or none): eager's outcome?"""
+    assert same_outcome_as_eager(op_sequence(ops, write), checked(pair))

@@ -76,21 +76,27 @@ class VersionStamp:
     ``RuntimeError`` autograd raises without hooks when the counter has moved on.
 
     Example:
-        >>> a = torch.ones(3, requires_grad=True) * 2
-        >>> s = stamp(a)
-        >>> s
-        VersionStamp(tensor='[torch.FloatTensor [3]]', grad_fn='MulBackward0', output_nr=0, version=0)
-        >>> s.check()               # OK: unchanged
-        >>> _ = a.add_(1)
-        >>> s.current_version
+        >>> from course.autograd.saved_tensors import saved_tensors_hooks
+        >>> stamps = []
+        >>> def pack_hook(t):
+        ...     stamps.append(stamp(t))
+        ...     return t.detach()
+        >>> x = torch.ones(3, requires_grad=True)
+        >>> with saved_tensors_hooks(pack_hook, lambda t: t):
+        ...     y = x.exp()             # exp saves its output
+        >>> stamps
+        [VersionStamp(tensor='[torch.FloatTensor [3]]', grad_fn='ExpBackward0', output_nr=0, version=0)]
+        >>> stamps[0].check()           # OK: unchanged
+        >>> _ = y.add_(1)
+        >>> stamps[0].current_version
         1
-        >>> s.check()               # BAD: written after it was saved
+        >>> stamps[0].check()           # BAD: written after it was saved
         Traceback (most recent call last):
         ...
-        RuntimeError: one of the variables needed for gradient computation has been modified by an inplace operation: [torch.FloatTensor [3]], which is output 0 of Add, is at version 1; expected version 0 instead. Hint: enable anomaly detection to find the operation that failed to compute its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).
+        RuntimeError: one of the variables needed for gradient computation has been modified by an inplace operation: [torch.FloatTensor [3]], which is output 0 of Exp, is at version 1; expected version 0 instead. Hint: enable anomaly detection to find the operation that failed to compute its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).
     """
 
-    __slots__ = ("_tensor", "_base", "version", "_meta", "grad_fn_name", "output_nr", "_seq", "_view")
+    __slots__ = ("_tensor", "_base", "version", "_meta", "grad_fn_name", "output_nr", "_output", "_view")
 
     def __init__(self, tensor: torch.Tensor) -> None:
         self._tensor = weakref.ref(tensor)
@@ -98,10 +104,16 @@ class VersionStamp:
         self._view = base is not None
         self._base = weakref.ref(base) if self._view else None
         self.version = tensor._version
-        self._meta = (tensor.dtype, tensor.device, tensor.layout, tensor.shape)  # the words, later
+        try:
+            shape = list(tensor.shape)
+        except RuntimeError:  # a nested tensor of strided layout has sizes per component
+            shape = tensor._nested_tensor_size().tolist()
+        self._meta = (tensor.dtype, tensor.device, tensor.layout, shape)  # the words, later
         node = tensor.grad_fn  # None for a leaf
         self.grad_fn_name = node.name() if node is not None else None
-        self._seq = node._sequence_nr() if node is not None else None  # which node, without holding it
+        # Saving its output, an op has just made the output's node: the newest one (nodes
+        # are numbered as they are made, per thread). Its inputs' nodes are older.
+        self._output = node is not None and node._sequence_nr() == torch._C._autograd._get_sequence_nr() - 1
         self.output_nr = tensor.output_nr
 
     @property
@@ -109,7 +121,7 @@ class VersionStamp:
         """The saved tensor as torch's message shows it: ``[torch.FloatTensor [3]]``."""
         dtype, device, layout, shape = self._meta
         kind = torch.empty(0, dtype=dtype, device=device, layout=layout).type()  # e.g. torch.cuda.HalfTensor
-        return f"[{kind} {list(shape)}]"
+        return f"[{kind} {shape}]"
 
     def _alive(self) -> torch.Tensor | None:
         tensor = self._tensor()
@@ -127,9 +139,8 @@ class VersionStamp:
         """``, which is output N of X,`` as torch writes it, or nothing for a leaf."""
         if self.grad_fn_name is None:
             return ""
-        node = torch._C._current_autograd_node()
         tensor = self._tensor()
-        if node is not None and node._sequence_nr() == self._seq:
+        if self._output:
             name = self.grad_fn_name  # a saved output: named by the node that saved it
         elif tensor is not None and tensor.grad_fn is not None:
             name = tensor.grad_fn.name()  # a saved input: its grad_fn now
@@ -175,6 +186,10 @@ class VersionStamp:
 
 def stamp(tensor: torch.Tensor) -> VersionStamp:
     """Record ``tensor``'s version counter (weakly) and its value now.
+
+    Call it from a pack hook: there, a tensor whose ``grad_fn`` is the newest node is the
+    output being saved, which decides how the error names it. Outside a pack hook the
+    version check is the same, only that name may differ from torch's.
 
     Example:
         >>> w = torch.nn.Parameter(torch.ones(2, 3))

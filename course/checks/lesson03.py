@@ -18,10 +18,12 @@ batch, which the step holds anyway, cost nothing kept by reference.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import itertools
 import os
 import tempfile
+import weakref
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -29,6 +31,7 @@ from torch.utils.weak import WeakTensorKeyDictionary
 
 from course.checks import case, exercise, predict, wrong
 from course.autograd.saved_tensors import saved_tensors_hooks
+from course.autograd.version_check import checked_hooks
 
 # --- Exercise 3.1: predict how often pack and unpack run -------------------------------------
 
@@ -351,12 +354,20 @@ def mlp_loss(x, Ws):
     return (h @ Ws[-1]).tanh().pow(2).mean()
 
 
-def mlp_grads(hooks, seed: int, scale: float = 1.0, dtype=torch.float32):
-    """Gradients of the MLP's weights with ``hooks = (pack, unpack)`` around the forward."""
-    pack, unpack = hooks
+def mlp_grads(hooks, seed: int, scale: float = 1.0, dtype=torch.float32, step_early: bool = False):
+    """Gradients of the MLP's weights with ``hooks = (pack, unpack)`` around the forward
+    (``hooks=None``: no hooks at all, torch's own saving and checking).
+
+    ``step_early=True`` updates the last weight in place between forward and backward, as an
+    optimizer step taken too early would: without hooks torch raises, since the last matmul
+    saved that weight; hooks must raise too (torch skips its version check under hooks).
+    """
     x, Ws = make_mlp(seed, scale=scale, dtype=dtype)
-    with saved_tensors_hooks(pack, unpack):
+    with saved_tensors_hooks(*hooks) if hooks is not None else contextlib.nullcontext():
         loss = mlp_loss(x, Ws)
+    if step_early:
+        with torch.no_grad():
+            Ws[-1].mul_(0.5)  # bumps the version of a tensor the last matmul saved
     return torch.autograd.grad(loss, Ws)
 
 
@@ -456,35 +467,70 @@ def _is_parameter(t) -> bool:
 
 
 def compress_hooks():
-    """Reference solution: weights by reference; each saved activation once, in bfloat16."""
-    compressed = WeakTensorKeyDictionary()  # activation -> its 16-bit copy, while it lives
+    """Reference solution: the same code as the solution notebook's region."""
+    compressed = WeakTensorKeyDictionary()         # activation -> its copy, while it lives
 
     def pack_hook(t):
-        if not t.is_floating_point() or _is_parameter(t):
-            return t, None  # the model holds its weights anyway: a reference costs nothing
-        if t not in compressed:  # relu's output is saved twice: compress it once
+        base = t
+        while base._base is not None:              # a view of a weight is the weight's memory
+            base = base._base
+        stamp = weakref.ref(t), t._version         # to notice an in-place change later
+        if not t.is_floating_point() or (base.is_leaf and base.requires_grad):
+            return t, None, stamp                  # the model holds its weights anyway
+        if t not in compressed:                    # relu's output is saved twice: once
             compressed[t] = t.to(torch.bfloat16)
-        return compressed[t], t.dtype  # remember the dtype, not the tensor
+        return compressed[t], t.dtype, stamp       # remember the dtype, not the tensor
 
     def unpack_hook(packed):
-        t, dtype = packed
+        t, dtype, (ref, version) = packed
+        original = ref()                           # None: freed (a change made just before goes unseen)
+        if original is not None and original._version != version:
+            raise RuntimeError(f"a saved tensor was changed in place after forward "
+                               f"(version {original._version}, saved at {version})")
         return t if dtype is None else t.to(dtype)
 
     return pack_hook, unpack_hook
 
 
-def _run_compress(answer, seed, scale=1.0, dtype=torch.float32):
+def _run_compress(answer, seed, scale=1.0, dtype=torch.float32, step_early=False):
     names = ("W1.grad", "W2.grad", "W3.grad")
-    return dict(zip(names, mlp_grads(answer(), seed, scale, dtype)))
+    return dict(zip(names, mlp_grads(answer(), seed, scale, dtype, step_early)))
 
 
-def _cost_compress(answer, seed, scale=1.0, dtype=torch.float32):
-    return packed_bytes(answer(), seed, scale, dtype)
+def _cost_compress(answer, seed, scale=1.0, dtype=torch.float32, step_early=False):
+    return packed_bytes(answer(), seed, scale, dtype)  # the memory is the same either way
 
 
 def exact_hooks():
-    """The oracle of 3.4: hooks that keep each saved tensor as it is (torch's exact grads)."""
+    """Hooks that keep each saved tensor as it is: torch's exact gradients, and its memory."""
     return (lambda t: t.detach()), (lambda t: t)
+
+
+def _no_hooks():
+    """The oracle of 3.4: torch by itself (no hooks), which saves exactly and checks versions."""
+    return None
+
+
+def _version_checked(hooks):
+    """``hooks`` (a factory of pairs) with the safety net added: the known wrong answers of 3.4
+    keep it, so each differs from the solution by the one mistake its hint names."""
+
+    def checked():
+        pack, unpack = hooks()
+
+        def pack_hook(t):
+            return pack(t), weakref.ref(t), t._version
+
+        def unpack_hook(packed):
+            inner, ref, version = packed
+            original = ref()
+            if original is not None and original._version != version:
+                raise RuntimeError("a saved tensor was changed in place after forward")
+            return unpack(inner)
+
+        return pack_hook, unpack_hook
+
+    return checked
 
 
 def _unpack_to(packed):
@@ -492,8 +538,10 @@ def _unpack_to(packed):
     return t if dtype is None else t.to(dtype)
 
 
-def _compress_hooks_with(keep_params: bool, once: bool, dtype=torch.bfloat16, keep_input=False, unpack=_unpack_to):
-    """Variations of the compressing hooks (the known wrong answers and right answers of 3.4)."""
+def _compress_hooks_with(keep_params: bool, once: bool, dtype=torch.bfloat16, keep_input=False, unpack=_unpack_to,
+                         checked=True):
+    """Variations of the compressing hooks (the known wrong answers and right answers of 3.4);
+    ``checked=False`` leaves out the version check."""
 
     def hooks():
         compressed = WeakTensorKeyDictionary()
@@ -509,7 +557,7 @@ def _compress_hooks_with(keep_params: bool, once: bool, dtype=torch.bfloat16, ke
 
         return pack_hook, unpack
 
-    return hooks
+    return _version_checked(hooks) if checked else hooks
 
 
 def _closure_cache_hooks():
@@ -545,7 +593,7 @@ exercise(
     name="compress_hooks",
     title="Compressing hooks: fewer saved bytes, nearly the same gradients",
     solution=compress_hooks,
-    oracle=exact_hooks,
+    oracle=_no_hooks,
     run=_run_compress,
     cost=_cost_compress,
     budget={"saved bytes": 2600},
@@ -557,8 +605,18 @@ exercise(
         case(1, label="another seed"),
         case(2, scale=3.0, label="inputs 3 times larger"),
         case(4, dtype=torch.float64, label="the same MLP in float64"),
+        case(0, step_early=True, label="the last weight updated in place between forward and backward "
+             "(torch without hooks raises RuntimeError)"),
     ],
     wrong=[
+        wrong(
+            _compress_hooks_with(keep_params=True, once=True, checked=False),
+            "the gradients and the memory are right, but a weight changed in place between "
+            "forward and backward (an optimizer step taken too early) now gives a silently wrong "
+            "gradient, where torch without hooks raises: under hooks torch does not compare "
+            "versions. Record t._version (and a weakref.ref(t), which keeps no memory) in pack, "
+            "and raise RuntimeError in unpack if the version moved.",
+        ),
         wrong(
             _identity_hooks,
             "the gradients are right, but keeping every activation as it is holds all its "
@@ -617,6 +675,7 @@ exercise(
     right=[
         _compress_hooks_with(keep_params=True, once=True, dtype=torch.float16),
         _compress_hooks_with(keep_params=True, once=True, keep_input=True),
+        lambda: checked_hooks(*_compress_hooks_with(keep_params=True, once=True, checked=False)()),
     ],
     hint="three questions: which saved tensors does the step hold anyway (they cost nothing "
     "kept as they are)? which activation is saved more than once (compress it once)? and "
