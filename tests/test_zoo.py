@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import course.descriptors as cd
-from course.checks.zoo import ZOO, course_descriptors, torch_descriptors, zoo_classes
+from course.checks.zoo import ZOO, course_descriptors, inner_sizes, torch_descriptors, zoo_classes
 
 BY_TORCH = [name for name, p in ZOO.items() if p.via in ("export", "compile")]
 
@@ -118,3 +118,16 @@ def test_dummy_descriptors_are_never_in_a_graph():
             if re.search(rf"\b{name}\(", text):
                 made[name].add(path.name)
     assert made == {"DummyAOTInput": {"runtime_wrappers.py", "subclass_utils.py"}, "DummyAOTOutput": set()}
+
+
+@pytest.mark.parametrize("name", BY_TORCH)
+def test_only_the_symbolic_subclass_passes_inner_sizes_and_only_on_torch_2_14(name):
+    """Does torch pass inner tensors' sizes and strides where lesson 07 says (18 on 2.14, none on 2.13)?"""
+    release = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    ins, outs = torch_descriptors(name)
+    inner = inner_sizes(ins) + inner_sizes(outs)
+    expected = {(2, 13): 0, (2, 14): 18}[release] if name == "two_tensor_symbolic" else 0
+    assert len(inner) == expected
+    # what the lesson prints without them still shows every class the program is there for
+    rest = [d for d in [*ins, *outs] if d is not None and d not in inner]
+    assert set(ZOO[name].shows) <= set(zoo_classes(rest))

@@ -501,7 +501,7 @@ exercise(
               "strides instead."),
     ],
     right=[_same_saved_tensor_marks],
-    hint="two tensors alias when they share a storage and at least one element of it: "
+    hint="two views of one tensor alias when they share a storage and at least one element of it: "
     "which storage elements does each tensor look at (offset, strides, shape)?",
 )
 

@@ -637,10 +637,12 @@ predict(
               "token through it, and the new token is an output (the first one)."),
         wrong([_TOK, _MUT, _O0, _O1, _GW],
               "y[:2] and y[1:] are two views of one intermediate: torch also returns their base "
-              "(IntermediateBaseAOTOutput) so it can rebuild the views outside the graph."),
+              "(IntermediateBaseAOTOutput) so it can rebuild the views outside the graph (a "
+              "single view would need no base)."),
         wrong([_TOK, _O0, _O1, _IB, _GW],
-              "self.calls.add_(1) writes a buffer; a functional graph cannot, so the new value "
-              "comes back as InputMutationAOTOutput(mutated_input=BufferAOTInput(target='calls'))."),
+              "self.calls.add_(1) writes a buffer; the exported joint (by default) writes "
+              "nothing, so the new value comes back as "
+              "InputMutationAOTOutput(mutated_input=BufferAOTInput(target='calls'))."),
         wrong([_TOK, _O0, _O1, _IB, _MUT, _GW],
               "mutations come before the user's outputs (only tokens come earlier)."),
         wrong([_MUT, _O0, _O1, _IB, _GW, _TOK],

@@ -25,8 +25,8 @@ from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
 
 from course.aot import descriptors as cd
 
-__all__ = ["ZOO", "ZooProgram", "course_descriptors", "export_graph_module", "torch_descriptors",
-           "zoo_classes"]
+__all__ = ["ZOO", "ZooProgram", "course_descriptors", "export_graph_module", "inner_sizes",
+           "torch_descriptors", "zoo_classes"]
 
 
 def export_graph_module(mod: nn.Module, args: tuple) -> fx.GraphModule:
@@ -366,3 +366,23 @@ def zoo_classes(descs) -> list[str]:
     for d in descs:
         walk(d)
     return seen
+
+
+def inner_sizes(descs) -> list:
+    """The descriptors among ``descs`` that carry an *inner* tensor's size or stride.
+
+    Torch 2.14 passes, for a subclass with symbolic sizes, the sizes and strides of each inner
+    tensor too (``SubclassSizeAOTInput(base=SubclassGetAttrAOTInput(...), idx=0)``); torch
+    2.13 passes only the outer ones. Lesson 07 prints the zoo without these, so that it reads
+    the same on both, and says what 2.14 adds.
+
+    >>> inner = cd.SubclassSizeAOTInput(cd.SubclassGetAttrAOTInput(cd.PlainAOTInput(0), "a"), 0)
+    >>> outer = cd.SubclassSizeAOTInput(cd.PlainAOTInput(0), 0)
+    >>> inner_sizes([inner, outer, None])
+    [SubclassSizeAOTInput(base=SubclassGetAttrAOTInput(base=PlainAOTInput(idx=0), attr='a'), idx=0)]
+    """
+    sized = ("SubclassSizeAOTInput", "SubclassStrideAOTInput", "SubclassSizeAOTOutput",
+             "SubclassStrideAOTOutput")
+    getattrs = ("SubclassGetAttrAOTInput", "SubclassGetAttrAOTOutput")
+    return [d for d in descs if d is not None and type(d).__name__ in sized
+            and type(d.base).__name__ in getattrs]
