@@ -40,6 +40,7 @@ import hashlib
 import io
 import itertools
 import json
+import math
 import os
 import re
 import subprocess
@@ -52,13 +53,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from course.grading import report as reporting
+from course.grading import signing
+from course.grading.isolation import child_env, no_dump, python_command
 from course.grading.report import NotebookReport
+from course.grading.untrusted import Untrusted, clean_text, read_regular
 from course.grading.worker import become_subreaper, descendants, end_processes
 
 __all__ = ["NotebookReport", "exit_code", "grade_notebook", "main"]
 
 _LESSON_FILE = re.compile(r"^(\d\d)_")
 _OFFERED = re.compile(r"\.updated(-\d+)?\.ipynb$")  # the copies `course update` offers
+OUTCOME_LIMIT = 64 << 20  # bytes: an outcome file larger than this (on disk) is not decoded
+OUTCOME_UNPACKED_LIMIT = 512 << 20  # bytes: nor one whose archive unpacks to more than this
 _EXERCISE_ID = re.compile(r"""(?:check\(\s*["']|exercise )(\d+)\.\d+""")
 _judge_lock = threading.Lock()  # oracles and hint matching reseed global RNGs: one at a time
 _expected_cache: dict[str, list] = {}
@@ -84,7 +90,7 @@ def _code_cells(text: str) -> list[list]:
 
 
 def _one_line(e: BaseException) -> str:
-    text = f"{type(e).__name__}: {e}".strip().splitlines()
+    text = clean_text(f"{type(e).__name__}: {e}", limit=400).strip().splitlines()
     return (text[0] if text else type(e).__name__)[:200]
 
 
@@ -162,10 +168,10 @@ class _Checker:
 
     def __init__(self, lessons: set[int], tmp: Path):
         self.err_path = tmp / "checker.err"
-        with open(self.err_path, "wb") as err:
+        with open(self.err_path, "wb") as err:  # python -I, in a private folder: nothing of the cwd is imported
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "course.grading.worker", "--serve", *map(str, sorted(lessons))],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+                python_command("course.grading.worker", "--serve", *map(str, sorted(lessons))),
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, cwd=tmp / "cwd", env=child_env(tmp / "tmp"))
         self.replies: dict[str, dict] = {}
         self.ready = self.dead = False
         self.cond = threading.Condition()
@@ -189,8 +195,11 @@ class _Checker:
             self.cond.notify_all()
 
     def _why_dead(self) -> str:
-        tail = self.err_path.read_bytes()[-400:].decode("utf-8", "replace").strip().splitlines()
-        return "the checking server stopped" + (f": {tail[-1]}" if tail else "")
+        try:
+            tail = read_regular(self.err_path, 64 << 20)[-400:].decode("utf-8", "replace").strip().splitlines()
+        except (OSError, Untrusted):
+            tail = []
+        return "the checking server stopped" + (f": {clean_text(tail[-1], 200)}" if tail else "")
 
     def wait_ready(self, timeout: float = 600) -> None:
         with self.cond:
@@ -213,13 +222,15 @@ class _Checker:
                 why = self._why_dead()
                 return {ex.id: {"failure": why} for ex in exercises}
             finished = self.cond.wait_for(lambda: job in self.replies or self.dead, 2 * limit + 60)
+        if not finished and not self.dead:  # never wait on a stuck server again: end it
+            self.stop()
         reports = {ex.id: _read_report(out / f"{ex.id}.pt") for ex in exercises}
         reply = self.replies.pop(job, None)
         if reply is None:
             why = f"timeout: checking ran past {2 * limit + 60:g} s" if not finished else self._why_dead()
-        elif reply["exit"] != 0:
-            why = (f"timeout: checking ran past {2 * limit + 30:g} s" if reply["exit"] == "killed"
-                   else f"the checking process failed (exit {reply['exit']})")
+        elif reply.get("exit") != 0:
+            why = (f"timeout: checking ran past {2 * limit + 30:g} s" if reply.get("exit") == "killed"
+                   else f"the checking process failed (exit {clean_text(reply.get('exit'), 40)})")
         else:
             return reports
         return {i: r if "failure" not in r else {"failure": why} for i, r in reports.items()}
@@ -241,6 +252,8 @@ class _Session:
 
     def __init__(self, lessons: set[int], sequential: bool = True):
         self.tmp = Path(tempfile.mkdtemp(prefix="course-grade-"))
+        (self.tmp / "cwd").mkdir()  # where the grader's own processes start: nothing in it
+        (self.tmp / "tmp").mkdir()  # TMPDIR of learner code: removed with the session
         self.sequential = sequential
         self.subreaper = become_subreaper()
         self.keep = set(descendants())  # what was running before us is not ours to end
@@ -290,10 +303,12 @@ def _read_report(path: Path) -> dict:
     """A worker's report for one exercise, loaded as data only; ``{"failure": why}`` if unusable."""
     import torch
 
-    if not path.exists():
+    if not os.path.lexists(path):
         return {"failure": "the checking process ended without a report"}
     try:
-        report = torch.load(path, weights_only=True)
+        data = read_regular(path, OUTCOME_LIMIT)
+        _check_archive(data)
+        report = torch.load(io.BytesIO(data), weights_only=True)
         assert isinstance(report, dict)
         if isinstance(report.get("failure"), str):
             return {"failure": report["failure"]}
@@ -301,8 +316,23 @@ def _read_report(path: Path) -> dict:
         assert all(isinstance(o, dict) and o.get("kind") in {"value", "raised", "not attempted", "timeout"}
                    for o in report["yours"])
         return report
+    except Untrusted as e:
+        return {"failure": f"the checking process reported something unreadable ({e})"}
     except Exception as e:
         return {"failure": f"the checking process reported something unreadable ({type(e).__name__})"}
+
+
+def _check_archive(data: bytes) -> None:
+    """An outcome file (a ``torch.save`` zip) that unpacks to more than the cap, or is
+    compressed at all (``torch.save`` never compresses), is refused before it is decoded."""
+    import zipfile
+
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        infos = archive.infolist()
+    if any(i.compress_type != zipfile.ZIP_STORED for i in infos):
+        raise Untrusted("a compressed archive, which torch.save never writes")
+    if sum(i.file_size for i in infos) > OUTCOME_UNPACKED_LIMIT:
+        raise Untrusted(f"unpacks to more than {OUTCOME_UNPACKED_LIMIT} bytes")
 
 
 def _run_worker(exercises: list, cells: list, cwd: Path, cell_timeout: float, limit: float, tmp: Path) -> dict:
@@ -313,9 +343,9 @@ def _run_worker(exercises: list, cells: list, cwd: Path, cell_timeout: float, li
                                 "cell_timeout": cell_timeout, "limit": limit}))
     with open(err, "wb") as stderr:
         try:
-            proc = subprocess.run([sys.executable, "-m", "course.grading.worker", str(spec), str(out)],
+            proc = subprocess.run(python_command("course.grading.worker", str(spec), str(out)),
                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
-                                  cwd=cwd, timeout=limit + 120)
+                                  cwd=tmp / "cwd", env=child_env(tmp / "tmp"), timeout=limit + 120)
         except subprocess.TimeoutExpired:
             return {ex.id: {"failure": f"timeout: checking ran past {limit:g} s"}}
     report = _read_report(out / f"{ex.id}.pt")
@@ -326,7 +356,8 @@ def _run_worker(exercises: list, cells: list, cwd: Path, cell_timeout: float, li
 
 def _error_result(ex, why: str, seconds: float = 0.0) -> dict:
     return {"id": ex.id, "name": ex.name, "title": ex.title, "status": "error", "points": ex.points, "score": 0,
-            "cases_passed": 0, "cases_total": len(ex.all_cases), "message": f"[{ex.id} {ex.name}] error: {why}",
+            "cases_passed": 0, "cases_total": len(ex.all_cases),
+            "message": clean_text(f"[{ex.id} {ex.name}] error: {why}", 4000),
             "hint": "", "cost": {}, "budget": dict(ex.budget), "seconds": round(seconds, 2),
             "timed_out": why.startswith("timeout")}
 
@@ -349,6 +380,7 @@ def _judge(ex, report: dict, seconds: float) -> dict:
         d = result.to_json()
     except Exception as e:
         return _error_result(ex, f"the grader could not compare this answer ({_one_line(e)})", seconds)
+    d["message"], d["hint"] = clean_text(d["message"], 4000), clean_text(d.get("hint", ""), 1000)
     d["seconds"] = round(seconds, 2)
     d["timed_out"] = "timeout" in d["message"] or "did not finish within" in d["message"]
     return d
@@ -426,7 +458,7 @@ def grade_notebook(
 def _read(path: Path, lesson: int | None) -> tuple[str | BaseException, int | None]:
     """The notebook's text (or why it cannot be read) and its lesson (None if unknown)."""
     try:
-        text: str | BaseException = path.read_text(encoding="utf-8")
+        text: str | BaseException = read_regular(path).decode("utf-8")
         sources = [src for _, src in _code_cells(text)]
     except Exception as e:
         text, sources = e, []
@@ -457,11 +489,14 @@ def _grade(path: Path, text: str | BaseException, lesson: int | None, timeout: f
     session = _session
     before = _package_digest()
     start = time.monotonic()
-    report = NotebookReport(str(path), lesson)
+    report = NotebookReport(clean_text(path, 500), lesson)
+    if isinstance(text, str):
+        report.sha256 = signing.notebook_hash(text.encode("utf-8"))
     try:
         _grade_into(report, path, text, timeout, cell_timeout, jobs, progress or (lambda text: None), run)
     except Exception as e:  # never lose the other notebooks' results
         report.error = f"the grader failed on this notebook: {_one_line(e)}"
+    _keep_every_exercise(report)
     if session.sequential:
         report.killed = session.end_leftovers()
     changed = _changed(before, _package_digest())
@@ -469,6 +504,18 @@ def _grade(path: Path, text: str | BaseException, lesson: int | None, timeout: f
         _void(report, changed)
     report.seconds = round(time.monotonic() - start, 2)
     return report
+
+
+def _keep_every_exercise(report: NotebookReport) -> None:
+    """A notebook the grader failed on keeps every exercise of its lesson in the maximum, as
+    an ``error`` scored 0 (a failure must never shrink what the score is out of)."""
+    from course import checks
+
+    if report.lesson is None or not _has_exercises(report.lesson):
+        return
+    have = {e.get("id") for e in report.exercises}
+    why = report.error or "the grader has no result for this exercise"
+    report.exercises += [_error_result(ex, why) for ex in checks.all_exercises(report.lesson) if ex.id not in have]
 
 
 def _grade_into(report: NotebookReport, path: Path, text, timeout, cell_timeout, jobs, say, run) -> None:
@@ -494,12 +541,12 @@ def _grade_into(report: NotebookReport, path: Path, text, timeout, cell_timeout,
         checking = pool.submit(_check_exercises, exercises, cells, cwd, cell_timeout, timeout, _session.tmp,
                                jobs or os.cpu_count() or 2)
         if run:
-            report.run = _run_in_kernel(text, cwd, cell_timeout, timeout)
+            report.run = _run_in_kernel(text, cwd, cell_timeout, timeout, child_env(_session.tmp / "tmp"))
             say(f"{path.name}: notebook run done, waiting for the checks")
         report.exercises = checking.result()
 
 
-def _run_in_kernel(text: str, cwd: Path, cell_timeout: float, timeout: float) -> dict:
+def _run_in_kernel(text: str, cwd: Path, cell_timeout: float, timeout: float, env: dict) -> dict:
     """Step 1, the learner's "Run All": what raised, what timed out (never the score)."""
     try:
         import nbformat
@@ -509,13 +556,13 @@ def _run_in_kernel(text: str, cwd: Path, cell_timeout: float, timeout: float) ->
         with warnings.catch_warnings():  # a notebook without cell ids is fine to grade
             warnings.simplefilter("ignore")
             nb = nbformat.reads(text, as_version=4)
-        run = run_notebook(nb, cwd, cell_timeout=cell_timeout, total_timeout=timeout)
+        run = run_notebook(nb, cwd, cell_timeout=cell_timeout, total_timeout=timeout, env=env)
     except Exception as e:  # the kernel would not start, for example
         return {"failure": _one_line(e)}
     return {
         "code_cells": len(run.cells), "seconds": round(run.seconds, 2),
-        "errors": [{"cell": c.index, "error": c.error} for c in run.cells if c.status == "error"],
-        "timeouts": [{"cell": c.index, "error": c.error} for c in run.cells if c.status == "timeout"],
+        "errors": [{"cell": c.index, "error": clean_text(c.error)} for c in run.cells if c.status == "error"],
+        "timeouts": [{"cell": c.index, "error": clean_text(c.error)} for c in run.cells if c.status == "timeout"],
         "skipped": sum(c.status == "skipped" for c in run.cells),
         "total_timed_out": run.total_timed_out, "kernel_died": run.kernel_died,
     }
@@ -545,14 +592,14 @@ def _folder_plan(folder: Path, only: set[int] | None) -> tuple[list, list[int], 
         if p.name.startswith("."):
             continue
         if _OFFERED.search(p.name):
-            ignored.append({"path": str(p), "reason": "a copy offered by `course update`, not graded"})
+            ignored.append({"path": clean_text(p, 500), "reason": "a copy offered by `course update`, not graded"})
             continue
         text, lesson = _read(p, None)
         if lesson is None:
-            ignored.append({"path": str(p), "reason": "not a lesson (name it NN_slug.ipynb)"})
+            ignored.append({"path": clean_text(p, 500), "reason": "not a lesson (name it NN_slug.ipynb)"})
         elif lesson not in wanted:
             why = "not in --lessons" if lesson in course_lessons else f"the course has no lesson {lesson:02d}"
-            ignored.append({"path": str(p), "reason": why})
+            ignored.append({"path": clean_text(p, 500), "reason": why})
         else:
             found.setdefault(lesson, []).append((p, text, lesson))
     twins = {n: entries for n, entries in found.items() if len(entries) > 1}
@@ -572,9 +619,14 @@ def _missing_report(folder: Path, lesson: int) -> NotebookReport:
     return report
 
 
-def _output_path(value: str) -> Path:
-    """``--json`` / ``--junit``: the folder is created now, so a bad path fails before grading."""
+def _output_path(value: str) -> Path | str:
+    """``--json`` / ``--junit``: the folder is created now, so a bad path fails before grading
+    (``-``: standard output, in place of the text report)."""
+    if value == "-":
+        return value
     path = Path(value)
+    if path.exists() and not path.is_file():
+        raise argparse.ArgumentTypeError(f"{value} exists and is not a regular file")
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{value} is a folder; give a file name")
     try:
@@ -582,6 +634,27 @@ def _output_path(value: str) -> Path:
     except OSError as e:
         raise argparse.ArgumentTypeError(f"cannot create the folder for {value}: {e.strerror or e}") from None
     return path
+
+
+def _seconds(value: str) -> float:
+    """A timeout: a finite number of seconds above 0 (``inf``, ``nan``, 0 would turn a limit off)."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0, not {value!r}")
+    return seconds
+
+
+def _fraction(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        x = float("nan")
+    if not 0 <= x <= 1:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be a fraction from 0 to 1, like 0.8, not {value!r}")
+    return x
 
 
 def _positive_int(value: str) -> int:
@@ -602,9 +675,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("path", type=Path, help="a notebook, or a folder of notebooks")
     parser.add_argument("--json", type=_output_path, help="write the report as JSON here (docs/grading.md)")
     parser.add_argument("--junit", type=_output_path, help="write a JUnit XML report here")
-    parser.add_argument("--timeout", type=float, default=300, help="seconds for the whole notebook run (default 300)")
-    parser.add_argument("--cell-timeout", type=float, default=60, help="seconds per cell (default 60)")
-    parser.add_argument("--min-score", type=float, default=None,
+    parser.add_argument("--timeout", type=_seconds, default=300, help="seconds for the whole notebook run (default 300)")
+    parser.add_argument("--cell-timeout", type=_seconds, default=60, help="seconds per cell (default 60)")
+    parser.add_argument("--key-file", default=None,
+                        help=f"sign the --json report with the key in this file (-: stdin; default ${signing.KEY_ENV})")
+    parser.add_argument("--min-score", type=_fraction, default=None,
                         help="pass when score/max reaches this fraction (default: every exercise must pass)")
     parser.add_argument("--lesson", type=int, default=None, help="lesson number, if the file name lacks NN_")
     parser.add_argument("--lessons", type=_lesson_list, default=None,
@@ -626,6 +701,19 @@ def _lesson_files() -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    no_dump()  # learner code (in a sandbox, without CAP_SYS_PTRACE) cannot read our memory or key
+    try:
+        key = signing.read_key(args.key_file)  # before any learner code runs; the variable goes
+    except OSError as e:
+        print(f"course grade: --key-file: {e.strerror or e}", file=sys.stderr)
+        return 2
+    for out in (args.json, args.junit):  # a file planted there counts for nothing from now on
+        if out not in (None, "-"):
+            try:
+                reporting.write_atomically(out, json.dumps(reporting.placeholder()) + "\n")
+            except OSError as e:
+                print(f"course grade: cannot write {out}: {e.strerror or e}", file=sys.stderr)
+                return 2
     # nbformat -> jsonschema would build an IRI grammar (rfc3987_syntax) that no notebook check
     # uses: 2-3 s of start-up. Marking it absent makes jsonschema skip that one format check.
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
@@ -660,6 +748,8 @@ def main(argv: list[str] | None = None) -> int:
                                                      file=sys.stderr)]
     reports.sort(key=lambda r: (r.lesson if r.lesson is not None else 99, r.path))
     summary = reporting.summary(reports, ignored, session.killed, session.tampered, _command_seconds())
+    if key is not None:
+        summary = signing.sign(summary, key)
     _report(summary, reports, args)
     return exit_code(summary, args.min_score)
 
@@ -667,19 +757,22 @@ def main(argv: list[str] | None = None) -> int:
 def _report(summary: dict, reports: list[NotebookReport], args) -> None:
     """stdout, then the files (last, each written atomically). A closed stdout is not an error."""
     try:
-        if args.path.is_dir():
+        if args.json == "-":
+            sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+        elif args.path.is_dir():
             reporting.print_table(reports)
         else:
             reporting.print_notebook(reports[0])
-        reporting.print_footer(summary)
+        if args.json != "-":
+            reporting.print_footer(summary)
         sys.stdout.flush()
     except BrokenPipeError:  # `course grade ... | head`: the reader left; the files still matter
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, sys.stdout.fileno())
         os.close(null)
-    if args.json:
+    if args.json and args.json != "-":
         reporting.write_atomically(args.json, json.dumps(summary, indent=2) + "\n")
-    if args.junit:
+    if args.junit and args.junit != "-":
         buffer = io.StringIO()
         reporting.junit(summary).write(buffer, encoding="unicode", xml_declaration=True)
         reporting.write_atomically(args.junit, buffer.getvalue())

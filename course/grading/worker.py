@@ -337,7 +337,8 @@ def _describe(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             words = f.read().split(b"\0")
-        return " ".join(w.decode("utf-8", "replace") for w in words if w)[:120] or "?"
+        text = " ".join(w.decode("utf-8", "replace") for w in words if w)
+        return "".join(c for c in text if c.isprintable())[:120] or "?"  # learner-chosen: no escapes
     except OSError:
         return "?"
 
@@ -345,26 +346,34 @@ def _describe(pid: int) -> str:
 def end_processes(keep: set[int] = frozenset()) -> list[str]:
     """Kill every descendant of this process except ``keep`` (and theirs), and reap them.
 
-    Several rounds: a process may fork while we kill. Returns one line per process killed
-    (``"pid 123: python -c ..."``), for the report.
+    First every one is stopped (``SIGSTOP``), round after round until a round finds no
+    process that is not stopped yet: a stopped process cannot fork, so a process that keeps
+    forking under new PIDs is caught however fast it hops. Then all are killed. Returns one
+    line per process killed (``"pid 123: python -c ..."``), for the report.
     """
-    me, killed = os.getpid(), []
-    for _round in range(20):
+    me, stopped, killed = os.getpid(), [], []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
         spared = set(keep)
         for k in keep:
             spared.update(descendants(k))
-        victims = [p for p in descendants() if p not in spared]
-        if not victims:
+        fresh = [p for p in descendants() if p not in spared and p not in stopped]
+        if not fresh:
             break
-        for pid in victims:
+        for pid in fresh:
             killed.append(f"pid {pid}: {_describe(pid)}")
             with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.05)
-        for pid, (parent, _state) in _processes().items():  # reap the ones that are ours now
-            if parent == me and pid not in keep:
-                with contextlib.suppress(ChildProcessError, OSError):
-                    os.waitpid(pid, os.WNOHANG)
+                os.kill(pid, signal.SIGSTOP)
+        stopped += fresh
+        time.sleep(0.01)
+    for pid in stopped:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    time.sleep(0.05)
+    for pid, (parent, _state) in _processes().items():  # reap the ones that are ours now
+        if parent == me and pid not in keep:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)
     return list(dict.fromkeys(killed))
 
 
