@@ -636,7 +636,7 @@ def _output_path(value: str) -> Path | str:
     return path
 
 
-def _seconds(value: str) -> float:
+def positive_seconds(value: str) -> float:
     """A timeout: a finite number of seconds above 0 (``inf``, ``nan``, 0 would turn a limit off)."""
     try:
         seconds = float(value)
@@ -675,8 +675,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("path", type=Path, help="a notebook, or a folder of notebooks")
     parser.add_argument("--json", type=_output_path, help="write the report as JSON here (docs/grading.md)")
     parser.add_argument("--junit", type=_output_path, help="write a JUnit XML report here")
-    parser.add_argument("--timeout", type=_seconds, default=300, help="seconds for the whole notebook run (default 300)")
-    parser.add_argument("--cell-timeout", type=_seconds, default=60, help="seconds per cell (default 60)")
+    parser.add_argument("--timeout", type=positive_seconds, default=300, help="seconds for the whole notebook run (default 300)")
+    parser.add_argument("--cell-timeout", type=positive_seconds, default=60, help="seconds per cell (default 60)")
     parser.add_argument("--key-file", default=None,
                         help=f"sign the --json report with the key in this file (-: stdin; default ${signing.KEY_ENV})")
     parser.add_argument("--min-score", type=_fraction, default=None,

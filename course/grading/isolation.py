@@ -95,8 +95,9 @@ def sandbox_command(argv: list[str], inputs: Path, hide: list[Path], tmp_bytes: 
            "--size", str(tmp_bytes), "--tmpfs", SANDBOX_DIR]
     if root.startswith("/tmp/") or root.startswith("/run/"):  # the course itself must stay visible
         cmd += ["--ro-bind", root, root]
-    for h in hide:
-        if Path(h).exists() and not root.startswith(str(Path(h).resolve()) + os.sep):
+    needed = (root + os.sep, str(Path(sys.prefix).resolve()) + os.sep, str(Path(sys.executable).resolve()))
+    for h in hide:  # never hide the course or the Python that runs it
+        if Path(h).exists() and not any(n.startswith(str(Path(h).resolve()) + os.sep) for n in needed):
             cmd += ["--tmpfs", str(Path(h).resolve())]
     cmd += ["--ro-bind", str(inputs), f"{SANDBOX_DIR}/in", "--chdir", SANDBOX_DIR,
             "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
