@@ -707,13 +707,6 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         print(f"course grade: --key-file: {e.strerror or e}", file=sys.stderr)
         return 2
-    for out in (args.json, args.junit):  # a file planted there counts for nothing from now on
-        if out not in (None, "-"):
-            try:
-                reporting.write_atomically(out, json.dumps(reporting.placeholder()) + "\n")
-            except OSError as e:
-                print(f"course grade: cannot write {out}: {e.strerror or e}", file=sys.stderr)
-                return 2
     # nbformat -> jsonschema would build an IRI grammar (rfc3987_syntax) that no notebook check
     # uses: 2-3 s of start-up. Marking it absent makes jsonschema skip that one format check.
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
@@ -731,6 +724,15 @@ def main(argv: list[str] | None = None) -> int:
     except _Usage as e:
         print(f"course grade: {e}", file=sys.stderr)
         return 2
+    placeholders = {args.json: json.dumps(reporting.placeholder()) + "\n",
+                    args.junit: reporting.junit_placeholder()}
+    for out in (args.json, args.junit):  # from now on a planted file counts for nothing
+        if out not in (None, "-"):
+            try:
+                reporting.write_atomically(out, placeholders[out])
+            except OSError as e:
+                print(f"course grade: cannot write {out}: {e.strerror or e}", file=sys.stderr)
+                return 2
     options = dict(timeout=args.timeout, cell_timeout=args.cell_timeout, run=not args.no_run)
     lessons = {lesson for _, _, lesson in plan if lesson is not None} | set(missing)
     say(f"preparing the grader ({len(lessons)} lesson(s)) before any notebook code runs")

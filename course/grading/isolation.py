@@ -81,7 +81,7 @@ def limits(file_bytes: int = 1 << 30) -> None:
     os.setsid()
 
 
-def sandbox_command(argv: list[str], inputs: Path, hide: list[Path], tmp_bytes: int = 1 << 30) -> list[str] | None:
+def sandbox_command(argv: list[str], inputs: Path, hide: list[Path], tmp_bytes: int = 256 << 20) -> list[str] | None:
     """``argv`` wrapped in bubblewrap: ``inputs`` read-only at ``SANDBOX_DIR/in``, the working
     folder and ``/tmp`` private tmpfs of ``tmp_bytes`` each, every path in ``hide`` replaced
     by an empty folder. None when bubblewrap is missing or cannot make namespaces here."""

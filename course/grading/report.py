@@ -18,7 +18,7 @@ from xml.etree import ElementTree as ET
 
 from course.grading.untrusted import clean_text
 
-__all__ = ["FORMAT", "NotebookReport", "junit", "placeholder", "print_footer", "print_notebook", "print_table",
+__all__ = ["FORMAT", "NotebookReport", "junit", "junit_placeholder", "placeholder", "print_footer", "print_notebook", "print_table",
            "summary", "write_atomically"]
 
 FORMAT = "course-grade/1"
@@ -85,6 +85,14 @@ def placeholder(why: str = "grading did not finish") -> dict:
     (so a file planted there before, or a grade that dies, never leaves a score behind)."""
     return {"format": FORMAT, "finished": False, "error": clean_text(why), "score": 0, "max_score": 0,
             "fraction": 0.0, "all_passed": False, "notebooks": []}
+
+
+def junit_placeholder(why: str = "grading did not finish") -> str:
+    """The JUnit file's content until the real one replaces it: one suite, one error."""
+    suites = ET.Element("testsuites", name="course grade")
+    suite = ET.SubElement(suites, "testsuite", name="course grade", tests="1", failures="0", errors="1")
+    ET.SubElement(ET.SubElement(suite, "testcase", name="grading"), "error", message=why).text = why
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
 
 
 def print_notebook(r: NotebookReport) -> None:
