@@ -207,7 +207,7 @@ def test_an_outcome_fifo_is_refused_at_once(tmp_path):
 
 _HOPPING = r'''
 import os, subprocess, sys, time
-from course.grading.worker import become_subreaper, descendants, end_processes
+from course.grading.processes import become_subreaper, descendants, end_processes
 
 assert become_subreaper()
 hopper = "import os, time\nwhile True:\n    if os.fork():\n        os._exit(0)\n    time.sleep(0.001)\n"
@@ -225,3 +225,36 @@ print("none left")
 def test_a_process_that_keeps_forking_under_new_pids_is_ended_every_time():
     proc = subprocess.run([sys.executable, "-c", _HOPPING, "25"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0 and "none left" in proc.stdout, proc.stderr
+
+
+def test_no_grading_module_reads_proc_by_hand():
+    """The process tree comes from psutil (macOS has no /proc): no string constant of a
+    course/grading module, docstrings aside, names a file under /proc."""
+    import ast
+
+    for path in sorted((ROOT / "course" / "grading").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
+                      and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                assert not node.value.startswith("/proc/"), (path.name, node.value)  # a file of the table
+
+
+def test_processes_are_ended_on_a_platform_without_proc_or_subreaper(monkeypatch):
+    from course.grading import processes
+
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(os.path, "isdir", lambda p, _real=os.path.isdir: False if str(p).startswith("/proc") else _real(p))
+    assert processes.become_subreaper() is False
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        assert child.pid in processes.descendants()
+        killed = processes.end_processes()
+        child.wait(timeout=60)  # ended (its status may have been reaped by end_processes already)
+        assert child.pid not in processes.descendants()
+        assert any(line.startswith(f"pid {child.pid}: ") and "time.sleep(600)" in line for line in killed)
+    finally:
+        child.kill()
+        child.wait()

@@ -57,7 +57,7 @@ from course.grading import signing
 from course.grading.isolation import child_env, no_dump, python_command
 from course.grading.report import NotebookReport
 from course.grading.untrusted import Untrusted, clean_text, read_regular
-from course.grading.worker import become_subreaper, descendants, end_processes
+from course.grading.processes import become_subreaper, command_seconds, descendants, end_processes
 
 __all__ = ["NotebookReport", "exit_code", "grade_notebook", "main"]
 
@@ -92,18 +92,6 @@ def _code_cells(text: str) -> list[list]:
 def _one_line(e: BaseException) -> str:
     text = clean_text(f"{type(e).__name__}: {e}", limit=400).strip().splitlines()
     return (text[0] if text else type(e).__name__)[:200]
-
-
-def _command_seconds() -> float:
-    """Wall-clock seconds since this process started (Linux), else since this module loaded."""
-    try:
-        with open("/proc/self/stat", "rb") as f:
-            stat = f.read().decode("ascii", "replace")
-        started = int(stat[stat.rfind(")") + 2:].split()[19]) / os.sysconf("SC_CLK_TCK")
-        with open("/proc/uptime", encoding="ascii") as f:
-            return float(f.read().split()[0]) - started
-    except (OSError, ValueError, IndexError, AttributeError):
-        return time.monotonic() - _LOADED
 
 
 _LOADED = time.monotonic()
@@ -749,7 +737,7 @@ def main(argv: list[str] | None = None) -> int:
                 reports += [f.result() for f in tqdm(futures, desc="grading", unit="nb", disable=args.quiet,
                                                      file=sys.stderr)]
     reports.sort(key=lambda r: (r.lesson if r.lesson is not None else 99, r.path))
-    summary = reporting.summary(reports, ignored, session.killed, session.tampered, _command_seconds())
+    summary = reporting.summary(reports, ignored, session.killed, session.tampered, command_seconds(_LOADED))
     if key is not None:
         summary = signing.sign(summary, key)
     _report(summary, reports, args)
