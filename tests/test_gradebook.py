@@ -133,7 +133,13 @@ def test_a_roster_of_notebooks_is_graded_and_cached(tmp_path):
 
     again = _run(roster, "--lessons", "00", "--json", out_json)  # nothing changed: all cached
     assert again.returncode == 0 and "graded " not in again.stderr
-    assert json.loads(out_json.read_text()) == report
+    cached = json.loads(out_json.read_text())
+    first = {x["isolation"] for x in report["learners"] if x["learner"] != "empty"}
+    assert len(first) == 1 and first <= {"bubblewrap", "none (separate process, private copy, limits)"}
+    assert {x["isolation"] for x in cached["learners"] if x["learner"] != "empty"} == {"cached"}
+    for x in report["learners"] + cached["learners"]:
+        x.pop("isolation")
+    assert cached == report
 
 
 def test_only_signed_well_formed_reports_count_and_a_bad_one_costs_only_its_row(tmp_path):

@@ -478,8 +478,8 @@ def _grade(path: Path, text: str | BaseException, lesson: int | None, timeout: f
     before = _package_digest()
     start = time.monotonic()
     report = NotebookReport(clean_text(path, 500), lesson)
-    if isinstance(text, str):
-        report.sha256 = signing.notebook_hash(text.encode("utf-8"))
+    with contextlib.suppress(OSError, Untrusted):  # the bytes graded, readable or not as a notebook
+        report.sha256 = signing.notebook_hash(read_regular(path))
     try:
         _grade_into(report, path, text, timeout, cell_timeout, jobs, progress or (lambda text: None), run)
     except Exception as e:  # never lose the other notebooks' results
