@@ -7,6 +7,7 @@ untouched one, one with a known wrong answer, one with no notebooks).
 
 from __future__ import annotations
 
+import copy
 import csv
 import json
 import os
@@ -147,9 +148,10 @@ def test_only_signed_well_formed_reports_count_and_a_bad_one_costs_only_its_row(
     first, second = checks.all_exercises(0)[:2]
     honest = [_entry(first, "passed"), _entry(second, "passed")]
     roster = tmp_path / "roster"
-    forged_score = _report(honest)
-    forged_score["notebooks"][0]["exercises"][0]["score"] = 50  # edited after signing
-    stale = _report(honest)  # signed, but for another notebook than the one in the folder
+    forged_score = _report([_entry(first, "failed"), _entry(second, "failed")])
+    forged_score["notebooks"][0]["exercises"] = copy.deepcopy(honest)  # edited after signing: well formed,
+    forged_score["score"] = first.points + second.points                # totals that add up
+    stale = copy.deepcopy(_report(honest))  # signed, but for another notebook than the one in the folder
     stale["notebooks"][0]["sha256"] = "0" * 64
     stale = signing.sign(stale, KEY.encode())
     bad = {
@@ -165,7 +167,7 @@ def test_only_signed_well_formed_reports_count_and_a_bad_one_costs_only_its_row(
         "string": json.dumps({**_report(honest, key=None), "notebooks": "all"}),
         "nulls": json.dumps({**_report(honest, key=None), "score": None, "max_score": None}),
         "stale": json.dumps(stale),
-        "=HYPERLINK(\"http://x\")": json.dumps(_report(honest, key=None)),
+        "=HYPERLINK(\"x\")": json.dumps(_report(honest, key=None)),
     }
     for name, text in bad.items():
         (roster / name).mkdir(parents=True)
@@ -177,7 +179,7 @@ def test_only_signed_well_formed_reports_count_and_a_bad_one_costs_only_its_row(
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     report = json.loads(out_json.read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the JSON"))
     totals = {x["learner"]: x["total"] for x in report["learners"]}
-    assert totals.pop("ada") == first.points + second.points
+    assert totals.pop("ada") == first.points + second.points, [x for x in report["learners"] if x["learner"] == "ada"]
     assert set(totals.values()) == {0}, totals  # every other row: 0, and every row is there
     notes = {x["learner"]: x["note"] for x in report["learners"]}
     assert "signature does not check" in notes["other-key"] and "signature does not check" in notes["edited"]
@@ -186,7 +188,7 @@ def test_only_signed_well_formed_reports_count_and_a_bad_one_costs_only_its_row(
         assert "ignored" in notes[name], (name, notes[name])
     assert "WARNING: bubblewrap is not available" in proc.stderr  # said loudly
     rows = {r["learner"]: r for r in csv.DictReader(out_csv.open())}
-    assert "'=HYPERLINK(\"http://x\")" in rows  # shown as text by a spreadsheet, not run
+    assert "'=HYPERLINK(\"x\")" in rows  # shown as text by a spreadsheet, not run
 
 
 def test_an_output_that_cannot_be_written_is_an_error_after_the_table(tmp_path):
