@@ -624,25 +624,24 @@ def _output_path(value: str) -> Path | str:
     return path
 
 
-def positive_seconds(value: str) -> float:
-    """A timeout: a finite number of seconds above 0 (``inf``, ``nan``, 0 would turn a limit off)."""
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = float("nan")
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0, not {value!r}")
-    return seconds
-
-
-def _fraction(value: str) -> float:
+def _number_in(value: str, ok, wanted: str) -> float:
+    """``value`` as a float for which ``ok`` holds (nan never does), else a usage error."""
     try:
         x = float(value)
     except ValueError:
         x = float("nan")
-    if not 0 <= x <= 1:  # also refuses nan
-        raise argparse.ArgumentTypeError(f"must be a fraction from 0 to 1, like 0.8, not {value!r}")
+    if not (math.isfinite(x) and ok(x)):
+        raise argparse.ArgumentTypeError(f"must be {wanted}, not {value!r}")
     return x
+
+
+def positive_seconds(value: str) -> float:
+    """A timeout: a finite number of seconds above 0 (``inf``, ``nan``, 0 would turn a limit off)."""
+    return _number_in(value, lambda x: x > 0, "a finite number of seconds above 0")
+
+
+def _fraction(value: str) -> float:
+    return _number_in(value, lambda x: 0 <= x <= 1, "a fraction from 0 to 1, like 0.8")
 
 
 def _positive_int(value: str) -> int:
