@@ -36,7 +36,7 @@ import nbformat
 import pytest
 
 from course import checks
-from course.grading import grade, signing
+from course.grading import checker, grade, signing
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLVED_00 = ROOT / "solutions" / "00_warmup.ipynb"
@@ -177,7 +177,7 @@ def _outcome_bytes() -> bytes:
 
 def test_a_plain_outcome_file_is_read(tmp_path):
     (tmp_path / "0.1.pt").write_bytes(_outcome_bytes())
-    assert grade._read_report(tmp_path / "0.1.pt")["yours"][0]["kind"] == "value"
+    assert checker.read_outcomes(tmp_path / "0.1.pt")["yours"][0]["kind"] == "value"
 
 
 def test_a_compressed_outcome_file_is_refused_before_decoding(tmp_path):
@@ -187,20 +187,20 @@ def test_a_compressed_outcome_file_is_refused_before_decoding(tmp_path):
         for info in plain.infolist():
             packed.writestr(info.filename, plain.read(info))
     (tmp_path / "0.1.pt").write_bytes(buffer.getvalue())
-    assert "compressed" in grade._read_report(tmp_path / "0.1.pt")["failure"]
+    assert "compressed" in checker.read_outcomes(tmp_path / "0.1.pt")["failure"]
 
 
 def test_an_outcome_file_over_its_caps_is_refused(tmp_path, monkeypatch):
     (tmp_path / "0.1.pt").write_bytes(_outcome_bytes())
-    monkeypatch.setattr(grade, "OUTCOME_UNPACKED_LIMIT", 100)
-    assert "unpacks to more than" in grade._read_report(tmp_path / "0.1.pt")["failure"]
-    monkeypatch.setattr(grade, "OUTCOME_LIMIT", 100)
-    assert "limit" in grade._read_report(tmp_path / "0.1.pt")["failure"]
+    monkeypatch.setattr(checker, "OUTCOME_UNPACKED_LIMIT", 100)
+    assert "unpacks to more than" in checker.read_outcomes(tmp_path / "0.1.pt")["failure"]
+    monkeypatch.setattr(checker, "OUTCOME_LIMIT", 100)
+    assert "limit" in checker.read_outcomes(tmp_path / "0.1.pt")["failure"]
 
 
 def test_an_outcome_fifo_is_refused_at_once(tmp_path):
     os.mkfifo(tmp_path / "0.1.pt")  # a reader would wait for a writer forever
-    assert "not a regular file" in grade._read_report(tmp_path / "0.1.pt")["failure"]
+    assert "not a regular file" in checker.read_outcomes(tmp_path / "0.1.pt")["failure"]
 
 
 # --- processes: nothing outlives the grade -----------------------------------------------------

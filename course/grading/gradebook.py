@@ -1,20 +1,22 @@
 """`course gradebook`: one table for a whole class, and the misconceptions the class met.
 
 ``ROSTER`` holds one folder per learner (the folder's name is the learner). Each folder holds
-that learner's notebooks, or the ``course grade --json`` reports a CI job made for them (a
-file of format ``course-grade/1``), or both (reports win: nothing is graded again)::
+that learner's notebooks, or the signed ``course grade --json`` report a CI job made for them
+(format ``course-grade/1``, signed with the instructor's key: ``--key-file`` or
+``$COURSE_GRADE_KEY``), or both (a report that checks wins: nothing is graded again)::
 
     roster/
       ada/      00_warmup.ipynb 01_autograd_graph.ipynb ...
-      grace/    report.json                     # from `course grade grace-repo --json report.json`
-      linus/                                    # empty: listed, with zeros and a reason
+      grace/    report.json          # signed by CI; a hand-written one is ignored, with the reason
+      linus/                         # empty: listed, with zeros and a reason
 
-Notebooks are graded by ``course grade --no-run`` itself, one learner at a time in a fresh
-process (``-j N`` learners at once), so a gradebook has exactly the grader's isolation and
-timeouts; it skips the headless "Run All", which never changes a score.
-Its reports are cached in ``ROSTER/.course-gradebook/`` under the hash of the learner's
-notebooks, the lessons chosen and the grader's fingerprint (version and checks): run it again after every push and only changed learners
-are graded.
+Notebooks are graded by ``course grade --no-run`` itself, one learner at a time (``-j N``
+learners at once), each in a bubblewrap sandbox of its own (the roster and the cache
+hidden, no network; without bubblewrap a loud warning and a separate process with limits),
+see the NOTE below and docs/grading.md; it skips the headless "Run All", which never changes
+a score. Its reports are cached in ``ROSTER/.course-gradebook/``, signed, under the hash of
+the learner's notebooks, the lessons chosen and the grader's fingerprint (version and
+checks): run it again after every push and only changed learners are graded.
 
 What it writes:
 
