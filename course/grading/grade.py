@@ -34,12 +34,10 @@ of the points, e.g. 0.8), 1 otherwise, 2 for a usage error.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import io
 import json
-import math
 import os
 import re
 import sys
@@ -53,6 +51,7 @@ from pathlib import Path
 from course.grading import report as reporting
 from course.grading import signing
 from course.grading.checker import Checker, run_worker
+from course.grading.options import grade_parser
 from course.grading.isolation import child_env, no_dump
 from course.grading.report import NotebookReport
 from course.grading.untrusted import Untrusted, clean_text, read_regular
@@ -469,77 +468,6 @@ def _missing_report(folder: Path, lesson: int) -> NotebookReport:
     return report
 
 
-def _output_path(value: str) -> Path | str:
-    """``--json`` / ``--junit``: the folder is created now, so a bad path fails before grading
-    (``-``: standard output, in place of the text report)."""
-    if value == "-":
-        return value
-    path = Path(value)
-    if path.exists() and not path.is_file():
-        raise argparse.ArgumentTypeError(f"{value} exists and is not a regular file")
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{value} is a folder; give a file name")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise argparse.ArgumentTypeError(f"cannot create the folder for {value}: {e.strerror or e}") from None
-    return path
-
-
-def _number_in(value: str, ok, wanted: str) -> float:
-    """``value`` as a float for which ``ok`` holds (nan never does), else a usage error."""
-    try:
-        x = float(value)
-    except ValueError:
-        x = float("nan")
-    if not (math.isfinite(x) and ok(x)):
-        raise argparse.ArgumentTypeError(f"must be {wanted}, not {value!r}")
-    return x
-
-
-def positive_seconds(value: str) -> float:
-    """A timeout: a finite number of seconds above 0 (``inf``, ``nan``, 0 would turn a limit off)."""
-    return _number_in(value, lambda x: x > 0, "a finite number of seconds above 0")
-
-
-def _fraction(value: str) -> float:
-    return _number_in(value, lambda x: 0 <= x <= 1, "a fraction from 0 to 1, like 0.8")
-
-
-def _positive_int(value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {value!r}")
-    return int(value)
-
-
-def _lesson_list(value: str) -> set[int]:
-    parts = [p.strip() for p in value.split(",") if p.strip()]
-    if not parts or not all(p.isdigit() for p in parts):
-        raise argparse.ArgumentTypeError(f"expected lesson numbers like 00,01, not {value!r}")
-    return {int(p) for p in parts}
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="course grade", description=__doc__.split("\n\n")[0])
-    parser.add_argument("path", type=Path, help="a notebook, or a folder of notebooks")
-    parser.add_argument("--json", type=_output_path, help="write the report as JSON here (docs/grading.md)")
-    parser.add_argument("--junit", type=_output_path, help="write a JUnit XML report here")
-    parser.add_argument("--timeout", type=positive_seconds, default=300, help="seconds for the whole notebook run (default 300)")
-    parser.add_argument("--cell-timeout", type=positive_seconds, default=60, help="seconds per cell (default 60)")
-    parser.add_argument("--key-file", default=None,
-                        help=f"sign the --json report with the key in this file (-: stdin; default ${signing.KEY_ENV})")
-    parser.add_argument("--min-score", type=_fraction, default=None,
-                        help="pass when score/max reaches this fraction (default: every exercise must pass)")
-    parser.add_argument("--lesson", type=int, default=None, help="lesson number, if the file name lacks NN_")
-    parser.add_argument("--lessons", type=_lesson_list, default=None,
-                        help="folders: grade only these lessons, e.g. 00,01 (default: every lesson of the course)")
-    parser.add_argument("-j", "--jobs", type=_positive_int, default=1, help="notebooks graded at once (folders)")
-    parser.add_argument("--no-run", action="store_true",
-                        help="score only: skip running the notebook in a kernel (the score never depends on it)")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
-    return parser
-
-
 def _lesson_files() -> list[int]:
     """The lessons that have a check module (``course/checks/lessonNN.py``), without importing them."""
     import course
@@ -549,7 +477,7 @@ def _lesson_files() -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = grade_parser(__doc__.split("\n\n")[0]).parse_args(argv)
     no_dump()  # learner code (in a sandbox, without CAP_SYS_PTRACE) cannot read our memory or key
     try:
         key = signing.read_key(args.key_file)  # before any learner code runs; the variable goes

@@ -54,7 +54,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course.grading.grade import positive_seconds
+from course.grading.options import positive_seconds
 from course.grading.isolation import SANDBOX_DIR, child_env, limits, python_command, sandbox_command
 from course.grading.report import write_atomically
 from course.grading.signing import notebook_hash, parse, problems, read_key, sign, verify
