@@ -7,8 +7,10 @@ untouched one, one with a known wrong answer, one with no notebooks).
 
 from __future__ import annotations
 
+import copy
 import csv
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -16,10 +18,12 @@ from pathlib import Path
 
 import pytest
 
+import course
 from course import checks
-from course.grading import gradebook
+from course.grading import gradebook, signing
 
 ROOT = Path(__file__).resolve().parents[1]
+KEY = "the instructor's CI secret"
 
 
 def _entry(ex, status, hint=""):
@@ -27,13 +31,18 @@ def _entry(ex, status, hint=""):
     return {"id": ex.id, "name": ex.name, "status": status, "points": ex.points, "score": score, "hint": hint}
 
 
-def _report(entries):
-    return {"format": "course-grade/1", "notebooks": [{"path": "00_warmup.ipynb", "error": "", "exercises": entries}]}
+def _report(entries, key=KEY):
+    """A report as ``course grade --json`` in CI makes it: totals, course version, signed."""
+    report = {"format": "course-grade/1", "course_version": course.__version__,
+              "score": sum(e["score"] for e in entries), "max_score": sum(e["points"] for e in entries),
+              "notebooks": [{"path": "00_warmup.ipynb", "error": "", "exercises": entries}]}
+    return signing.sign(report, key.encode()) if key else report
 
 
-def _run(*args):
-    return subprocess.run([sys.executable, "-m", "course", "gradebook", *map(str, args)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=900)
+def _run(*args, cwd=ROOT, env=None):
+    env = {**os.environ, "COURSE_GRADE_KEY": KEY, **(env or {})}
+    return subprocess.run([sys.executable, "-I", "-m", "course", "gradebook", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd, timeout=900, env=env)
 
 
 def test_a_roster_of_ci_reports_gives_scores_rates_and_misconceptions(tmp_path):
@@ -125,4 +134,119 @@ def test_a_roster_of_notebooks_is_graded_and_cached(tmp_path):
 
     again = _run(roster, "--lessons", "00", "--json", out_json)  # nothing changed: all cached
     assert again.returncode == 0 and "graded " not in again.stderr
-    assert json.loads(out_json.read_text()) == report
+    cached = json.loads(out_json.read_text())
+    first = {x["isolation"] for x in report["learners"] if x["learner"] != "empty"}
+    assert len(first) == 1 and first <= {"bubblewrap", "none (separate process, private copy, limits)"}
+    assert {x["isolation"] for x in cached["learners"] if x["learner"] != "empty"} == {"cached"}
+    for x in report["learners"] + cached["learners"]:
+        x.pop("isolation")
+    assert cached == report
+
+
+def test_only_signed_well_formed_reports_count_and_a_bad_one_costs_only_its_row(tmp_path):
+    checks.load_all()
+    first, second = checks.all_exercises(0)[:2]
+    honest = [_entry(first, "passed"), _entry(second, "passed")]
+    roster = tmp_path / "roster"
+    forged_score = _report([_entry(first, "failed"), _entry(second, "failed")])
+    forged_score["notebooks"][0]["exercises"] = copy.deepcopy(honest)  # edited after signing: well formed,
+    forged_score["score"] = first.points + second.points                # totals that add up
+    stale = copy.deepcopy(_report(honest))  # signed, but for another notebook than the one in the folder
+    stale["notebooks"][0]["sha256"] = "0" * 64
+    stale = signing.sign(stale, KEY.encode())
+    bad = {
+        "ada": json.dumps(_report(honest)),
+        "unsigned": json.dumps(_report(honest, key=None)),
+        "other-key": json.dumps(_report(honest, key="a guess")),
+        "edited": json.dumps(forged_score),
+        "big": json.dumps(signing.sign({**_report(honest, key=None), "score": 1002}, KEY.encode())),
+        "negative": json.dumps(signing.sign(_report([{**honest[0], "score": -50}], key=None), KEY.encode())),
+        "nan": json.dumps(_report([{**honest[0], "score": float("nan")}], key=None)),
+        "infinity": '{"format": "course-grade/1", "score": Infinity, "max_score": 3, "notebooks": []}',
+        "deep": '{"format": "course-grade/1", "x": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        "string": json.dumps({**_report(honest, key=None), "notebooks": "all"}),
+        "nulls": json.dumps({**_report(honest, key=None), "score": None, "max_score": None}),
+        "stale": json.dumps(stale),
+        "=HYPERLINK(\"x\")": json.dumps(_report(honest, key=None)),
+    }
+    for name, text in bad.items():
+        (roster / name).mkdir(parents=True)
+        (roster / name / "report.json").write_text(text)
+    shutil.copy(ROOT / "notebooks" / "00_warmup.ipynb", roster / "stale" / "00_warmup.ipynb")
+    out_csv, out_json = tmp_path / "class.csv", tmp_path / "class.json"
+    proc = _run(roster, "--lessons", "00", "--csv", out_csv, "--json", out_json, "-q",
+                env={"PATH": "/nonexistent"})  # the stale learner's notebook is graded, without bubblewrap
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    report = json.loads(out_json.read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the JSON"))
+    totals = {x["learner"]: x["total"] for x in report["learners"]}
+    assert totals.pop("ada") == first.points + second.points, [x for x in report["learners"] if x["learner"] == "ada"]
+    assert set(totals.values()) == {0}, totals  # every other row: 0, and every row is there
+    notes = {x["learner"]: x["note"] for x in report["learners"]}
+    assert "signature does not check" in notes["other-key"] and "signature does not check" in notes["edited"]
+    assert "signature does not check" in notes["unsigned"] and "changed since it was graded" in notes["stale"]
+    for name in ("big", "negative", "nan", "infinity", "deep", "string", "nulls"):
+        assert "ignored" in notes[name], (name, notes[name])
+    assert "WARNING: bubblewrap is not available" in proc.stderr  # said loudly
+    rows = {r["learner"]: r for r in csv.DictReader(out_csv.open())}
+    assert "'=HYPERLINK(\"x\")" in rows  # shown as text by a spreadsheet, not run
+
+
+def test_an_output_that_cannot_be_written_is_an_error_after_the_table(tmp_path):
+    roster = tmp_path / "roster"
+    (roster / "eve").mkdir(parents=True)
+    proc = _run(roster, "--json", tmp_path)
+    assert proc.returncode == 2 and "is a folder" in proc.stderr
+    if Path("/dev/full").exists():
+        proc = _run(roster, "--lessons", "00", "--json", "/dev/full")
+        assert proc.returncode == 1 and "cannot write /dev/full" in proc.stderr and "eve" in proc.stdout
+        assert "Traceback" not in proc.stderr
+
+
+_HOSTILE = """
+import os, pathlib
+def _attack():
+    roster = pathlib.Path({roster!r})
+    for target in (roster / "ada" / "report.json", roster / ".course-gradebook" / "poison.json",
+                   pathlib.Path({escape!r})):
+        try:
+            target.write_text({forged!r})
+        except OSError:
+            pass
+    for where in ("/tmp", "."):  # fill every temporary file system it can reach
+        try:
+            with open(os.path.join(where, "filler"), "wb") as f:
+                for _ in range(4096):
+                    f.write(b"0" * (1 << 20))
+        except OSError:
+            pass
+    return sorted(p for p in os.listdir("/proc") if p.isdigit())
+_seen = _attack()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (apt-get install bubblewrap)")
+def test_one_hostile_learner_changes_no_other_learners_grade(tmp_path):
+    import nbformat
+
+    roster = tmp_path / "roster"
+    solved, untouched = ROOT / "solutions" / "00_warmup.ipynb", ROOT / "notebooks" / "00_warmup.ipynb"
+    for name, source in (("ada", solved), ("bob", untouched), ("course", solved), ("mallory", untouched)):
+        (roster / name).mkdir(parents=True)
+        shutil.copy(source, roster / name / "00_warmup.ipynb")
+    forged = json.dumps(_report([], key=None))
+    nb = nbformat.read(untouched, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(_HOSTILE.format(roster=str(roster), escape=str(tmp_path / "escaped"),
+                                                              forged=forged)))
+    nbformat.write(nb, roster / "mallory" / "00_warmup.ipynb")
+    out_json = tmp_path / "class.json"
+    full = sum(ex.points for ex in checks.all_exercises(0))
+    for attempt in ("first run", "cached run"):
+        proc = _run(roster, "--lessons", "00", "--json", out_json, cwd=roster)  # from inside the roster, too
+        assert proc.returncode == 0, proc.stderr
+        learners = {x["learner"]: x for x in json.loads(out_json.read_text())["learners"]}
+        totals = {name: x["total"] for name, x in learners.items()}
+        assert totals == {"ada": full, "bob": 0, "course": full, "mallory": 0}, (attempt, totals)
+        assert not (tmp_path / "escaped").exists() and not (roster / "ada" / "report.json").exists()
+        assert not (roster / ".course-gradebook" / "poison.json").exists()
+    assert {x["isolation"] for x in learners.values()} == {"cached"}

@@ -2,6 +2,12 @@
 
 - :mod:`course.grading.assign`: generate ``notebooks/`` from ``solutions/``;
 - :mod:`course.grading.grade`: ``course grade``, the judge that scores a notebook;
+- :mod:`course.grading.options`: ``course grade``'s options, checked as they are read;
+- :mod:`course.grading.checker`: the client of the checking server, and the outcome files it reads;
+- :mod:`course.grading.processes`: every process learner code starts, ended (psutil);
+- :mod:`course.grading.isolation`: ``python -I`` children, and a bubblewrap sandbox per learner;
+- :mod:`course.grading.signing`: signed, validated grade reports;
+- :mod:`course.grading.untrusted`: reading learner files and neutralising learner text;
 - :mod:`course.grading.report`: what a grade reports (text, ``--json``, JUnit), written atomically;
 - :mod:`course.grading.kernel`: run a notebook in a fresh kernel (grading and ``assign --execute``);
 - :mod:`course.grading.worker`: the checking server: one fork per notebook runs its definitions,

@@ -34,15 +34,12 @@ of the points, e.g. 0.8), 1 otherwise, 2 for a usage error.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import io
-import itertools
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import threading
@@ -52,8 +49,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from course.grading import report as reporting
+from course.grading import signing
+from course.grading.checker import Checker, run_worker
+from course.grading.options import grade_parser
+from course.grading.isolation import child_env, no_dump
 from course.grading.report import NotebookReport
-from course.grading.worker import become_subreaper, descendants, end_processes
+from course.grading.untrusted import Untrusted, clean_text, read_regular
+from course.grading.processes import become_subreaper, command_seconds, descendants, end_processes
 
 __all__ = ["NotebookReport", "exit_code", "grade_notebook", "main"]
 
@@ -84,20 +86,8 @@ def _code_cells(text: str) -> list[list]:
 
 
 def _one_line(e: BaseException) -> str:
-    text = f"{type(e).__name__}: {e}".strip().splitlines()
+    text = clean_text(f"{type(e).__name__}: {e}", limit=400).strip().splitlines()
     return (text[0] if text else type(e).__name__)[:200]
-
-
-def _command_seconds() -> float:
-    """Wall-clock seconds since this process started (Linux), else since this module loaded."""
-    try:
-        with open("/proc/self/stat", "rb") as f:
-            stat = f.read().decode("ascii", "replace")
-        started = int(stat[stat.rfind(")") + 2:].split()[19]) / os.sysconf("SC_CLK_TCK")
-        with open("/proc/uptime", encoding="ascii") as f:
-            return float(f.read().split()[0]) - started
-    except (OSError, ValueError, IndexError, AttributeError):
-        return time.monotonic() - _LOADED
 
 
 _LOADED = time.monotonic()
@@ -157,81 +147,6 @@ def _prepare_judge(lessons: set[int]) -> None:
     torch.load(buffer, weights_only=True)
 
 
-class _Checker:
-    """The checking server (``python -m course.grading.worker --serve``), one per session."""
-
-    def __init__(self, lessons: set[int], tmp: Path):
-        self.err_path = tmp / "checker.err"
-        with open(self.err_path, "wb") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "course.grading.worker", "--serve", *map(str, sorted(lessons))],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
-        self.replies: dict[str, dict] = {}
-        self.ready = self.dead = False
-        self.cond = threading.Condition()
-        self.jobs = itertools.count()
-        threading.Thread(target=self._listen, daemon=True).start()
-
-    def _listen(self) -> None:
-        for line in self.proc.stdout:
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                continue
-            with self.cond:
-                if msg.get("ready"):
-                    self.ready = True
-                elif "job" in msg:
-                    self.replies[str(msg["job"])] = msg
-                self.cond.notify_all()
-        with self.cond:
-            self.dead = True
-            self.cond.notify_all()
-
-    def _why_dead(self) -> str:
-        tail = self.err_path.read_bytes()[-400:].decode("utf-8", "replace").strip().splitlines()
-        return "the checking server stopped" + (f": {tail[-1]}" if tail else "")
-
-    def wait_ready(self, timeout: float = 600) -> None:
-        with self.cond:
-            self.cond.wait_for(lambda: self.ready or self.dead, timeout)
-
-    def check(self, exercises: list, cells: list, cwd: Path, cell_timeout: float, limit: float, tmp: Path) -> dict:
-        """Every exercise's worker report, by id (``{"failure": why}`` where there is none)."""
-        job = str(next(self.jobs))
-        out = Path(tempfile.mkdtemp(prefix=f"out-{job}-", dir=tmp))
-        spec = {"job": job, "exercises": [ex.id for ex in exercises], "cells": cells, "cwd": str(cwd),
-                "cell_timeout": cell_timeout, "limit": limit, "out": str(out)}
-        with self.cond:
-            self.cond.wait_for(lambda: self.ready or self.dead, 600)
-            try:
-                if self.dead or not self.ready:
-                    raise BrokenPipeError
-                self.proc.stdin.write((json.dumps(spec) + "\n").encode())
-                self.proc.stdin.flush()
-            except (BrokenPipeError, OSError, ValueError):
-                why = self._why_dead()
-                return {ex.id: {"failure": why} for ex in exercises}
-            finished = self.cond.wait_for(lambda: job in self.replies or self.dead, 2 * limit + 60)
-        reports = {ex.id: _read_report(out / f"{ex.id}.pt") for ex in exercises}
-        reply = self.replies.pop(job, None)
-        if reply is None:
-            why = f"timeout: checking ran past {2 * limit + 60:g} s" if not finished else self._why_dead()
-        elif reply["exit"] != 0:
-            why = (f"timeout: checking ran past {2 * limit + 30:g} s" if reply["exit"] == "killed"
-                   else f"the checking process failed (exit {reply['exit']})")
-        else:
-            return reports
-        return {i: r if "failure" not in r else {"failure": why} for i, r in reports.items()}
-
-    def stop(self) -> None:
-        """End the server (idle once every job has its reply: nothing to finish)."""
-        with contextlib.suppress(OSError, ValueError):
-            self.proc.stdin.close()
-        self.proc.kill()
-        self.proc.wait()
-
-
 class _Session:
     """What one ``course grade`` sets up before any learner code runs, and ends after.
 
@@ -241,12 +156,14 @@ class _Session:
 
     def __init__(self, lessons: set[int], sequential: bool = True):
         self.tmp = Path(tempfile.mkdtemp(prefix="course-grade-"))
+        (self.tmp / "cwd").mkdir()  # where the grader's own processes start: nothing in it
+        (self.tmp / "tmp").mkdir()  # TMPDIR of learner code: removed with the session
         self.sequential = sequential
         self.subreaper = become_subreaper()
         self.keep = set(descendants())  # what was running before us is not ours to end
         self.baseline = _package_digest()
         self.killed: list[str] = []
-        self.checker = _Checker(lessons, self.tmp) if hasattr(os, "fork") else None
+        self.checker = Checker(lessons, self.tmp) if hasattr(os, "fork") else None
         try:
             _prepare_judge(lessons)
         finally:
@@ -286,47 +203,10 @@ def _session_for(lessons: set[int], sequential: bool = True):
 # --- checking and judging ------------------------------------------------------------------
 
 
-def _read_report(path: Path) -> dict:
-    """A worker's report for one exercise, loaded as data only; ``{"failure": why}`` if unusable."""
-    import torch
-
-    if not path.exists():
-        return {"failure": "the checking process ended without a report"}
-    try:
-        report = torch.load(path, weights_only=True)
-        assert isinstance(report, dict)
-        if isinstance(report.get("failure"), str):
-            return {"failure": report["failure"]}
-        assert isinstance(report.get("yours"), list)
-        assert all(isinstance(o, dict) and o.get("kind") in {"value", "raised", "not attempted", "timeout"}
-                   for o in report["yours"])
-        return report
-    except Exception as e:
-        return {"failure": f"the checking process reported something unreadable ({type(e).__name__})"}
-
-
-def _run_worker(exercises: list, cells: list, cwd: Path, cell_timeout: float, limit: float, tmp: Path) -> dict:
-    """Where there is no fork: one fresh worker process for one exercise; its report by id."""
-    (ex,) = exercises
-    spec, out, err = tmp / f"{ex.id}.json", Path(tempfile.mkdtemp(prefix=f"out-{ex.id}-", dir=tmp)), tmp / f"{ex.id}.err"
-    spec.write_text(json.dumps({"exercises": [ex.id], "cells": cells, "cwd": str(cwd),
-                                "cell_timeout": cell_timeout, "limit": limit}))
-    with open(err, "wb") as stderr:
-        try:
-            proc = subprocess.run([sys.executable, "-m", "course.grading.worker", str(spec), str(out)],
-                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
-                                  cwd=cwd, timeout=limit + 120)
-        except subprocess.TimeoutExpired:
-            return {ex.id: {"failure": f"timeout: checking ran past {limit:g} s"}}
-    report = _read_report(out / f"{ex.id}.pt")
-    if proc.returncode != 0 and "failure" in report:
-        report = {"failure": f"the checking process failed (exit {proc.returncode})"}
-    return {ex.id: report}
-
-
 def _error_result(ex, why: str, seconds: float = 0.0) -> dict:
     return {"id": ex.id, "name": ex.name, "title": ex.title, "status": "error", "points": ex.points, "score": 0,
-            "cases_passed": 0, "cases_total": len(ex.all_cases), "message": f"[{ex.id} {ex.name}] error: {why}",
+            "cases_passed": 0, "cases_total": len(ex.all_cases),
+            "message": clean_text(f"[{ex.id} {ex.name}] error: {why}", 4000),
             "hint": "", "cost": {}, "budget": dict(ex.budget), "seconds": round(seconds, 2),
             "timed_out": why.startswith("timeout")}
 
@@ -349,6 +229,7 @@ def _judge(ex, report: dict, seconds: float) -> dict:
         d = result.to_json()
     except Exception as e:
         return _error_result(ex, f"the grader could not compare this answer ({_one_line(e)})", seconds)
+    d["message"], d["hint"] = clean_text(d["message"], 4000), clean_text(d.get("hint", ""), 1000)
     d["seconds"] = round(seconds, 2)
     d["timed_out"] = "timeout" in d["message"] or "did not finish within" in d["message"]
     return d
@@ -363,7 +244,7 @@ def _check_exercises(exercises: list, cells: list, cwd: Path, cell_timeout: floa
         reports = checker.check(exercises, cells, cwd, cell_timeout, limit, tmp)
     else:  # pragma: no cover (Windows: no fork)
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            parts = pool.map(lambda ex: _run_worker([ex], cells, cwd, cell_timeout, limit, tmp), exercises)
+            parts = pool.map(lambda ex: run_worker([ex], cells, cwd, cell_timeout, limit, tmp), exercises)
             reports = {k: v for part in parts for k, v in part.items()}
     seconds = time.monotonic() - start
     return [_judge(ex, reports[ex.id], seconds) for ex in exercises]
@@ -426,7 +307,7 @@ def grade_notebook(
 def _read(path: Path, lesson: int | None) -> tuple[str | BaseException, int | None]:
     """The notebook's text (or why it cannot be read) and its lesson (None if unknown)."""
     try:
-        text: str | BaseException = path.read_text(encoding="utf-8")
+        text: str | BaseException = read_regular(path).decode("utf-8")
         sources = [src for _, src in _code_cells(text)]
     except Exception as e:
         text, sources = e, []
@@ -457,11 +338,14 @@ def _grade(path: Path, text: str | BaseException, lesson: int | None, timeout: f
     session = _session
     before = _package_digest()
     start = time.monotonic()
-    report = NotebookReport(str(path), lesson)
+    report = NotebookReport(clean_text(path, 500), lesson)
+    with contextlib.suppress(OSError, Untrusted):  # the bytes graded, readable or not as a notebook
+        report.sha256 = signing.notebook_hash(read_regular(path))
     try:
         _grade_into(report, path, text, timeout, cell_timeout, jobs, progress or (lambda text: None), run)
     except Exception as e:  # never lose the other notebooks' results
         report.error = f"the grader failed on this notebook: {_one_line(e)}"
+    _keep_every_exercise(report)
     if session.sequential:
         report.killed = session.end_leftovers()
     changed = _changed(before, _package_digest())
@@ -469,6 +353,18 @@ def _grade(path: Path, text: str | BaseException, lesson: int | None, timeout: f
         _void(report, changed)
     report.seconds = round(time.monotonic() - start, 2)
     return report
+
+
+def _keep_every_exercise(report: NotebookReport) -> None:
+    """A notebook the grader failed on keeps every exercise of its lesson in the maximum, as
+    an ``error`` scored 0 (a failure must never shrink what the score is out of)."""
+    from course import checks
+
+    if report.lesson is None or not _has_exercises(report.lesson):
+        return
+    have = {e.get("id") for e in report.exercises}
+    why = report.error or "the grader has no result for this exercise"
+    report.exercises += [_error_result(ex, why) for ex in checks.all_exercises(report.lesson) if ex.id not in have]
 
 
 def _grade_into(report: NotebookReport, path: Path, text, timeout, cell_timeout, jobs, say, run) -> None:
@@ -494,12 +390,12 @@ def _grade_into(report: NotebookReport, path: Path, text, timeout, cell_timeout,
         checking = pool.submit(_check_exercises, exercises, cells, cwd, cell_timeout, timeout, _session.tmp,
                                jobs or os.cpu_count() or 2)
         if run:
-            report.run = _run_in_kernel(text, cwd, cell_timeout, timeout)
+            report.run = _run_in_kernel(text, cwd, cell_timeout, timeout, child_env(_session.tmp / "tmp"))
             say(f"{path.name}: notebook run done, waiting for the checks")
         report.exercises = checking.result()
 
 
-def _run_in_kernel(text: str, cwd: Path, cell_timeout: float, timeout: float) -> dict:
+def _run_in_kernel(text: str, cwd: Path, cell_timeout: float, timeout: float, env: dict) -> dict:
     """Step 1, the learner's "Run All": what raised, what timed out (never the score)."""
     try:
         import nbformat
@@ -509,13 +405,13 @@ def _run_in_kernel(text: str, cwd: Path, cell_timeout: float, timeout: float) ->
         with warnings.catch_warnings():  # a notebook without cell ids is fine to grade
             warnings.simplefilter("ignore")
             nb = nbformat.reads(text, as_version=4)
-        run = run_notebook(nb, cwd, cell_timeout=cell_timeout, total_timeout=timeout)
+        run = run_notebook(nb, cwd, cell_timeout=cell_timeout, total_timeout=timeout, env=env)
     except Exception as e:  # the kernel would not start, for example
         return {"failure": _one_line(e)}
     return {
         "code_cells": len(run.cells), "seconds": round(run.seconds, 2),
-        "errors": [{"cell": c.index, "error": c.error} for c in run.cells if c.status == "error"],
-        "timeouts": [{"cell": c.index, "error": c.error} for c in run.cells if c.status == "timeout"],
+        "errors": [{"cell": c.index, "error": clean_text(c.error)} for c in run.cells if c.status == "error"],
+        "timeouts": [{"cell": c.index, "error": clean_text(c.error)} for c in run.cells if c.status == "timeout"],
         "skipped": sum(c.status == "skipped" for c in run.cells),
         "total_timed_out": run.total_timed_out, "kernel_died": run.kernel_died,
     }
@@ -545,14 +441,14 @@ def _folder_plan(folder: Path, only: set[int] | None) -> tuple[list, list[int], 
         if p.name.startswith("."):
             continue
         if _OFFERED.search(p.name):
-            ignored.append({"path": str(p), "reason": "a copy offered by `course update`, not graded"})
+            ignored.append({"path": clean_text(p, 500), "reason": "a copy offered by `course update`, not graded"})
             continue
         text, lesson = _read(p, None)
         if lesson is None:
-            ignored.append({"path": str(p), "reason": "not a lesson (name it NN_slug.ipynb)"})
+            ignored.append({"path": clean_text(p, 500), "reason": "not a lesson (name it NN_slug.ipynb)"})
         elif lesson not in wanted:
             why = "not in --lessons" if lesson in course_lessons else f"the course has no lesson {lesson:02d}"
-            ignored.append({"path": str(p), "reason": why})
+            ignored.append({"path": clean_text(p, 500), "reason": why})
         else:
             found.setdefault(lesson, []).append((p, text, lesson))
     twins = {n: entries for n, entries in found.items() if len(entries) > 1}
@@ -572,50 +468,6 @@ def _missing_report(folder: Path, lesson: int) -> NotebookReport:
     return report
 
 
-def _output_path(value: str) -> Path:
-    """``--json`` / ``--junit``: the folder is created now, so a bad path fails before grading."""
-    path = Path(value)
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{value} is a folder; give a file name")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise argparse.ArgumentTypeError(f"cannot create the folder for {value}: {e.strerror or e}") from None
-    return path
-
-
-def _positive_int(value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {value!r}")
-    return int(value)
-
-
-def _lesson_list(value: str) -> set[int]:
-    parts = [p.strip() for p in value.split(",") if p.strip()]
-    if not parts or not all(p.isdigit() for p in parts):
-        raise argparse.ArgumentTypeError(f"expected lesson numbers like 00,01, not {value!r}")
-    return {int(p) for p in parts}
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="course grade", description=__doc__.split("\n\n")[0])
-    parser.add_argument("path", type=Path, help="a notebook, or a folder of notebooks")
-    parser.add_argument("--json", type=_output_path, help="write the report as JSON here (docs/grading.md)")
-    parser.add_argument("--junit", type=_output_path, help="write a JUnit XML report here")
-    parser.add_argument("--timeout", type=float, default=300, help="seconds for the whole notebook run (default 300)")
-    parser.add_argument("--cell-timeout", type=float, default=60, help="seconds per cell (default 60)")
-    parser.add_argument("--min-score", type=float, default=None,
-                        help="pass when score/max reaches this fraction (default: every exercise must pass)")
-    parser.add_argument("--lesson", type=int, default=None, help="lesson number, if the file name lacks NN_")
-    parser.add_argument("--lessons", type=_lesson_list, default=None,
-                        help="folders: grade only these lessons, e.g. 00,01 (default: every lesson of the course)")
-    parser.add_argument("-j", "--jobs", type=_positive_int, default=1, help="notebooks graded at once (folders)")
-    parser.add_argument("--no-run", action="store_true",
-                        help="score only: skip running the notebook in a kernel (the score never depends on it)")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
-    return parser
-
-
 def _lesson_files() -> list[int]:
     """The lessons that have a check module (``course/checks/lessonNN.py``), without importing them."""
     import course
@@ -625,7 +477,13 @@ def _lesson_files() -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = grade_parser(__doc__.split("\n\n")[0]).parse_args(argv)
+    no_dump()  # learner code (in a sandbox, without CAP_SYS_PTRACE) cannot read our memory or key
+    try:
+        key = signing.read_key(args.key_file)  # before any learner code runs; the variable goes
+    except OSError as e:
+        print(f"course grade: --key-file: {e.strerror or e}", file=sys.stderr)
+        return 2
     # nbformat -> jsonschema would build an IRI grammar (rfc3987_syntax) that no notebook check
     # uses: 2-3 s of start-up. Marking it absent makes jsonschema skip that one format check.
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
@@ -643,6 +501,15 @@ def main(argv: list[str] | None = None) -> int:
     except _Usage as e:
         print(f"course grade: {e}", file=sys.stderr)
         return 2
+    placeholders = {args.json: json.dumps(reporting.placeholder()) + "\n",
+                    args.junit: reporting.junit_placeholder()}
+    for out in (args.json, args.junit):  # from now on a planted file counts for nothing
+        if out not in (None, "-"):
+            try:
+                reporting.write_atomically(out, placeholders[out])
+            except OSError as e:
+                print(f"course grade: cannot write {out}: {e.strerror or e}", file=sys.stderr)
+                return 2
     options = dict(timeout=args.timeout, cell_timeout=args.cell_timeout, run=not args.no_run)
     lessons = {lesson for _, _, lesson in plan if lesson is not None} | set(missing)
     say(f"preparing the grader ({len(lessons)} lesson(s)) before any notebook code runs")
@@ -659,7 +526,9 @@ def main(argv: list[str] | None = None) -> int:
                 reports += [f.result() for f in tqdm(futures, desc="grading", unit="nb", disable=args.quiet,
                                                      file=sys.stderr)]
     reports.sort(key=lambda r: (r.lesson if r.lesson is not None else 99, r.path))
-    summary = reporting.summary(reports, ignored, session.killed, session.tampered, _command_seconds())
+    summary = reporting.summary(reports, ignored, session.killed, session.tampered, command_seconds(_LOADED))
+    if key is not None:
+        summary = signing.sign(summary, key)
     _report(summary, reports, args)
     return exit_code(summary, args.min_score)
 
@@ -667,19 +536,22 @@ def main(argv: list[str] | None = None) -> int:
 def _report(summary: dict, reports: list[NotebookReport], args) -> None:
     """stdout, then the files (last, each written atomically). A closed stdout is not an error."""
     try:
-        if args.path.is_dir():
+        if args.json == "-":
+            sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+        elif args.path.is_dir():
             reporting.print_table(reports)
         else:
             reporting.print_notebook(reports[0])
-        reporting.print_footer(summary)
+        if args.json != "-":
+            reporting.print_footer(summary)
         sys.stdout.flush()
     except BrokenPipeError:  # `course grade ... | head`: the reader left; the files still matter
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, sys.stdout.fileno())
         os.close(null)
-    if args.json:
+    if args.json and args.json != "-":
         reporting.write_atomically(args.json, json.dumps(summary, indent=2) + "\n")
-    if args.junit:
+    if args.junit and args.junit != "-":
         buffer = io.StringIO()
         reporting.junit(summary).write(buffer, encoding="unicode", xml_declaration=True)
         reporting.write_atomically(args.junit, buffer.getvalue())

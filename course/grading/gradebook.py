@@ -1,20 +1,22 @@
 """`course gradebook`: one table for a whole class, and the misconceptions the class met.
 
 ``ROSTER`` holds one folder per learner (the folder's name is the learner). Each folder holds
-that learner's notebooks, or the ``course grade --json`` reports a CI job made for them (a
-file of format ``course-grade/1``), or both (reports win: nothing is graded again)::
+that learner's notebooks, or the signed ``course grade --json`` report a CI job made for them
+(format ``course-grade/1``, signed with the instructor's key: ``--key-file`` or
+``$COURSE_GRADE_KEY``), or both (a report that checks wins: nothing is graded again)::
 
     roster/
       ada/      00_warmup.ipynb 01_autograd_graph.ipynb ...
-      grace/    report.json                     # from `course grade grace-repo --json report.json`
-      linus/                                    # empty: listed, with zeros and a reason
+      grace/    report.json          # signed by CI; a hand-written one is ignored, with the reason
+      linus/                         # empty: listed, with zeros and a reason
 
-Notebooks are graded by ``course grade --no-run`` itself, one learner at a time in a fresh
-process (``-j N`` learners at once), so a gradebook has exactly the grader's isolation and
-timeouts; it skips the headless "Run All", which never changes a score.
-Its reports are cached in ``ROSTER/.course-gradebook/`` under the hash of the learner's
-notebooks, the lessons chosen and the grader's fingerprint (version and checks): run it again after every push and only changed learners
-are graded.
+Notebooks are graded by ``course grade --no-run`` itself, one learner at a time (``-j N``
+learners at once), each in a bubblewrap sandbox of its own (the roster and the cache
+hidden, no network; without bubblewrap a loud warning and a separate process with limits),
+see the NOTE below and docs/grading.md; it skips the headless "Run All", which never changes
+a score. Its reports are cached in ``ROSTER/.course-gradebook/``, signed, under the hash of
+the learner's notebooks, the lessons chosen and the grader's fingerprint (version and
+checks): run it again after every push and only changed learners are graded.
 
 What it writes:
 
@@ -35,11 +37,15 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import csv
 import hashlib
 import html
 import io
 import json
+import os
+import secrets
+import signal
 import subprocess
 import sys
 import tempfile
@@ -48,10 +54,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from course.grading.options import positive_seconds
+from course.grading.isolation import SANDBOX_DIR, child_env, limits, python_command, sandbox_command
+from course.grading.report import write_atomically
+from course.grading.signing import notebook_hash, parse, problems, read_key, sign, verify
+from course.grading.untrusted import Untrusted, clean_text, csv_cell, read_regular
+
 __all__ = ["Learner", "Report", "build", "collect", "main"]
 
 CACHE_DIR = ".course-gradebook"
 REPORT_FORMAT = "course-grade/1"
+REPORT_LIMIT = 16 << 20  # bytes: a grade report larger than this is not read
 
 
 @dataclass
@@ -61,6 +74,7 @@ class Learner:
     name: str
     exercises: dict[str, dict] = field(default_factory=dict)
     note: str = ""  # why the row is empty or partial ("no notebooks", "unreadable: ...")
+    isolation: str = ""  # how its notebooks were graded: "bubblewrap", "none (...)", "cached"; "" if not
 
 
 @dataclass
@@ -74,7 +88,7 @@ class Report:
         return {
             "format": "course-gradebook/1",
             "learners": [
-                {"learner": x.name, "note": x.note,
+                {"learner": x.name, "note": x.note, "isolation": x.isolation,
                  "scores": {i: x.exercises.get(i, {}).get("score", 0) for i in self.exercise_ids},
                  "total": total(x, self.exercise_ids), "max": sum(self.points.values())}
                 for x in self.learners
@@ -88,6 +102,19 @@ def total(learner: Learner, ids: list[str]) -> float:
 
 
 # --- reading a roster -----------------------------------------------------------------------
+#
+# NOTE [Nothing a learner wrote is trusted]
+# 1. A report in a learner's folder counts only when it parses as a report (signing.problems),
+#    its signature checks with the instructor's key, it names this course version, and every
+#    notebook it graded that is also in the folder has the sha256 it names. Else it is ignored,
+#    and the row's note says why (the notebooks are graded instead).
+# 2. Notebooks are graded by `course grade` in a bubblewrap sandbox per learner: the roster,
+#    the cache and the home folder hidden, /tmp and the working folder private tmpfs, no
+#    network, no capabilities, its own PID namespace. The sandboxed grader signs its report
+#    with a one-time key sent on its stdin (read before any learner code, in a process learner
+#    code cannot read); a report without that signature is "grading did not finish".
+# 3. Cache entries are signed with the gradebook's key and bound to the notebooks' bytes.
+# 4. Whatever goes wrong for one learner costs that learner's row, never the gradebook.
 
 
 def _exercises(lessons: set[int] | None) -> list:
@@ -102,101 +129,200 @@ def _lesson_of_name(name: str) -> int | None:
     return int(head) if head.isdigit() else None
 
 
-def _notebooks(folder: Path, lessons: set[int] | None) -> list[Path]:
-    found = sorted(p for p in folder.glob("*.ipynb") if not p.name.startswith(".") and ".updated" not in p.name)
-    return [p for p in found if lessons is None or _lesson_of_name(p.name) in lessons]
+def _notebooks(folder: Path, lessons: set[int] | None, notes: list[str]) -> dict[str, bytes]:
+    """name -> bytes of the learner's lesson notebooks (symlinks, FIFOs, huge files refused)."""
+    found = {}
+    for p in sorted(folder.glob("*.ipynb")):
+        if p.name.startswith(".") or ".updated" in p.name:
+            continue
+        if lessons is not None and _lesson_of_name(p.name) not in lessons:
+            continue
+        try:
+            found[p.name] = read_regular(p)
+        except (OSError, Untrusted) as e:
+            notes.append(f"{p.name} not graded: {e}")
+    return found
 
 
-def _reports(folder: Path) -> list[dict]:
+def _accepted(data: object, key: bytes | None, notebooks: dict[str, bytes]) -> str:
+    """Why a report is not taken ("" when it is)."""
+    import course
+
+    found = problems(data)
+    if found:
+        return "malformed (" + "; ".join(found[:3]) + ")"
+    if key is None:
+        return "no instructor key to check its signature (--key-file or $COURSE_GRADE_KEY)"
+    if not verify(data, key):
+        return "its signature does not check"
+    if data["course_version"] != course.__version__:
+        return f"made by course {data['course_version']}, not {course.__version__}"
+    for nb in data["notebooks"]:
+        name = Path(nb["path"]).name
+        if name in notebooks and nb.get("sha256") != notebook_hash(notebooks[name]):
+            return f"{name} changed since it was graded"
+    return ""
+
+
+def _reports(folder: Path, key: bytes | None, notebooks: dict[str, bytes], notes: list[str]) -> list[dict]:
     out = []
     for path in sorted(folder.glob("*.json")):
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = parse(read_regular(path, REPORT_LIMIT))
+        except (OSError, Untrusted, ValueError) as e:
+            notes.append(f"{path.name} ignored: unreadable ({clean_text(e, 200)})")
             continue
-        if isinstance(data, dict) and data.get("format") == REPORT_FORMAT:
+        if not (isinstance(data, dict) and data.get("format") == REPORT_FORMAT):
+            continue  # some other JSON file of the learner's
+        why = _accepted(data, key, notebooks)
+        if why:
+            notes.append(f"{path.name} ignored: {why}")
+        else:
             out.append(data)
     return out
 
 
-def _fingerprint(notebooks: list[Path], lessons: set[int] | None = None) -> str:
+def _fingerprint(notebooks: dict[str, bytes], lessons: set[int] | None = None) -> str:
     from course.grading.progress import grader_fingerprint
 
     # The grader's own fingerprint (version and the checks' code): a fixed check grades again.
     chosen = "all" if lessons is None else ",".join(map(str, sorted(lessons)))
     h = hashlib.sha256(f"{grader_fingerprint()} lessons {chosen}".encode())
-    for p in notebooks:
-        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    for name, data in sorted(notebooks.items()):
+        h.update(name.encode("utf-8", "surrogateescape") + b"\0" + data + b"\0")
     return h.hexdigest()[:24]
 
 
-def _grade(folder: Path, notebooks: list[Path], cache: Path, timeout: float, quiet: bool,
-           lessons: set[int] | None = None) -> dict:
-    """The ``course grade --json`` report of ``notebooks``, from the cache or a fresh run."""
-    key = cache / f"{folder.name}-{_fingerprint(notebooks, lessons)}.json"
-    if key.is_file():
-        try:
-            return json.loads(key.read_text(encoding="utf-8"))
-        except ValueError:
-            pass  # a half-written cache entry: grade again
-    with tempfile.TemporaryDirectory(prefix="course-gradebook-") as tmp:
-        work = Path(tmp) / folder.name
-        work.mkdir()
-        for p in notebooks:  # only the selected lessons, under their own names
-            (work / p.name).write_bytes(p.read_bytes())
-        out = Path(tmp) / "report.json"
-        # --no-run: a gradebook wants scores, and a score never depends on the headless "Run All"
-        # (a kernel per notebook, the larger part of grading a lesson).
-        cmd = [sys.executable, "-m", "course", "grade", str(work), "--json", str(out), "-q", "--no-run",
-               "--timeout", str(timeout)]
-        if lessons is not None:  # only their checks are prepared (and missing ones reported)
-            cmd += ["--lessons", ",".join(f"{n:02d}" for n in sorted(lessons))]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if not out.is_file():
-            last = (proc.stderr.strip().splitlines() or ["no report"])[-1]
-            raise RuntimeError(f"course grade failed (exit {proc.returncode}): {last}")
-        report = json.loads(out.read_text(encoding="utf-8"))
+def _cache_key(cache: Path, key: bytes | None) -> bytes:
+    """The instructor's key, else one kept in the cache folder (made on first use, 0600)."""
+    if key is not None:
+        return key
     cache.mkdir(exist_ok=True)
-    partial = key.with_suffix(".tmp")
-    partial.write_text(json.dumps(report), encoding="utf-8")
-    partial.replace(key)  # atomic: a killed run never leaves a half entry under the key
-    if not quiet:
-        print(f"graded {folder.name}", file=sys.stderr, flush=True)
-    return report
+    path = cache / "key"
+    try:
+        return read_regular(path, 4096).strip() or _new_key(path)
+    except (OSError, Untrusted):
+        return _new_key(path)
 
 
-def _learner(folder: Path, lessons: set[int] | None, cache: Path, timeout: float, quiet: bool) -> Learner:
-    learner = Learner(folder.name)
-    reports = _reports(folder)
-    if not reports:
-        notebooks = _notebooks(folder, lessons)
-        if not notebooks:
-            learner.note = "no notebooks"
-            return learner
+def _new_key(path: Path) -> bytes:
+    value = secrets.token_hex(32).encode()
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(value)
+    return value
+
+
+def _grade_sandboxed(notebooks: dict[str, bytes], timeout: float, lessons: set[int] | None,
+                     hide: list[Path]) -> tuple[dict, str]:
+    """(the grade report of ``notebooks``, the isolation used); runs ``course grade --no-run``
+    on a private copy, in a sandbox where one can be made."""
+    with tempfile.TemporaryDirectory(prefix="course-gradebook-") as tmp:
+        inputs = Path(tmp) / "in"
+        inputs.mkdir()
+        for name, data in notebooks.items():  # only the selected lessons, under their own names
+            (inputs / name).write_bytes(data)
+        (Path(tmp) / "cwd").mkdir()
+        (Path(tmp) / "tmp").mkdir()
+        once = secrets.token_hex(32)  # the sandboxed grader signs with this: learner code never sees it
+
+        def args(folder: str) -> list[str]:
+            cmd = ["course", "grade", folder, "--json", "-", "--key-file", "-", "-q", "--no-run",
+                   "--timeout", f"{timeout:g}"]
+            if lessons is not None:  # only their checks are prepared (and missing ones reported)
+                cmd += ["--lessons", ",".join(f"{n:02d}" for n in sorted(lessons))]
+            return python_command(*cmd)
+
+        sandboxed = sandbox_command(args(f"{SANDBOX_DIR}/in"), inputs, hide)
+        isolation = "bubblewrap" if sandboxed else "none (separate process, private copy, limits)"
+        out_path = Path(tmp) / "out.json"
+        with open(out_path, "wb") as out:
+            proc = subprocess.Popen(
+                sandboxed or args(str(inputs)), stdin=subprocess.PIPE, stdout=out, stderr=subprocess.DEVNULL,
+                cwd=Path(tmp) / "cwd", env=child_env(Path(tmp) / "tmp"),
+                preexec_fn=None if sandboxed else limits, start_new_session=bool(sandboxed))
+            try:
+                proc.communicate(once.encode(), timeout=len(notebooks) * (2 * timeout + 90) + 180)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(OSError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.kill()
+                proc.wait()
+                raise RuntimeError("grading did not finish in time") from None
         try:
-            reports = [_grade(folder, notebooks, cache, timeout, quiet, lessons)]
-        except (OSError, RuntimeError, ValueError) as e:
-            learner.note = f"not graded: {e}"
-            return learner
-    notes = []
-    for report in reports:
-        for nb in report.get("notebooks", []):
-            if nb.get("error"):
-                notes.append(f"{Path(str(nb.get('path', '?'))).name}: {nb['error']}")
-            for entry in nb.get("exercises", []):
-                if isinstance(entry, dict) and "id" in entry:
-                    learner.exercises[str(entry["id"])] = entry
-    learner.note = "; ".join(notes)
+            report = parse(read_regular(out_path, REPORT_LIMIT))
+        except (OSError, Untrusted, ValueError):
+            raise RuntimeError(f"grading did not finish (exit {proc.returncode})") from None
+    if problems(report) or not verify(report, once.encode()):
+        raise RuntimeError(f"grading did not finish (exit {proc.returncode}): no report signed by the grader")
+    for nb in report["notebooks"]:  # a notebook that scored must be the one we gave
+        name = Path(nb["path"]).name
+        scored = sum(e["score"] for e in nb["exercises"]) > 0
+        if scored and (name not in notebooks or nb.get("sha256") != notebook_hash(notebooks[name])):
+            raise RuntimeError(f"grading did not finish: {name} is not the notebook given")
+    return report, isolation
+
+
+def _graded(name: str, notebooks: dict[str, bytes], cache: Path, key: bytes, timeout: float, quiet: bool,
+            lessons: set[int] | None, hide: list[Path]) -> tuple[dict, str]:
+    """The grade report of one learner's ``notebooks``: from the cache (signed by ``key``)
+    or a fresh sandboxed run; and how it was isolated ("cached" for a cache hit)."""
+    entry = cache / f"{hashlib.sha256(name.encode('utf-8', 'surrogateescape')).hexdigest()[:16]}-" \
+                    f"{_fingerprint(notebooks, lessons)}.json"
+    try:
+        cached = parse(read_regular(entry, REPORT_LIMIT))
+        if not problems(cached) and verify(cached, key):
+            return cached, "cached"
+    except (OSError, Untrusted, ValueError):
+        pass  # no entry, a half-written or a forged one: grade again
+    report, isolation = _grade_sandboxed(notebooks, timeout, lessons, hide)
+    report = sign(report, key)
+    cache.mkdir(exist_ok=True)
+    write_atomically(entry, json.dumps(report))
+    if not quiet:
+        print(f"graded {clean_text(name, 80)}", file=sys.stderr, flush=True)
+    return report, isolation
+
+
+def _learner(folder: Path, lessons: set[int] | None, cache: Path, keys: tuple, timeout: float, quiet: bool,
+             hide: list[Path]) -> Learner:
+    learner = Learner(clean_text(folder.name, 200))
+    notes: list[str] = []
+    try:
+        notebooks = _notebooks(folder, lessons, notes)
+        reports = _reports(folder, keys[0], notebooks, notes)
+        if not reports and notebooks:
+            report, learner.isolation = _graded(folder.name, notebooks, cache, keys[1], timeout, quiet, lessons, hide)
+            reports = [report]
+        elif not reports:
+            notes.append("no notebooks")
+        for report in reports:
+            for nb in report["notebooks"]:
+                if nb.get("error"):
+                    notes.append(f"{Path(nb['path']).name}: {nb['error']}")
+                for entry in nb["exercises"]:
+                    learner.exercises[entry["id"]] = entry
+    except Exception as e:  # one learner's trouble is that learner's row only
+        notes.append(f"not graded: {clean_text(e, 300)}")
+    learner.note = clean_text("; ".join(notes), 1000)
     return learner
 
 
 def collect(roster: Path, lessons: set[int] | None = None, jobs: int = 1, timeout: float = 300,
-            quiet: bool = True) -> list[Learner]:
-    """Every learner folder of ``roster``, in name order, graded or read from their reports."""
-    folders = sorted(p for p in roster.iterdir() if p.is_dir() and not p.name.startswith("."))
+            quiet: bool = True, key: bytes | None = None) -> list[Learner]:
+    """Every learner folder of ``roster``, in name order, graded or read from their signed reports.
+
+    ``key``: the instructor's key (what CI signed the learners' reports with); without one,
+    no report is trusted and every learner's notebooks are graded.
+    """
+    folders = sorted(p for p in roster.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith("."))
     cache = roster / CACHE_DIR
+    keys = (key, _cache_key(cache, key))
+    hide = [roster.resolve(), cache.resolve(), Path.home()]
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return list(pool.map(lambda f: _learner(f, lessons, cache, timeout, quiet), folders))
+        return list(pool.map(lambda f: _learner(f, lessons, cache, keys, timeout, quiet, hide), folders))
 
 
 # --- the report -------------------------------------------------------------------------------
@@ -247,7 +373,8 @@ def write_csv(report: Report, path: Path) -> None:
         w.writerow(["learner", *report.exercise_ids, "total", "max", "note"])
         for x in report.learners:
             scores = [f"{x.exercises.get(i, {}).get('score', 0):g}" for i in report.exercise_ids]
-            w.writerow([x.name, *scores, f"{total(x, report.exercise_ids):g}", sum(report.points.values()), x.note])
+            w.writerow([csv_cell(x.name), *scores, f"{total(x, report.exercise_ids):g}", sum(report.points.values()),
+                        csv_cell(x.note)])
 
 
 def write_html(report: Report, path: Path) -> None:
@@ -305,7 +432,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--html", type=Path, help="the report with a pass-rate chart, as one HTML file")
     parser.add_argument("-j", "--jobs", type=int, default=1, help="learners graded at once (default 1)")
     parser.add_argument("--lessons", type=_lessons, default=None, help="only these lessons, e.g. 00,01")
-    parser.add_argument("--timeout", type=float, default=300, help="seconds per notebook run (default 300)")
+    parser.add_argument("--timeout", type=positive_seconds, default=300, help="seconds per notebook run (default 300)")
+    parser.add_argument("--key-file", default=None,
+                        help="the key CI signed reports with (-: stdin; default $COURSE_GRADE_KEY)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     args = parser.parse_args(argv)
     if not args.roster.is_dir():
@@ -318,19 +447,40 @@ def main(argv: list[str] | None = None) -> int:
         if out is not None and not out.parent.is_dir():
             print(f"course gradebook: the folder for {out} does not exist", file=sys.stderr)
             return 2
-    learners = collect(args.roster, args.lessons, args.jobs, args.timeout, args.quiet)
+        if out is not None and out.is_dir():
+            print(f"course gradebook: {out} is a folder; give a file name", file=sys.stderr)
+            return 2
+    try:
+        key = read_key(args.key_file)
+    except OSError as e:
+        print(f"course gradebook: --key-file: {e.strerror or e}", file=sys.stderr)
+        return 2
+    learners = collect(args.roster, args.lessons, args.jobs, args.timeout, args.quiet, key)
     if not learners:
         print(f"course gradebook: no learner folders in {args.roster}", file=sys.stderr)
         return 2
     report = build(learners, args.lessons)
+    unsandboxed = [x.name for x in learners if x.isolation.startswith("none")]
+    if unsandboxed:
+        print(f"course gradebook: WARNING: bubblewrap is not available here, so {len(unsandboxed)} learner(s) were "
+              "graded WITHOUT a sandbox (a separate process, a private copy and resource limits only): a hostile "
+              "notebook could read or change other learners' files. Install bubblewrap (apt-get install bubblewrap) "
+              "or run the gradebook in a container (docs/grading.md).", file=sys.stderr)
     print(text(report))
-    if args.csv:
-        write_csv(report, args.csv)
-    if args.json:
-        args.json.write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")
-    if args.html:
-        write_html(report, args.html)
-    return 0
+    code = 0
+    for out, write in ((args.csv, write_csv), (args.json, _write_json), (args.html, write_html)):
+        if out is None:
+            continue
+        try:
+            write(report, out)
+        except OSError as e:  # every learner is graded: say what could not be written, keep the rest
+            print(f"course gradebook: cannot write {out}: {e.strerror or e}", file=sys.stderr)
+            code = 1
+    return code
+
+
+def _write_json(report: Report, path: Path) -> None:
+    path.write_text(json.dumps(report.to_json(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -84,6 +84,7 @@ def run_notebook(
     total_timeout: float = 600,
     keep_outputs: bool = False,
     allow_errors: bool = True,
+    env: dict[str, str] | None = None,
 ) -> NotebookRun:
     """Execute ``nb`` in place (its cells get outputs only if ``keep_outputs``).
 
@@ -93,6 +94,8 @@ def run_notebook(
         cell_timeout, total_timeout: seconds per cell and for the whole run.
         keep_outputs: store outputs in ``nb`` (for solutions) or drop them (for grading).
         allow_errors: go on after a cell raises (grading) or stop (solutions).
+        env: the kernel's environment (default: this process's; the grader passes one
+            without its signing key).
 
     Returns:
         A :class:`NotebookRun`.
@@ -126,7 +129,9 @@ def run_notebook(
     code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
     # The kernel process's own stderr (app log lines, not the cells' output) goes nowhere.
     # cleanup_kc: we passed our own kernel manager, so nbclient would otherwise leave it running.
-    with client.setup_kernel(cwd=str(cwd), stderr=subprocess.DEVNULL, cleanup_kc=True):
+    extra = {} if env is None else {"env": env}
+    with client.setup_kernel(cwd=str(cwd), stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, cleanup_kc=True,
+                             **extra):
         for i in code:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or run.kernel_died:

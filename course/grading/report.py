@@ -9,13 +9,17 @@ that a reader sees the old one or the new one, never half of it.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
-__all__ = ["FORMAT", "NotebookReport", "junit", "print_footer", "print_notebook", "print_table", "summary",
-           "write_atomically"]
+from course.grading.untrusted import clean_text
+
+__all__ = ["FORMAT", "NotebookReport", "junit", "junit_placeholder", "placeholder", "print_footer", "print_notebook", "print_table",
+           "summary", "write_atomically"]
 
 FORMAT = "course-grade/1"
 
@@ -32,6 +36,7 @@ class NotebookReport:
     error: str = ""
     note: str = ""
     killed: list[str] = field(default_factory=list)
+    sha256: str = ""  # of the notebook's bytes, what a signed report binds its score to
 
     @property
     def score(self) -> float:
@@ -71,13 +76,29 @@ def summary(reports: list[NotebookReport], ignored=(), killed=(), tampering=(), 
         "max_score": max_score,
         "fraction": round(score / max_score, 4) if max_score else 0.0,
         "all_passed": bool(reports) and all(r.all_passed for r in reports) and not tampering,
+        "finished": True,
     }
+
+
+def placeholder(why: str = "grading did not finish") -> dict:
+    """What a report file holds from the start of grading until the real report replaces it
+    (so a file planted there before, or a grade that dies, never leaves a score behind)."""
+    return {"format": FORMAT, "finished": False, "error": clean_text(why), "score": 0, "max_score": 0,
+            "fraction": 0.0, "all_passed": False, "notebooks": []}
+
+
+def junit_placeholder(why: str = "grading did not finish") -> str:
+    """The JUnit file's content until the real one replaces it: one suite, one error."""
+    suites = ET.Element("testsuites", name="course grade")
+    suite = ET.SubElement(suites, "testsuite", name="course grade", tests="1", failures="0", errors="1")
+    ET.SubElement(ET.SubElement(suite, "testcase", name="grading"), "error", message=why).text = why
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
 
 
 def print_notebook(r: NotebookReport) -> None:
     print(f"{r.path}  (lesson {r.lesson})")
     if r.error:
-        print(f"  error: {r.error}")
+        print(f"  error: {clean_text(r.error)}")
     for e in r.exercises:
         print(f"  {e['id']:<6} {e['name']:<28} {e['status']:<14} {e['score']:g}/{e['points']:g}")
     for e in r.exercises:
@@ -93,7 +114,7 @@ def print_notebook(r: NotebookReport) -> None:
         line += f", {run['skipped']} skipped (total timeout)" if run["skipped"] else ""
         print(line)
         for p in problems[:10]:
-            print(f"    {p[:160]}")
+            print(f"    {clean_text(p, 160)}")
 
 
 def print_table(reports: list[NotebookReport]) -> None:
@@ -109,7 +130,7 @@ def print_table(reports: list[NotebookReport]) -> None:
     print(f"{'total':<{width}}  {f'{total:g}/{most:g}':>9}")
     for r in reports:
         if r.error:
-            print(f"{Path(r.path).name}: {r.error}")
+            print(f"{Path(r.path).name}: {clean_text(r.error)}")
 
 
 def print_footer(summary: dict) -> None:
@@ -128,20 +149,21 @@ def print_footer(summary: dict) -> None:
 
 def junit(summary: dict) -> ET.ElementTree:
     suites = ET.Element("testsuites", name="course grade")
+    x = clean_text  # every text below may come from learner code: no character XML forbids
     for nb in summary["notebooks"]:
-        suite = ET.SubElement(suites, "testsuite", name=nb["path"], time=f"{nb['seconds']:.2f}")
+        suite = ET.SubElement(suites, "testsuite", name=x(nb["path"]), time=f"{nb['seconds']:.2f}")
         cases = []
         if nb["error"]:
-            case = ET.SubElement(suite, "testcase", name="notebook", classname=nb["path"])
-            ET.SubElement(case, "error", message="error").text = nb["error"]
+            case = ET.SubElement(suite, "testcase", name="notebook", classname=x(nb["path"]))
+            ET.SubElement(case, "error", message="error").text = x(nb["error"])
             cases.append("error")
         for e in nb["exercises"]:
-            case = ET.SubElement(suite, "testcase", name=f"{e['id']} {e['name']}", classname=nb["path"],
+            case = ET.SubElement(suite, "testcase", name=x(f"{e['id']} {e['name']}"), classname=x(nb["path"]),
                                  time=f"{e['seconds']:.2f}")
             if e["status"] == "error":
-                ET.SubElement(case, "error", message=e["status"]).text = e["message"]
+                ET.SubElement(case, "error", message=e["status"]).text = x(e["message"], 4000)
             elif e["status"] != "passed":
-                ET.SubElement(case, "failure", message=e["status"]).text = e["message"]
+                ET.SubElement(case, "failure", message=e["status"]).text = x(e["message"], 4000)
             cases.append({"error": "error", "passed": "passed"}.get(e["status"], "failure"))
         suite.set("tests", str(len(cases)))
         suite.set("failures", str(cases.count("failure")))
@@ -150,7 +172,17 @@ def junit(summary: dict) -> ET.ElementTree:
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` all at once: a reader sees the old file or the new one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    """Write ``text`` to ``path`` all at once: a reader sees the old file or the new one.
+
+    The temporary file has an unpredictable name (``mkstemp``), so nothing planted beside
+    ``path`` beforehand can take its place or make the write fail.
+    """
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -31,16 +31,13 @@ that notebook's own answers: the server imported everything before any learner c
 Where ``os.fork`` does not exist, ``python -m course.grading.worker SPEC.json OUT_DIR``
 checks one exercise in a fresh process instead (steps 2 and 3 in one process).
 
-The process-tree helpers at the bottom (:func:`become_subreaper`, :func:`descendants`,
-:func:`end_processes`) let the grader end every process that learner code started, however
-it was detached, before the report is written.
+Ending what learner code started is :mod:`course.grading.processes`' job.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
-import contextlib
 import copy
 import io
 import json
@@ -53,7 +50,7 @@ from contextlib import redirect_stderr, redirect_stdout
 
 from course.timeouts import time_limit
 
-__all__ = ["become_subreaper", "definitions", "descendants", "end_processes", "main"]
+__all__ = ["definitions", "main"]
 
 _KEPT = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
@@ -277,95 +274,6 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["--serve"]:
         return serve([int(n) for n in argv[1:]])
     return _check_alone(*argv)
-
-
-# --- the process tree ----------------------------------------------------------------------
-
-_PR_SET_CHILD_SUBREAPER = 36
-
-
-def become_subreaper() -> bool:
-    """Make this process adopt every orphaned descendant (Linux ``prctl``); False elsewhere.
-
-    A process that learner code started and detached (a double fork, ``start_new_session``)
-    then stays in our tree, where :func:`descendants` finds it, instead of escaping to init.
-    """
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def _processes() -> dict[int, tuple[int, str]]:
-    """pid -> (parent pid, state letter) of every process, read from /proc ({} without it)."""
-    table = {}
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read().decode("ascii", "replace")
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()  # after "pid (command name) "
-        table[int(entry)] = (int(fields[1]), fields[0])
-    return table
-
-
-def descendants(pid: int | None = None) -> list[int]:
-    """Every living (not zombie) process below ``pid`` (default: this process), from /proc."""
-    root = os.getpid() if pid is None else pid
-    table = _processes()
-    children: dict[int, list[int]] = {}
-    for p, (parent, _state) in table.items():
-        children.setdefault(parent, []).append(p)
-    found, todo = [], list(children.get(root, []))
-    while todo:
-        p = todo.pop()
-        if table.get(p, (0, "Z"))[1] not in ("Z", "X"):
-            found.append(p)
-        todo.extend(children.get(p, []))
-    return sorted(found)
-
-
-def _describe(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            words = f.read().split(b"\0")
-        return " ".join(w.decode("utf-8", "replace") for w in words if w)[:120] or "?"
-    except OSError:
-        return "?"
-
-
-def end_processes(keep: set[int] = frozenset()) -> list[str]:
-    """Kill every descendant of this process except ``keep`` (and theirs), and reap them.
-
-    Several rounds: a process may fork while we kill. Returns one line per process killed
-    (``"pid 123: python -c ..."``), for the report.
-    """
-    me, killed = os.getpid(), []
-    for _round in range(20):
-        spared = set(keep)
-        for k in keep:
-            spared.update(descendants(k))
-        victims = [p for p in descendants() if p not in spared]
-        if not victims:
-            break
-        for pid in victims:
-            killed.append(f"pid {pid}: {_describe(pid)}")
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.05)
-        for pid, (parent, _state) in _processes().items():  # reap the ones that are ours now
-            if parent == me and pid not in keep:
-                with contextlib.suppress(ChildProcessError, OSError):
-                    os.waitpid(pid, os.WNOHANG)
-    return list(dict.fromkeys(killed))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,128 @@
+"""Every process learner code starts, found and ended before a report is written (psutil).
+
+The grader becomes a *child subreaper* (Linux): a process that learner code starts and
+detaches (a double fork, ``start_new_session=True``) is then adopted by the grader instead of
+init, so it stays among the grader's descendants, where :func:`descendants` finds it::
+
+    become_subreaper()          # True on Linux; False elsewhere (detached processes escape)
+    keep = set(descendants())   # what ran before grading is not ours to end
+    ...                         # learner code runs, forks, detaches, hops PIDs
+    end_processes(keep)         # ["pid 4242: python -c ...", ...]; nothing of theirs is left
+
+The process table comes from psutil, so this works where there is no ``/proc`` (macOS,
+Windows); only the subreaper is Linux's alone.
+
+Differences from torch: none (torch starts no processes to end).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+
+import psutil
+
+__all__ = ["become_subreaper", "command_seconds", "descendants", "end_processes"]
+
+_PR_SET_CHILD_SUBREAPER = 36
+_GONE = (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, ProcessLookupError, PermissionError, OSError)
+
+
+def become_subreaper() -> bool:
+    """Make this process adopt every orphaned descendant (Linux ``prctl``); False elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def descendants(pid: int | None = None) -> list[int]:
+    """Every living (not zombie) process below ``pid`` (default: this process)."""
+    try:
+        children = psutil.Process(os.getpid() if pid is None else pid).children(recursive=True)
+    except _GONE:
+        return []
+    found = []
+    for child in children:
+        with contextlib.suppress(*_GONE):
+            if child.status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+                found.append(child.pid)
+    return sorted(found)
+
+
+def _describe(pid: int) -> str:
+    """The command line of ``pid``, printable characters only (learner code chose it)."""
+    try:
+        text = " ".join(psutil.Process(pid).cmdline())
+    except _GONE:
+        return "?"
+    return "".join(c for c in text if c.isprintable())[:120] or "?"
+
+
+def end_processes(keep: set[int] = frozenset()) -> list[str]:
+    """Kill every descendant of this process except ``keep`` (and theirs), and reap them.
+
+    First every one is stopped, round after round until a round finds no process that is not
+    stopped yet: a stopped process cannot fork, so a process that keeps forking under new PIDs
+    is caught however fast it hops. Then all are killed. Returns one line per process killed
+    (``"pid 123: python -c ..."``), for the report.
+    """
+    stop = getattr(signal, "SIGSTOP", None)
+    stopped: list[int] = []
+    killed: list[str] = []
+    deadline, quiet_rounds = time.monotonic() + 30, 0
+    while time.monotonic() < deadline and quiet_rounds < 3:  # a child being born may not show yet
+        _reap(keep)
+        spared = set(keep)
+        for k in keep:
+            spared.update(descendants(k))
+        fresh = [p for p in descendants() if p not in spared and p not in stopped]
+        quiet_rounds = 0 if fresh else quiet_rounds + 1
+        if not fresh:
+            time.sleep(0.01)
+            continue
+        for pid in fresh:
+            killed.append(f"pid {pid}: {_describe(pid)}")
+            with contextlib.suppress(*_GONE):
+                if stop is not None:
+                    os.kill(pid, stop)
+                else:  # no SIGSTOP (Windows): kill at once
+                    psutil.Process(pid).kill()
+        stopped += fresh
+        time.sleep(0.01)
+    for pid in stopped:
+        with contextlib.suppress(*_GONE):
+            psutil.Process(pid).kill()
+    time.sleep(0.05)
+    _reap(keep)
+    return list(dict.fromkeys(killed))
+
+
+def _reap(keep: set[int]) -> None:
+    """Collect the exit status of our children that are zombies (not those in ``keep``):
+    as a subreaper we adopt every orphan, and a process that hops PIDs leaves one per hop."""
+    try:
+        children = psutil.Process().children()
+    except _GONE:
+        return
+    for child in children:
+        with contextlib.suppress(ChildProcessError, *_GONE):
+            if child.pid not in keep and child.status() == psutil.STATUS_ZOMBIE:
+                os.waitpid(child.pid, os.WNOHANG)
+
+
+def command_seconds(fallback_start: float) -> float:
+    """Wall-clock seconds since this process started (``fallback_start``, a
+    ``time.monotonic()`` reading, where the start time cannot be read)."""
+    try:
+        return max(0.0, time.time() - psutil.Process().create_time())
+    except _GONE:
+        return time.monotonic() - fallback_start

@@ -1,0 +1,260 @@
+"""Can a learner's checkout, files or code game ``course grade``? (issue 33)
+
+Each attack is run against the real command and the test asserts the grade a fair grader
+gives (the independent oracle is the notebook itself: an untouched learner copy is "not
+attempted" everywhere, the solution passes everywhere, whatever else lies around it).
+
+- a committed ``course/grading/worker.py`` and a ``copy.py`` in the working folder are never
+  imported by the grader's processes;
+- a report file planted before grading never survives it, even when the grader dies;
+- a FIFO, a link to ``/dev/zero`` and a link to the course's own solution are refused, not
+  read or followed, and the lesson counts 0 out of its full points;
+- a checking server killed by learner code leaves every exercise in the maximum;
+- control characters and huge messages from an answer reach neither the terminal nor the
+  JUnit XML raw;
+- an outcome file that is compressed, over its cap or a FIFO is refused before decoding;
+- a process that keeps forking under new PIDs is ended, every time;
+- non-finite or non-positive timeouts are usage errors naming the flag.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import zipfile
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import nbformat
+import pytest
+
+from course import checks
+from course.grading import checker, grade, signing
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLVED_00 = ROOT / "solutions" / "00_warmup.ipynb"
+LEARNER_00 = ROOT / "notebooks" / "00_warmup.ipynb"
+LEARNER_01 = ROOT / "notebooks" / "01_autograd_graph.ipynb"
+
+pytestmark = [pytest.mark.notebook]
+
+
+def _course_grade(*args: str, cwd: Path, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
+    """``course grade`` as a learner's CI runs it: the installed command (``python -I``: the
+    grader itself never imports from the working folder; the attack is on what it starts)."""
+    cmd = [sys.executable, "-I", "-m", "course", "grade", *args]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=900, env=env, **kw)
+
+
+def _points(lesson: int) -> float:
+    return sum(ex.points for ex in checks.all_exercises(lesson))
+
+
+def _with_cells(source: Path, cells: list[str]) -> str:
+    nb = nbformat.read(source, as_version=4)
+    nb.cells += [nbformat.v4.new_code_cell(textwrap.dedent(c)) for c in cells]
+    return json.dumps(nb)
+
+
+@pytest.mark.slow
+def test_a_course_package_and_copy_py_in_the_working_folder_are_never_imported(tmp_path):
+    marker = tmp_path / "imported"
+    fake = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\nimport sys\nsys.exit(0)\n"
+    for rel in ("course/__init__.py", "course/grading/__init__.py", "course/grading/worker.py", "copy.py",
+                "json.py", "select.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(fake)
+    shutil.copy(LEARNER_00, tmp_path / "00_warmup.ipynb")
+    proc = _course_grade("00_warmup.ipynb", "--no-run", "--json", "g.json", "-q", cwd=tmp_path)
+    assert not marker.exists(), marker.read_text()
+    summary = json.loads((tmp_path / "g.json").read_text())
+    assert proc.returncode == 1 and summary["score"] == 0 and summary["max_score"] == _points(0)
+    # checked for real by the real server: the stubs are "not attempted", not server errors
+    assert {e["status"] for e in summary["notebooks"][0]["exercises"]} == {"not attempted"}
+
+
+@pytest.mark.slow
+def test_links_fifos_and_devices_are_refused_and_count_zero_out_of_full_points(tmp_path):
+    folder = tmp_path / "work"
+    folder.mkdir()
+    (folder / "00_warmup.ipynb").symlink_to(SOLVED_00)  # the course's own solution
+    os.mkfifo(folder / "01_autograd_graph.ipynb")  # would block a reader forever
+    (folder / "02_hooks.ipynb").symlink_to("/dev/zero")  # would be read until memory runs out
+    proc = _course_grade(str(folder), "--lessons", "00,01,02", "--no-run", "--json", "g.json", "-q", cwd=tmp_path)
+    summary = json.loads((tmp_path / "g.json").read_text())
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert summary["score"] == 0 and summary["max_score"] == _points(0) + _points(1) + _points(2)
+    errors = {nb["lesson"]: nb["error"] for nb in summary["notebooks"]}
+    assert "symbolic link" in errors[0] and "not a regular file" in errors[1] and "symbolic link" in errors[2]
+
+
+@pytest.mark.slow
+def test_a_planted_report_never_survives_a_grade_that_dies(tmp_path):
+    forged = {"format": "course-grade/1", "score": 3, "max_score": 3, "all_passed": True, "notebooks": []}
+    (tmp_path / "g.json").write_text(json.dumps(forged))
+    (tmp_path / "j.xml").write_text("<testsuites/>")
+    hang = "import time\n_hang = time.sleep(900)\n"  # a definition that outlasts our patience
+    (tmp_path / "00_warmup.ipynb").write_text(_with_cells(LEARNER_00, [hang]))
+    proc = subprocess.Popen([sys.executable, "-I", "-m", "course", "grade", "00_warmup.ipynb", "--no-run", "--json",
+                             "g.json", "--junit", "j.xml", "-q", "--cell-timeout", "900"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:  # the placeholder replaces the forged file before any learner code runs; then the grader dies
+        while '"finished": false' not in (tmp_path / "g.json").read_text() and proc.poll() is None:
+            time.sleep(0.1)
+        time.sleep(2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    report = json.loads((tmp_path / "g.json").read_text())
+    assert report["finished"] is False and report["score"] == 0 and not report["all_passed"]
+    assert "did not finish" in report["error"]
+    junit = ET.parse(tmp_path / "j.xml").getroot()
+    assert junit.find("testsuite").get("errors") == "1" and "did not finish" in ET.tostring(junit, encoding="unicode")
+    assert signing.problems(report)  # not a report a gradebook would count
+
+
+@pytest.mark.slow
+def test_a_killed_checking_server_keeps_every_exercise_in_the_maximum(tmp_path):
+    folder = tmp_path / "work"
+    folder.mkdir()
+    killer = """
+    import os, signal
+    for _pid in os.listdir("/proc"):
+        try:
+            _cmd = open(f"/proc/{_pid}/cmdline", "rb").read()
+        except (OSError, ValueError):
+            continue
+        if b"course.grading.worker" in _cmd and int(_pid) != os.getpid():
+            os.kill(int(_pid), signal.SIGKILL)
+    """  # a top-level call: it runs in the headless run (the kernel), not when checking
+    (folder / "00_warmup.ipynb").write_text(_with_cells(SOLVED_00, [killer]))
+    shutil.copy(LEARNER_01, folder / "01_autograd_graph.ipynb")
+    proc = _course_grade(str(folder), "--lessons", "00,01", "--json", "g.json", "-q", "--min-score", "0.8",
+                         cwd=tmp_path)
+    summary = json.loads((tmp_path / "g.json").read_text())
+    assert summary["max_score"] == _points(0) + _points(1)  # honest: out of 9, never out of 3
+    assert summary["score"] <= _points(0) and proc.returncode == 1
+    assert all(nb["exercises"] for nb in summary["notebooks"])
+
+
+@pytest.mark.slow
+def test_control_characters_and_huge_messages_are_neutralised(tmp_path):
+    answer = 'def cube_sum_grad(x):\n    raise ValueError("\\x1b[32mpassed\\x1b[0m\\x00\\x07" + "y" * 5_000_000)\n'
+    (tmp_path / "00_warmup.ipynb").write_text(_with_cells(LEARNER_00, [answer]))
+    proc = _course_grade("00_warmup.ipynb", "--no-run", "--json", "g.json", "--junit", "j.xml", cwd=tmp_path)
+    assert "\x1b" not in proc.stdout and "\x00" not in proc.stdout
+    ET.parse(tmp_path / "j.xml")  # valid XML
+    assert (tmp_path / "g.json").stat().st_size < 200_000  # a 5 MB message is capped
+    entry = json.loads((tmp_path / "g.json").read_text())["notebooks"][0]["exercises"][0]
+    assert entry["status"] == "error" and entry["score"] == 0 and "\x1b" not in entry["message"]
+
+
+@pytest.mark.parametrize("flag, value", [("--timeout", "inf"), ("--timeout", "nan"), ("--cell-timeout", "0"),
+                                         ("--cell-timeout", "-1"), ("--min-score", "nan")])
+def test_a_limit_that_would_turn_itself_off_is_a_usage_error(tmp_path, flag, value):
+    shutil.copy(LEARNER_00, tmp_path / "00_warmup.ipynb")
+    proc = _course_grade("00_warmup.ipynb", flag, value, cwd=tmp_path)
+    assert proc.returncode == 2 and flag in proc.stderr and "Traceback" not in proc.stderr
+
+
+# --- outcome files: checked before they are decoded -------------------------------------------
+
+
+def _outcome_bytes() -> bytes:
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save({"yours": [{"kind": "value", "value": torch.zeros(4)}]}, buffer)
+    return buffer.getvalue()
+
+
+def test_a_plain_outcome_file_is_read(tmp_path):
+    (tmp_path / "0.1.pt").write_bytes(_outcome_bytes())
+    assert checker.read_outcomes(tmp_path / "0.1.pt")["yours"][0]["kind"] == "value"
+
+
+def test_a_compressed_outcome_file_is_refused_before_decoding(tmp_path):
+    plain = zipfile.ZipFile(io.BytesIO(_outcome_bytes()))
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as packed:
+        for info in plain.infolist():
+            packed.writestr(info.filename, plain.read(info))
+    (tmp_path / "0.1.pt").write_bytes(buffer.getvalue())
+    assert "compressed" in checker.read_outcomes(tmp_path / "0.1.pt")["failure"]
+
+
+def test_an_outcome_file_over_its_caps_is_refused(tmp_path, monkeypatch):
+    (tmp_path / "0.1.pt").write_bytes(_outcome_bytes())
+    monkeypatch.setattr(checker, "OUTCOME_UNPACKED_LIMIT", 100)
+    assert "unpacks to more than" in checker.read_outcomes(tmp_path / "0.1.pt")["failure"]
+    monkeypatch.setattr(checker, "OUTCOME_LIMIT", 100)
+    assert "limit" in checker.read_outcomes(tmp_path / "0.1.pt")["failure"]
+
+
+def test_an_outcome_fifo_is_refused_at_once(tmp_path):
+    os.mkfifo(tmp_path / "0.1.pt")  # a reader would wait for a writer forever
+    assert "not a regular file" in checker.read_outcomes(tmp_path / "0.1.pt")["failure"]
+
+
+# --- processes: nothing outlives the grade -----------------------------------------------------
+
+_HOPPING = r'''
+import os, subprocess, sys, time
+from course.grading.processes import become_subreaper, descendants, end_processes
+
+assert become_subreaper()
+hopper = "import os, time\nwhile True:\n    if os.fork():\n        os._exit(0)\n    time.sleep(0.001)\n"
+for trial in range(int(sys.argv[1])):
+    subprocess.Popen([sys.executable, "-c", hopper], start_new_session=True)
+    time.sleep(0.2)  # it has hopped a few hundred times by now
+    end_processes()
+    time.sleep(0.1)
+    assert descendants() == [], (trial, descendants())
+print("none left")
+'''
+
+
+@pytest.mark.slow
+def test_a_process_that_keeps_forking_under_new_pids_is_ended_every_time():
+    proc = subprocess.run([sys.executable, "-c", _HOPPING, "25"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and "none left" in proc.stdout, proc.stderr
+
+
+def test_no_grading_module_reads_proc_by_hand():
+    """The process tree comes from psutil (macOS has no /proc): no string constant of a
+    course/grading module, docstrings aside, names a file under /proc."""
+    import ast
+
+    for path in sorted((ROOT / "course" / "grading").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
+                      and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                assert not node.value.startswith("/proc/"), (path.name, node.value)  # a file of the table
+
+
+def test_processes_are_ended_on_a_platform_without_proc_or_subreaper(monkeypatch):
+    from course.grading import processes
+
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(os.path, "isdir", lambda p, _real=os.path.isdir: False if str(p).startswith("/proc") else _real(p))
+    assert processes.become_subreaper() is False
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        assert child.pid in processes.descendants()
+        killed = processes.end_processes()
+        child.wait(timeout=60)  # ended (its status may have been reaped by end_processes already)
+        assert child.pid not in processes.descendants()
+        assert any(line.startswith(f"pid {child.pid}: ") and "time.sleep(600)" in line for line in killed)
+    finally:
+        child.kill()
+        child.wait()
