@@ -101,6 +101,22 @@ def test_a_notebook_that_monkeypatches_the_checker_scores_as_if_it_had_not(tmp_p
 
 
 @pytest.mark.slow
+def test_a_prediction_whose_answer_was_asked_for_is_reported_as_revealed_not_earned(tmp_path):
+    nb = nbformat.read(ROOT / "solutions" / "00_warmup.ipynb", as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell('check("0.2", reveal=True)'))
+    path = tmp_path / "00_warmup.ipynb"
+    nbformat.write(nb, path)
+    proc, summary = _grade_cli(str(path), "--no-run", "--json", str(tmp_path / "g.json"))
+    (report,) = summary["notebooks"]
+    by_id = {e["id"]: e for e in report["exercises"]}
+    assert by_id["0.2"]["status"] == "revealed" and by_id["0.2"]["revealed"] is True
+    assert by_id["0.2"]["score"] == 0  # the right prediction, shown on request: no points
+    assert by_id["0.1"]["status"] == "passed" and by_id["0.1"]["revealed"] is False
+    assert report["score"] == report["max_score"] - by_id["0.2"]["points"]
+    assert proc.returncode == 1
+
+
+@pytest.mark.slow
 def test_right_answers_score_despite_a_messy_notebook(tmp_path):
     path = DATA / "00_messy.ipynb"
     before = _stat(path)

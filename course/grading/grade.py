@@ -208,11 +208,13 @@ def _error_result(ex, why: str, seconds: float = 0.0) -> dict:
             "cases_passed": 0, "cases_total": len(ex.all_cases),
             "message": clean_text(f"[{ex.id} {ex.name}] error: {why}", 4000),
             "hint": "", "cost": {}, "budget": dict(ex.budget), "seconds": round(seconds, 2),
-            "timed_out": why.startswith("timeout")}
+            "timed_out": why.startswith("timeout"), "revealed": False}
 
 
-def _judge(ex, report: dict, seconds: float) -> dict:
+def _judge(ex, report: dict, seconds: float, revealed: bool = False) -> dict:
     """The verdict on one exercise, from its worker report (this process runs no learner code).
+    ``revealed``: the notebook asks to see this prediction's answer (``check(id, reveal=True)``),
+    so it is reported as revealed, worth no points.
     Never raises: a comparison that fails makes the exercise an ``error`` with the reason."""
     from course import checks
 
@@ -223,7 +225,7 @@ def _judge(ex, report: dict, seconds: float) -> dict:
                 report = {"failure": "the checking process reported the wrong number of cases"}
             if "failure" in report:
                 return _error_result(ex, report["failure"], seconds)
-            result = checks.judge(ex, report["yours"], expected, report.get("cost") or {})
+            result = checks.judge(ex, report["yours"], expected, report.get("cost") or {}, revealed)
             if result.status != "passed" and report.get("notes"):
                 result.message += "\n  notes:    " + "\n            ".join(report["notes"][:5])
         d = result.to_json()
@@ -247,7 +249,10 @@ def _check_exercises(exercises: list, cells: list, cwd: Path, cell_timeout: floa
             parts = pool.map(lambda ex: run_worker([ex], cells, cwd, cell_timeout, limit, tmp), exercises)
             reports = {k: v for part in parts for k, v in part.items()}
     seconds = time.monotonic() - start
-    return [_judge(ex, reports[ex.id], seconds) for ex in exercises]
+    from course import checks
+
+    asked = set().union(*(checks.reveals_in(src) for _, src in cells))  # cell by cell: magics do not parse
+    return [_judge(ex, reports[ex.id], seconds, ex.id in asked) for ex in exercises]
 
 
 def _grade_exercise(ex, cells, cwd, cell_timeout, limit, tmp) -> dict:

@@ -344,6 +344,7 @@ def build(learners: list[Learner], lessons: set[int] | None = None) -> Report:
             "id": ex.id, "name": ex.name, "title": ex.title, "points": ex.points,
             "learners": len(learners), "attempted": attempted, "not_attempted": statuses["not attempted"],
             "passed": statuses["passed"], "failed": statuses["failed"], "error": statuses["error"],
+            "revealed": statuses["revealed"],
             "pass_rate": statuses["passed"] / len(learners) if learners else 0.0,
             "misconceptions": [{"hint": h, "learners": n} for h, n in sorted(met.items(), key=lambda kv: (-kv[1], kv[0]))],
             "unrecognised_wrong": statuses["failed"] + statuses["error"] - sum(met.values()),

@@ -40,7 +40,8 @@ tries again. ``--no-cache`` grades everything again.
 
 The grader is any ``grade_fn(path, lesson) -> [(exercise, status, note), ...]`` (``lesson`` is
 the lesson's file name, ``01_graph.ipynb``, whatever the learner renamed the notebook to) with
-status one of ``passed``, ``failed``, ``not attempted``, ``error``. By default it is
+status one of ``passed``, ``failed``, ``not attempted``, ``error``, ``revealed`` (a prediction
+whose answer the learner asked to see). By default it is
 ``course.grading.grade.grade_notebook``, adapted by :func:`default_grader`; ``course grade FILE``
 shows the full report of one notebook (every case, yours against expected, the hint).
 """
@@ -64,7 +65,7 @@ __all__ = ["CACHE", "Row", "collect", "default_grader", "main", "registered_exer
            "untouched_results"]
 
 CACHE = Path(".course") / "progress-cache.json"
-STATUSES = ("passed", "failed", "not attempted", "error")
+STATUSES = ("passed", "failed", "not attempted", "error", "revealed")
 Result = tuple[str, str, str]  # (exercise_id, status, message)
 GradeFn = Callable[[Path, str], Sequence[Result]]
 

@@ -39,7 +39,7 @@ __all__ = ["KEY_ENV", "MAX_DEPTH", "notebook_hash", "parse", "problems", "read_k
 
 KEY_ENV = "COURSE_GRADE_KEY"
 MAX_DEPTH = 32  # a grade report nests 5 deep; anything far deeper is not one
-STATUSES = {"passed", "failed", "not attempted", "error"}
+STATUSES = {"passed", "failed", "not attempted", "error", "revealed"}
 
 
 def notebook_hash(data: bytes) -> str:
