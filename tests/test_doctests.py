@@ -22,6 +22,8 @@ MODULES = sorted(
 MIN_EXAMPLES = {
     "course.autograd.graph": 11, "course.autograd.hooks": 11, "course.autograd.saved_tensors": 3, "course.autograd.mutation": 3,
     "course.autograd_graph": 1, "course.aot.descriptors": 1, "course.aot.fx_utils": 1, "course.aot.printing": 1,
+    "course.autograd.checkpoint": 20, "course.autograd.selective": 11, "course.autograd.checkpoint_state": 8,
+    "course.autograd.checkpoint_debug": 8, "course.checkpoint": 6, "course.autograd.version_check": 20,
 }
 
 

@@ -34,6 +34,7 @@ TORCH_FILES = [
     TORCH / "autograd" / "graph.py",
     TORCH / "_functorch" / "_aot_autograd" / "descriptors.py",
     TORCH / "_functorch" / "_aot_autograd" / "fx_utils.py",
+    TORCH / "utils" / "checkpoint.py",
 ]
 MIN_CHARS = 40
 
