@@ -131,11 +131,14 @@ PROGRAMS = {
 }
 
 
-def _backward_counts(fn, args, leaves, run_forward):
-    """(forward counts, backward counts, results alive after forward, gradients)."""
+def _backward_counts(fn, args, leaves, run_forward, after_forward=None):
+    """(forward counts, backward counts, results alive after forward, gradients);
+    ``after_forward()`` runs between the two passes."""
     with OpCounter() as fwd:
         out = run_forward(fn, args)
     alive = fwd.alive(out, *leaves)
+    if after_forward is not None:
+        after_forward()
     with OpCounter() as bwd:
         grads = torch.autograd.grad(out, leaves)
     return fwd.counts, bwd.counts, alive, list(grads)
@@ -366,11 +369,10 @@ def _stored_bytes(caching_mode, leaves) -> int:
     """Bytes of the distinct storages the policy kept (parameters' storages left out)."""
     owned = {p.untyped_storage().data_ptr() for p in leaves}
     seen = {}
-    for outputs in caching_mode.storage.values():
-        for out in outputs:
-            for t in out if isinstance(out, (tuple, list)) else (out,):
-                if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in owned:
-                    seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+    for entry in torch.utils._pytree.tree_leaves(caching_mode.storage):
+        t = getattr(entry, "val", entry)  # a kept result is wrapped (its version is checked)
+        if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in owned:
+            seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
     return sum(seen.values())
 
 
@@ -385,10 +387,12 @@ def run_policy(policy, name):
         modes.append(forward_ctx)
         return forward_ctx, recompute_ctx
 
+    stored = []  # measured after forward: backward consumes what the policy kept
     _, bwd, _, grads = _backward_counts(
-        fn, args, leaves, lambda f, a: checkpoint(f, *a, use_reentrant=False, context_fn=context_fn))
+        fn, args, leaves, lambda f, a: checkpoint(f, *a, use_reentrant=False, context_fn=context_fn),
+        after_forward=lambda: stored.append(_stored_bytes(modes[0], leaves)))
     extra = bwd - plain_backward_counts(name)
-    return {"gradients": grads, "bytes the policy stored": _stored_bytes(modes[0], leaves),
+    return {"gradients": grads, "bytes the policy stored": stored[0],
             "ops rerun in backward": dict(sorted(extra.items()))}
 
 
