@@ -30,7 +30,7 @@ def overview_markdown() -> str:
     """The lesson table for README.md: objectives, time and prerequisites, linked."""
     total = sum(lesson.minutes for lesson in LESSONS)
     lines = [
-        f"Nine lessons, about {total // 60} h {total % 60} min in all. Each has exercises with instant checks.",
+        f"{len(LESSONS)} lessons, about {total // 60} h {total % 60} min in all. Each has exercises with instant checks.",
         "",
         "| # | lesson | time | you will | needs |",
         "|---|---|---|---|---|",
