@@ -110,6 +110,12 @@ LESSONS: tuple[Lesson, ...] = (
             "choose what to offload under a budget, with gradients unchanged",
             "explain the joint graph of the step"),
            (3, 4, 6, 7), ("course/offload/offloader.py", "course/aot/joint.py")),
+    Lesson(9, "09_memory_policies", "Memory policies: recompute or offload, from hooks to the compiler", 60,
+           ("write checkpointing as a pair of saved-tensor hooks and predict what it reruns",
+            "write a selective-checkpointing policy and measure its memory and recompute",
+            "read what torch's partitioners save, and sweep activation_memory_budget",
+            "choose what an offloading pass moves and apply torch's pass to a partitioned graph"),
+           (3, 4, 6, 7), ("course/aot/joint.py", "course/aot/fx_utils.py")),
 )
 
 
@@ -144,7 +150,7 @@ def notebook_folders() -> list[Path]:
 def lesson_set() -> str:
     """The lessons this version of the course teaches, as one line for ``course --version``.
 
-    >>> lesson_set().startswith("9 lessons: 00_warmup, 01_autograd_graph")
+    >>> lesson_set().startswith("10 lessons: 00_warmup, 01_autograd_graph")
     True
     """
     return f"{len(LESSONS)} lessons: " + ", ".join(lesson.slug for lesson in LESSONS)

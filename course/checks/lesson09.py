@@ -1,0 +1,655 @@
+"""Checks for lesson 9: memory policies, recompute or offload, from saved-tensor hooks to the compiler.
+
+Each exercise is registered once, here (see docs/authoring.md). Torch is every oracle:
+
+- 9.1 a pair of saved-tensor hooks that recomputes instead of storing: judged against
+  ``torch.utils.checkpoint.checkpoint(..., use_reentrant=False)`` with early stop off
+  (gradients, how many times each aten op runs in forward and in backward, and how many
+  forward results the hooks keep alive);
+- 9.2 predict what the recomputation reruns (torch's checkpoint, early stop on);
+- 9.3 a selective-checkpointing policy that saves the matrix products: judged against the
+  reference policy run through torch's ``create_selective_checkpoint_contexts``;
+- 9.4 predict what the min-cut partitioner recomputes at ``activation_memory_budget=0``;
+- 9.5 choose the saved values an offloading pass should move, from a partitioned forward
+  graph and its descriptors; judged against the reference, and in the lesson against
+  torch's ``choose_offload_sets``.
+
+The model and programs the lesson and the checks share live here too, so the notebook
+shows exactly what the checks judge.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import itertools
+import weakref
+
+import torch
+from torch import nn
+from torch.autograd.graph import saved_tensors_hooks
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.checkpoint import (
+    CheckpointPolicy,
+    checkpoint,
+    create_selective_checkpoint_contexts,
+    set_checkpoint_early_stop,
+)
+
+from course.aot import descriptors as cd
+from course.aot import fx_utils as cf
+from course.checks import case, exercise, predict, wrong
+
+# --- the model and the programs of the lesson -----------------------------------------------
+
+
+class Block(nn.Module):
+    """A residual MLP block: ``x + down(gelu(up(x)))``."""
+
+    def __init__(self, d: int, hidden: int) -> None:
+        super().__init__()
+        self.up = nn.Linear(d, hidden)
+        self.down = nn.Linear(hidden, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(nn.functional.gelu(self.up(x)))  # (..., d)
+
+
+def make_model(layers: int = 3, d: int = 16, hidden: int = 64, batch=(8,), dtype=torch.float32, seed: int = 0):
+    """``(model, x)``: ``layers`` blocks in an ``nn.Sequential`` (children ``"0"``, ``"1"``, ...)."""
+    torch.manual_seed(seed)
+    model = nn.Sequential(*[Block(d, hidden) for _ in range(layers)]).to(dtype)
+    return model, torch.randn(*batch, d, dtype=dtype)
+
+
+#: Ops that only move bookkeeping around (detaching, accumulating into .grad); the counts
+#: compare the rest.
+BOOKKEEPING = frozenset({"detach", "alias", "add_"})
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts every aten op that runs while it is on, by name (``"addmm"``), bookkeeping
+    left out; and keeps a weak reference to every tensor an op returns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: collections.Counter = collections.Counter()
+        self.results: list[weakref.ref] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = func.overloadpacket.__name__
+        if name not in BOOKKEEPING:
+            self.counts[name] += 1
+            if isinstance(out, torch.Tensor):
+                self.results.append(weakref.ref(out))
+        return out
+
+    def alive(self, *besides: torch.Tensor) -> int:
+        """How many of the recorded results are still alive, the tensors ``besides`` left out."""
+        kept = [r() for r in self.results]
+        return sum(t is not None and all(t is not b for b in besides) for t in kept)
+
+
+def _block_program(dtype=torch.float32, batch=(4,), seed=0):
+    torch.manual_seed(seed)
+    up, down = nn.Linear(8, 32).to(dtype), nn.Linear(32, 8).to(dtype)
+    x = torch.randn(*batch, 8, dtype=dtype, requires_grad=True)
+
+    def block(x):
+        return down(nn.functional.gelu(up(x))).sum()
+
+    return block, (x,), [x, *up.parameters(), *down.parameters()]
+
+
+def _pointwise_program():
+    torch.manual_seed(1)
+    x = torch.randn(4, 8, requires_grad=True)
+    w = torch.randn(8, 8, requires_grad=True)
+
+    def chain(x, w):
+        return ((x @ w).sin() * x.exp()).sum()
+
+    return chain, (x, w), [x, w]
+
+
+def _model_program():
+    model, x = make_model()
+
+    def step(x):
+        return model(x).pow(2).sum()
+
+    return step, (x,), list(model.parameters())
+
+
+#: name -> () -> (fn, args, leaves): the programs exercises 9.1 and 9.3 run.
+PROGRAMS = {
+    "block": _block_program,
+    "pointwise": _pointwise_program,
+    "model": _model_program,
+    "float64, 3-d input": lambda: _block_program(torch.float64, (2, 3), seed=2),
+}
+
+
+def _backward_counts(fn, args, leaves, run_forward, after_forward=None):
+    """(forward counts, backward counts, results alive after forward, gradients);
+    ``after_forward()`` runs between the two passes."""
+    with OpCounter() as fwd:
+        out = run_forward(fn, args)
+    alive = fwd.alive(out, *leaves)
+    if after_forward is not None:
+        after_forward()
+    with OpCounter() as bwd:
+        grads = torch.autograd.grad(out, leaves)
+    return fwd.counts, bwd.counts, alive, list(grads)
+
+
+def plain_backward_counts(name: str) -> collections.Counter:
+    """What backward runs for program ``name`` with no hooks and no checkpoint."""
+    fn, args, leaves = PROGRAMS[name]()
+    return _backward_counts(fn, args, leaves, lambda f, a: f(*a))[1]
+
+
+# --- Exercise 9.1: recompute instead of store, as a pair of hooks ---------------------------
+
+
+def recompute_hooks(fn, *args):
+    """Reference solution: (pack, unpack) hooks that keep no activation; the first unpack
+    reruns ``fn(*args)`` and hands back the tensors the rerun saves, in the same order."""
+    recomputed = []  # the rerun's saved tensors, in pack order
+    counter = itertools.count()
+
+    def pack(t):
+        return next(counter)  # an index, never the tensor
+
+    def unpack(index):
+        if not recomputed:
+            def record(t):
+                recomputed.append(t)
+                return t
+
+            with torch.enable_grad(), saved_tensors_hooks(record, lambda t: t):
+                fn(*args)  # backward runs with grad mode off: turn it on, or nothing is saved
+        return recomputed[index]
+
+    return pack, unpack
+
+
+class _TorchCheckpoint:
+    """What the oracle of 9.1 returns instead of hooks: "run torch's checkpoint here"."""
+
+
+def _oracle_hooks(fn, *args):
+    """torch.utils.checkpoint, non-reentrant, early stop off (so it reruns the whole function)."""
+    return _TorchCheckpoint()
+
+
+def _run_hooks(answer, name):
+    """Forward and backward of program ``name`` under the answer's hooks (or torch's
+    checkpoint, for the oracle): what runs, what stays alive, what pack returns."""
+    fn, args, leaves = PROGRAMS[name]()
+    hooks = answer(fn, *args)
+    returned = []  # what pack returned, for each saved tensor
+
+    def forward(f, a):
+        if isinstance(hooks, _TorchCheckpoint):
+            return checkpoint(f, *a, use_reentrant=False)
+        pack, unpack = hooks
+
+        def watched(t):
+            returned.append(isinstance(pack_result := pack(t), torch.Tensor))
+            return pack_result
+
+        with saved_tensors_hooks(watched, unpack):
+            return f(*a)
+
+    with set_checkpoint_early_stop(False):
+        fwd, bwd, alive, grads = _backward_counts(fn, args, leaves, forward)
+    return {"gradients": grads, "ops in forward": dict(fwd), "ops in backward": dict(bwd),
+            "forward results kept alive": alive, "tensors pack returned": sum(returned)}
+
+
+def _identity_hooks(fn, *args):
+    return (lambda t: t), (lambda t: t)
+
+
+def _index_but_keep(fn, *args):
+    kept = []
+
+    def pack(t):
+        kept.append(t)
+        return len(kept) - 1
+
+    return pack, kept.__getitem__
+
+
+def _recompute_variant(enable_grad=True, cache=True):
+    def hooks(fn, *args):
+        counter, recomputed = itertools.count(), []
+
+        def unpack(index):
+            if not recomputed or not cache:
+                recomputed.clear()
+
+                def record(t):
+                    recomputed.append(t)
+                    return t
+
+                with torch.enable_grad() if enable_grad else contextlib.nullcontext():
+                    with saved_tensors_hooks(record, lambda t: t):
+                        fn(*args)
+            return recomputed[index]
+
+        return (lambda t: next(counter)), unpack
+
+    return hooks
+
+
+def _recompute_hooks_by_dict(fn, *args):
+    """A right answer written differently: packs are numbered by a dict's length, and the
+    rerun fills a dict once, under torch.autograd.grad-style grad mode switched on."""
+    order = {}
+    rerun = {}
+
+    def pack(t):
+        order[len(order)] = None
+        return len(order) - 1
+
+    def unpack(k):
+        if not rerun:
+            torch.set_grad_enabled(True)
+            try:
+                with saved_tensors_hooks(lambda t: rerun.setdefault(len(rerun), t), lambda t: t):
+                    fn(*args)
+            finally:
+                torch.set_grad_enabled(False)
+        return rerun[k]
+
+    return pack, unpack
+
+
+exercise(
+    "9.1",
+    name="recompute_hooks",
+    title="Checkpointing as a pair of saved-tensor hooks: keep nothing, recompute on the first unpack",
+    solution=recompute_hooks,
+    oracle=_oracle_hooks,
+    run=_run_hooks,
+    points=3,
+    cases=[case("block", label="block(x) = down(gelu(up(x))).sum(), x of shape (4, 8)")],
+    hidden=[
+        case("pointwise", label="((x @ w).sin() * x.exp()).sum(), two leaves"),
+        case("model", label="the lesson's three-block model, model(x).pow(2).sum()"),
+        case("float64, 3-d input", label="the block in float64 on a (2, 3, 8) input"),
+    ],
+    wrong=[
+        wrong(
+            _identity_hooks,
+            "your pack hook returns the tensor itself, so autograd keeps every activation "
+            "(see 'forward results kept alive') and backward never reruns anything. Pack must "
+            "return something small that lets unpack find the tensor again later.",
+        ),
+        wrong(
+            _index_but_keep,
+            "pack returns an index, but it also puts the tensor in a list: the activation is "
+            "still held (by you instead of autograd), so nothing is saved and nothing reruns.",
+        ),
+        wrong(
+            _recompute_variant(enable_grad=False),
+            "unpack runs during backward, where grad mode is off: the rerun records no graph "
+            "and saves nothing, so there is nothing to hand back. Rerun the function with "
+            "grad mode switched on.",
+        ),
+        wrong(
+            _recompute_variant(cache=False),
+            "the function reruns on every unpack (see 'ops in backward'): one rerun yields all "
+            "the saved tensors at once; keep them and serve later unpacks from what you kept.",
+        ),
+    ],
+    right=[_recompute_hooks_by_dict],
+    hint="autograd calls pack once per saved tensor, in order, during forward, and unpack when "
+    "backward needs one. If pack keeps only where a tensor came in the order, the first unpack "
+    "can recreate all of them by running the function again, as forward did.",
+)
+
+# --- Exercise 9.2: predict what the recomputation reruns ------------------------------------
+
+PREDICTED_OPS = ("addmm", "gelu", "sum")
+
+
+def rerun_in_backward():
+    """How many more times addmm, gelu and sum run in backward under torch's checkpoint
+    (non-reentrant, early stop on, the default) than in a plain backward, for ``block``."""
+    fn, args, leaves = PROGRAMS["block"]()
+    _, bwd, _, _ = _backward_counts(fn, args, leaves, lambda f, a: checkpoint(f, *a, use_reentrant=False))
+    extra = bwd - plain_backward_counts("block")
+    return {op: extra[op] for op in PREDICTED_OPS}
+
+
+predict(
+    "9.2",
+    name="predicted_reruns",
+    title="Predict: which of block's forward ops does backward rerun under checkpoint, and how often?",
+    truth=rerun_in_backward,
+    solution={"addmm": 1, "gelu": 1, "sum": 0},
+    wrong=[
+        wrong({"addmm": 0, "gelu": 0, "sum": 0},
+              "checkpoint kept none of block's activations: backward has to make them again, "
+              "by running forward ops a second time."),
+        wrong({"addmm": 2, "gelu": 1, "sum": 1},
+              "the recomputation stops early: once every tensor forward saved has been saved "
+              "again, torch stops the rerun. sum saves no tensor; is the last addmm needed?"),
+        wrong({"addmm": 2, "gelu": 1, "sum": 0},
+              "close: the rerun stops at the moment the last saved tensor is saved again, and an "
+              "op saves its inputs before its kernel runs. The second addmm's saves are its "
+              "inputs: gelu's output and the transposed weight."),
+        wrong({"addmm": 1, "gelu": 0, "sum": 0},
+              "the second Linear saves gelu's output, and gelu saves its input: both must be "
+              "recomputed, so gelu reruns too."),
+    ],
+    right=[{"sum": 0, "gelu": 1, "addmm": 1}],
+    hint="list what each op of block saves (addmm: its input and the transposed weight; gelu: "
+    "its input; sum: no tensor), then rerun the forward in your head and stop as soon as the "
+    "last of those has been saved again.",
+)
+
+# --- Exercise 9.3: a policy that saves the matrix products ----------------------------------
+
+MATMULS = frozenset({"mm", "addmm", "bmm"})
+
+
+def save_matmuls(ctx, op, *args, **kwargs):
+    """Reference solution: keep the results of matrix products, recompute everything else."""
+    if op.overloadpacket.__name__ in MATMULS:
+        return CheckpointPolicy.MUST_SAVE
+    return CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def _stored_bytes(caching_mode, leaves) -> int:
+    """Bytes of the distinct storages the policy kept (parameters' storages left out)."""
+    owned = {p.untyped_storage().data_ptr() for p in leaves}
+    seen = {}
+    for entry in torch.utils._pytree.tree_leaves(caching_mode.storage):
+        t = getattr(entry, "val", entry)  # a kept result is wrapped (its version is checked)
+        if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in owned:
+            seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+    return sum(seen.values())
+
+
+def run_policy(policy, name):
+    """Program ``name`` under torch's checkpoint with ``policy``: gradients, the bytes the
+    policy stored, and the ops backward reruns beyond a plain backward."""
+    fn, args, leaves = PROGRAMS[name]()
+    modes = []
+
+    def context_fn():
+        forward_ctx, recompute_ctx = create_selective_checkpoint_contexts(policy)
+        modes.append(forward_ctx)
+        return forward_ctx, recompute_ctx
+
+    stored = []  # measured after forward: backward consumes what the policy kept
+    _, bwd, _, grads = _backward_counts(
+        fn, args, leaves, lambda f, a: checkpoint(f, *a, use_reentrant=False, context_fn=context_fn),
+        after_forward=lambda: stored.append(_stored_bytes(modes[0], leaves)))
+    extra = bwd - plain_backward_counts(name)
+    return {"gradients": grads, "bytes the policy stored": stored[0],
+            "ops rerun in backward": dict(sorted(extra.items()))}
+
+
+def _always(policy):
+    return lambda ctx, op, *args, **kwargs: policy
+
+
+def _only_mm(ctx, op, *args, **kwargs):
+    return CheckpointPolicy.MUST_SAVE if op == torch.ops.aten.mm.default else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def _inverted(ctx, op, *args, **kwargs):
+    if op.overloadpacket.__name__ in MATMULS:
+        return CheckpointPolicy.PREFER_RECOMPUTE
+    return CheckpointPolicy.MUST_SAVE
+
+
+def _save_matmuls_as_bools(ctx, op, *args, **kwargs):
+    """A right answer written differently: torch accepts a bool (True: save) and we compare
+    OpOverloads, not names."""
+    return op in {torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default}
+
+
+exercise(
+    "9.3",
+    name="save_matmuls",
+    title="A selective-checkpointing policy: save the matrix products, recompute the pointwise ops",
+    solution=save_matmuls,
+    run=run_policy,
+    points=2,
+    cases=[case("block", label="block(x): two Linear layers (addmm) around a gelu")],
+    hidden=[
+        case("pointwise", label="((x @ w).sin() * x.exp()).sum(): one mm"),
+        case("model", label="the lesson's three-block model"),
+        case("float64, 3-d input", label="the block in float64 on a (2, 3, 8) input"),
+    ],
+    wrong=[
+        wrong(
+            _always(CheckpointPolicy.MUST_SAVE),
+            "that policy saves every op's result: no recompute, but the memory of plain "
+            "autograd (or more). Save the expensive products only; pointwise ops are cheap to redo.",
+        ),
+        wrong(
+            _always(CheckpointPolicy.PREFER_RECOMPUTE),
+            "nothing was stored: either every op got a recompute policy, or your test never "
+            "matched. The policy receives an OpOverload such as aten.addmm.default, not the "
+            "packet torch.ops.aten.addmm; compare op.overloadpacket, or the overloads themselves.",
+        ),
+        wrong(
+            _only_mm,
+            "nn.Linear on a batch does not call aten.mm: with a bias it is one aten.addmm. "
+            "Count every matrix product: mm, addmm and bmm.",
+        ),
+        wrong(
+            _inverted,
+            "inverted: this saves the pointwise results and recomputes the matrix products, the "
+            "most expensive ops to redo.",
+        ),
+    ],
+    right=[_save_matmuls_as_bools],
+    hint="the policy is asked once per op, in forward and again during the recomputation, and "
+    "answers with a CheckpointPolicy. Decide by the op alone: which ops cost the most to "
+    "redo, compared with the memory their results take?",
+)
+
+# --- Exercise 9.4: predict what the min-cut partitioner recomputes --------------------------
+
+
+def recomputed_at_budget(budget: float = 0.0):
+    """How many addmm and gelu nodes the backward graph of the lesson's model holds, with
+    torch's min-cut partitioner at ``activation_memory_budget=budget``."""
+    from torch._functorch import config as functorch_config
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    from course.aot.joint import export_joint
+
+    model, x = make_model()
+    with functorch_config.patch(activation_memory_budget=budget):
+        bw = export_joint(model, (x,), partition_fn=min_cut_rematerialization_partition).bw_module
+    ops = collections.Counter(n.target.overloadpacket.__name__ for n in bw.graph.nodes
+                              if n.op == "call_function" and hasattr(n.target, "overloadpacket"))
+    return {"addmm": ops["addmm"], "gelu": ops["gelu"]}
+
+
+predict(
+    "9.4",
+    name="predicted_recomputed",
+    title="Predict: at activation_memory_budget=0, how many addmm and gelu does the backward graph rerun?",
+    truth=recomputed_at_budget,
+    solution={"addmm": 5, "gelu": 3},
+    wrong=[
+        wrong({"addmm": 6, "gelu": 3},
+              "not every addmm is needed: the last block's second Linear feeds only the output "
+              "add, and backward needs neither that add nor the product."),
+        wrong({"addmm": 3, "gelu": 3},
+              "the first Linear of blocks 1 and 2 needs its input, the previous block's output "
+              "x + down(...): rebuilding it reruns that block's second addmm too."),
+        wrong({"addmm": 0, "gelu": 0},
+              "that is budget 1.0 (save what is cheapest to keep). At budget 0 the partitioner "
+              "keeps as little as it can and recomputes the rest from the inputs."),
+        wrong({"addmm": 0, "gelu": 3},
+              "at budget 0 even the matrix products are recomputed: only the inputs and the "
+              "parameters are left to the backward."),
+    ],
+    right=[{"gelu": 3, "addmm": 5}],
+    hint="list what backward needs for each block (the input of each Linear, the input of "
+    "gelu), then trace each one back to the graph's inputs, counting the addmm and gelu on "
+    "the way; an op needed twice is recomputed once.",
+)
+
+# --- Exercise 9.5: choose what an offloading pass moves -------------------------------------
+
+
+def _is_view(node) -> bool:
+    return node.op == "call_function" and getattr(node.target, "is_view", False)
+
+
+def _saved_for_backward(fw_module):
+    out = fw_module.graph.output_node()
+    return [n for n, d in zip(out.args[0], out.meta["desc"])
+            if isinstance(cd.from_torch(d), cd.SavedForBackwardsAOTOutput)]
+
+
+def choose_offload(fw_module, last_layer, min_bytes):
+    """Reference solution: the names of the saved-for-backward values an offloading pass should
+    move to the host."""
+    last = {node for fqn, node in cf.get_named_param_nodes(fw_module.graph).items()
+            if fqn.startswith(last_layer + ".")}
+
+    memo = {}
+
+    def uses_last_layer(node):  # computed, directly or not, from a last-layer parameter?
+        if node not in memo:
+            memo[node] = node in last or any(uses_last_layer(i) for i in node.all_input_nodes)
+        return memo[node]
+
+    chosen = set()
+    for node in _saved_for_backward(fw_module):
+        val = node.meta["val"]
+        if node.op == "placeholder" or _is_view(node):  # inputs stay; a view shares its base
+            continue
+        if val.numel() * val.element_size() < min_bytes or uses_last_layer(node):
+            continue
+        chosen.add(node.name)
+    return chosen
+
+
+#: name -> () -> (model, x): the models exercise 9.5 partitions.
+OFFLOAD_MODELS = {
+    "lesson": make_model,
+    "four blocks": lambda: make_model(layers=4, d=8, hidden=24, batch=(6,), seed=3),
+    "float64": lambda: make_model(layers=2, d=8, hidden=16, batch=(4,), dtype=torch.float64, seed=4),
+}
+
+
+def partitioned(model_name: str, partitioner: str = "min_cut"):
+    """The joint of ``OFFLOAD_MODELS[model_name]`` partitioned by torch's default or min-cut
+    partitioner (a ``course.joint`` JointWithDescriptors)."""
+    from torch._functorch.partitioners import default_partition, min_cut_rematerialization_partition
+
+    from course.aot.joint import export_joint
+
+    model, x = OFFLOAD_MODELS[model_name]()
+    fn = {"default": default_partition, "min_cut": min_cut_rematerialization_partition}[partitioner]
+    jd = export_joint(model, (x,), partition_fn=fn)
+    jd.fw_module  # the stages run when first read: partition now, under the caller's config
+    return jd
+
+
+def _run_choice(answer, model_name, partitioner, last_layer, min_bytes):
+    chosen = answer(partitioned(model_name, partitioner).fw_module, last_layer, min_bytes)
+    return sorted(chosen)
+
+
+def _choice_variant(skip_placeholders=True, skip_views=True, use_min_bytes=True, skip_last=True):
+    def choose(fw_module, last_layer, min_bytes):
+        last_prefix = last_layer + "."
+        chosen = set()
+        for node in _saved_for_backward(fw_module):
+            if skip_placeholders and node.op == "placeholder":
+                continue
+            if skip_views and _is_view(node):
+                continue
+            val = node.meta["val"]
+            if use_min_bytes and val.numel() * val.element_size() < min_bytes:
+                continue
+            if skip_last:
+                stack, found = [node], False
+                while stack and not found:
+                    n = stack.pop()
+                    desc = n.meta.get("desc") if n.op == "placeholder" else None
+                    found = desc is not None and isinstance(cd.from_torch(desc), cd.ParamAOTInput) \
+                        and desc.target.startswith(last_prefix)
+                    stack.extend(n.all_input_nodes)
+                if found:
+                    continue
+            chosen.add(node.name)
+        return chosen
+
+    return choose
+
+
+def _choose_by_walking_forward(fw_module, last_layer, min_bytes):
+    """A right answer written differently: mark every node downstream of the last layer's
+    parameters in one walk over the graph, then filter the saved values."""
+    tainted = set()
+    for node in fw_module.graph.nodes:
+        desc = node.meta.get("desc") if node.op == "placeholder" else None
+        is_last_param = desc is not None and isinstance(cd.from_torch(desc), cd.ParamAOTInput) \
+            and desc.target.split(".")[0] == last_layer
+        if is_last_param or any(i in tainted for i in node.all_input_nodes):
+            tainted.add(node)
+    keep_out = lambda n: n.op == "placeholder" or _is_view(n) or n in tainted  # noqa: E731
+    return {n.name for n in _saved_for_backward(fw_module)
+            if not keep_out(n) and n.meta["val"].nbytes >= min_bytes}
+
+
+exercise(
+    "9.5",
+    name="choose_offload",
+    title="Choose what an offloading pass moves: activations only, no small ones, not the last layer",
+    solution=choose_offload,
+    run=_run_choice,
+    points=3,
+    cases=[
+        case("lesson", "min_cut", "2", 1024, label="the lesson's model, min-cut, last layer '2', min_bytes=1024"),
+        case("lesson", "min_cut", "2", 0, label="the lesson's model, min-cut, last layer '2', min_bytes=0"),
+    ],
+    hidden=[
+        case("lesson", "default", "2", 1024, label="the lesson's model, default partitioner"),
+        case("four blocks", "min_cut", "3", 500, label="four narrower blocks, min_bytes=500"),
+        case("float64", "default", "1", 0, label="two blocks in float64"),
+    ],
+    wrong=[
+        wrong(
+            _choice_variant(skip_placeholders=False),
+            "you chose placeholders: a parameter (or the input) is saved for backward but lives "
+            "on the device anyway, held by the module or the caller; moving a copy frees nothing.",
+        ),
+        wrong(
+            _choice_variant(skip_views=False),
+            "you chose views (aten.t of a weight): a view shares its base's memory, so copying "
+            "it frees nothing, and torch's pass refuses to offload views.",
+        ),
+        wrong(
+            _choice_variant(use_min_bytes=False),
+            "small tensors stay: a copy below min_bytes costs more in latency than it frees. "
+            "Size a value from node.meta['val'].",
+        ),
+        wrong(
+            _choice_variant(skip_last=False),
+            "the last layer stays: backward needs its activations first, right after forward "
+            "ends, so there is no time to hide the copy. Leave out values computed from the last "
+            "layer's parameters.",
+        ),
+    ],
+    right=[_choose_by_walking_forward],
+    hint="start from the values the forward returns for backward (their descriptors say which), "
+    "and keep only the ones whose copy would free device memory in time to matter.",
+)

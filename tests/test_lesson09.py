@@ -1,0 +1,215 @@
+"""Lesson 9, memory policies: are the reference solutions and the checks' truths right, judged by torch?
+
+The generic tests (tests/test_checks.py, tests/test_catalogue_grade.py) show that each
+registered solution passes its own check and every known wrong answer fails with its hint;
+these ask whether the oracles agree with torch on more programs, by other routes.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch._functorch import config as functorch_config
+from torch._functorch._activation_offloading import activation_offloading as ao
+from torch.autograd.graph import saved_tensors_hooks
+from torch.utils._ordered_set import OrderedSet
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts, set_checkpoint_early_stop
+
+from course.checks import lesson09 as L
+from course.fx_utils import get_param_nodes
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+# A program is a chain of ops on a (rows, 8) activation, drawn by Hypothesis.
+_OPS = {
+    "linear": lambda h, w: h @ w,
+    "sin": lambda h, w: h.sin(),
+    "tanh": lambda h, w: torch.tanh(h),
+    "mul": lambda h, w: h * h,
+    "gelu": lambda h, w: torch.nn.functional.gelu(h),
+}
+
+
+def _program(ops, rows, seed):
+    torch.manual_seed(seed)
+    x = torch.randn(rows, 8, requires_grad=True)
+    ws = [(0.5 * torch.randn(8, 8)).requires_grad_() if op == "linear" else None for op in ops]
+
+    def fn(x):
+        h = x
+        for op, w in zip(ops, ws):
+            h = _OPS[op](h, w)
+        return h.sum()
+
+    return fn, x, [x, *(w for w in ws if w is not None)]
+
+
+_programs = st.tuples(st.lists(st.sampled_from(sorted(_OPS)), min_size=1, max_size=5),
+                      st.integers(1, 5), st.integers(0, 100))
+
+
+def _grads_and_backward_ops(run_forward, fn, x, leaves):
+    forward_out = run_forward(fn, x)
+    with L.OpCounter() as bwd:
+        grads = torch.autograd.grad(forward_out, leaves)
+    return grads, bwd.counts
+
+
+@settings(max_examples=20, deadline=None)
+@given(_programs)
+def test_do_the_recompute_hooks_do_what_torchs_checkpoint_does(program):
+    """Same gradients, and the same ops in backward, as torch's checkpoint with early stop off."""
+    ops, rows, seed = program
+    fn, x, leaves = _program(ops, rows, seed)
+
+    def with_hooks(fn, x):
+        with saved_tensors_hooks(*L.recompute_hooks(fn, x)):
+            return fn(x)
+
+    def with_torch(fn, x):
+        return checkpoint(fn, x, use_reentrant=False)
+
+    with set_checkpoint_early_stop(False):
+        ours, our_ops = _grads_and_backward_ops(with_hooks, fn, x, leaves)
+        theirs, their_ops = _grads_and_backward_ops(with_torch, fn, x, leaves)
+    plain = torch.autograd.grad(fn(x), leaves)
+    assert our_ops == their_ops
+    for a, b, c in zip(ours, theirs, plain):
+        assert torch.allclose(a, b) and torch.allclose(a, c, atol=1e-6)
+
+
+class _GradModeOps(TorchDispatchMode):
+    """Counts the ops that run with grad mode on: inside backward, only a recomputation does."""
+
+    def __init__(self):
+        super().__init__()
+        self.counts = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if torch.is_grad_enabled():
+            self.counts[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_is_the_rerun_prediction_what_runs_with_grad_mode_on_in_backward():
+    fn, args, leaves = L.PROGRAMS["block"]()
+    out = checkpoint(fn, *args, use_reentrant=False)
+    seed = torch.ones_like(out)
+    with _GradModeOps() as seen:
+        torch.autograd.grad(out, leaves, seed)
+    assert L.rerun_in_backward() == {op: seen.counts[op] for op in L.PREDICTED_OPS} == {"addmm": 1, "gelu": 1, "sum": 0}
+
+
+class _Outputs(TorchDispatchMode):
+    """Bytes of the matrix products' results in a plain forward (torch alone, no policy)."""
+
+    def __init__(self):
+        super().__init__()
+        self.matmul_bytes = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func.overloadpacket.__name__ in L.MATMULS:
+            self.matmul_bytes += out.untyped_storage().nbytes()
+        return out
+
+
+@settings(max_examples=20, deadline=None)
+@given(_programs)
+def test_does_the_matmul_policy_store_the_products_and_keep_the_gradients(program):
+    ops, rows, seed = program
+    fn, x, leaves = _program(ops, rows, seed)
+    with _Outputs() as plain:
+        plain_out = fn(x)  # forward only: backward's own products are not stored by a policy
+    plain_grads = torch.autograd.grad(plain_out, leaves)
+    modes = []
+
+    def context_fn():
+        pair = create_selective_checkpoint_contexts(L.save_matmuls)
+        modes.append(pair[0])
+        return pair
+
+    out = checkpoint(fn, x, use_reentrant=False, context_fn=context_fn)
+    assert L._stored_bytes(modes[0], leaves) == plain.matmul_bytes
+    for a, b in zip(torch.autograd.grad(out, leaves), plain_grads):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_does_the_partition_follow_the_budget_set_around_the_call():
+    """The joint's stages run when first read: partitioned() must read them under the caller's config."""
+    with functorch_config.patch(activation_memory_budget=0.0):
+        at_zero = L.partitioned("lesson", "min_cut")
+    at_one = L.partitioned("lesson", "min_cut")
+
+    def reruns(jd):
+        return sum(str(n.target).startswith(("aten.addmm", "aten.gelu.")) for n in jd.bw_module.graph.nodes)
+
+    assert reruns(at_zero) == 8 and reruns(at_one) == 0
+
+
+def test_is_the_budget_prediction_what_a_compiled_region_at_budget_zero_reruns():
+    """9.4's truth (course.joint + the min-cut partitioner, global config) against a real
+    torch.compile run under region_activation_memory_budget(0.0)."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    graphs = {}
+    model, x = L.make_model()
+
+    def forward(x):
+        with torch.autograd.graph.region_activation_memory_budget(0.0):
+            return model(x)
+
+    backend = aot_autograd(fw_compiler=lambda gm, _: gm,
+                           bw_compiler=lambda gm, _: graphs.setdefault("bw", gm),
+                           partition_fn=min_cut_rematerialization_partition)
+    torch._dynamo.reset()
+    torch.compile(forward, backend=backend)(x).sum().backward()
+    ops = collections.Counter(n.target.overloadpacket.__name__ for n in graphs["bw"].graph.nodes
+                              if n.op == "call_function" and hasattr(n.target, "overloadpacket"))
+    assert L.recomputed_at_budget(0.0) == {"addmm": ops["addmm"], "gelu": ops["gelu"]} == {"addmm": 5, "gelu": 3}
+    assert L.recomputed_at_budget(1.0) == {"addmm": 0, "gelu": 0}
+
+
+def _run_partitioned(jd, x):
+    outs = jd.fw_module(*jd.params.values(), x)
+    user, saved = outs[:jd.num_fwd_outputs], outs[jd.num_fwd_outputs:]
+    return jd.bw_module(*saved, 2 * user[0])[:len(jd.params)]
+
+
+@pytest.mark.parametrize("model_name, last_layer", [("lesson", "2"), ("four blocks", "3"), ("float64", "1")])
+@pytest.mark.parametrize("partitioner", ["default", "min_cut"])
+def test_does_torch_accept_the_offload_choice_and_keep_the_gradients(model_name, partitioner, last_layer):
+    jd = L.partitioned(model_name, partitioner)
+    fw, bw = jd.fw_module, jd.bw_module
+    chosen = L.choose_offload(fw, last_layer, 0)
+    assert chosen
+    for node in fw.graph.output_node().args[0]:
+        node.meta["should_offload"] = node.name in chosen
+    static = OrderedSet(get_param_nodes(fw.graph))
+    ao.enable_activation_offloading(fw, bw, jd.num_fwd_outputs, static)
+    fw.recompile()
+    bw.recompile()
+    moved = {n.args[0].name for n in fw.graph.nodes if n.name.startswith(ao.CPU_OFFLOAD_PREFIX)}
+    assert moved == chosen  # torch's can_offload refused none of them
+    model, x = L.OFFLOAD_MODELS[model_name]()
+    reference = copy.deepcopy(model)
+    reference(x).pow(2).sum().backward()
+    for g, p in zip(_run_partitioned(jd, x), reference.parameters()):
+        assert torch.allclose(g, p.grad, atol=1e-6)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 5000), st.integers(0, 5000))
+def test_does_a_higher_threshold_choose_a_subset(a, b):
+    low, high = sorted((a, b))
+    fw = L.partitioned("lesson", "min_cut").fw_module
+    sizes = {n.name: n.meta["val"].nbytes for n in fw.graph.nodes if "val" in n.meta and hasattr(n.meta["val"], "nbytes")}
+    at_low, at_high = L.choose_offload(fw, "2", low), L.choose_offload(fw, "2", high)
+    assert at_high <= at_low and all(sizes[n] >= high for n in at_high)
