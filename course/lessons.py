@@ -115,7 +115,8 @@ LESSONS: tuple[Lesson, ...] = (
             "write a selective-checkpointing policy and measure its memory and recompute",
             "read what torch's partitioners save, and sweep activation_memory_budget",
             "choose what an offloading pass moves and apply torch's pass to a partitioned graph"),
-           (3, 4, 6, 7), ("course/aot/joint.py", "course/aot/fx_utils.py")),
+           (3, 4, 6, 7), ("course/autograd/checkpoint.py", "course/autograd/selective.py", "course/aot/joint.py",
+                          "course/aot/fx_utils.py")),
 )
 
 
