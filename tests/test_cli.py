@@ -1,13 +1,15 @@
 """Does the `course` command answer --version and doctor, and name the fix for problems?"""
 
 import os
+import re
 import subprocess
 import sys
 
 import pytest
+from packaging.version import Version
 
 import course
-from course import cli, doctor
+from course import SUPPORTED_TORCH, cli, doctor
 from course.lessons import LESSONS
 
 
@@ -30,7 +32,10 @@ def test_unknown_command_is_an_error_that_lists_the_commands(capsys):
 def test_doctor_reports_torch_cuda_and_widgets(capsys):
     rc = doctor.main([])
     out = capsys.readouterr().out
-    assert "torch: 2.13" in out and "supported" in out
+    import torch
+
+    build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU"  # torch's own record
+    assert f"torch: {torch.__version__}, {build} build, is supported ({SUPPORTED_TORCH})" in out
     assert "cuda:" in out
     assert "jupyterlab widgets extension" in out
     assert f"[ok  ] lessons: {len(LESSONS)} lesson notebooks in " in out
@@ -45,8 +50,18 @@ def test_doctor_names_the_fix_for_an_unsupported_torch(monkeypatch):
     monkeypatch.setattr(torch, "__version__", "2.99.0")
     finding = doctor.check_torch()
     assert not finding.ok
-    assert "pip install torch==2.13.0" in finding.fix
-    assert "2.99.0" in finding.detail
+    pinned = re.search(r"pip install torch==(\S+)", finding.fix)
+    assert pinned and Version(pinned.group(1)) in SUPPORTED_TORCH  # it names a release we support
+    assert "2.99.0" in finding.detail and str(SUPPORTED_TORCH) in finding.detail
+
+
+def test_doctor_names_the_cuda_version_of_a_cuda_build(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    assert "CUDA 13.0 build" in doctor.check_torch().detail
+    monkeypatch.setattr(torch.version, "cuda", None)
+    assert "CPU build" in doctor.check_torch().detail
 
 
 def test_require_supported_torch_raises_a_clear_error(monkeypatch):
