@@ -105,7 +105,7 @@ def trace_forward(fn: Callable[..., list], primals: list) -> tuple[fx.GraphModul
         meta.num_user_outputs = len(outs)
         return outs
 
-    return make_fx(forward, )(primals), meta
+    return make_fx(forward, NO_DECOMPOSITIONS)(primals), meta
 
 
 def _storage(t: torch.Tensor) -> StorageWeakRef:
