@@ -4,6 +4,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from packaging.version import Version
@@ -119,3 +120,18 @@ def test_doctor_says_when_the_install_carries_no_lessons(monkeypatch, tmp_path):
     monkeypatch.setattr(lessons, "notebook_folders", lambda: [tmp_path / "lessons_data"])
     finding = doctor.check_lessons()
     assert not finding.ok and "reinstall" in finding.fix
+
+
+def test_is_the_supported_range_stated_alike_everywhere():
+    """pyproject's dependency and description, README and the instructor guide: SUPPORTED_TORCH?"""
+    from packaging.specifiers import SpecifierSet
+
+    root = Path(__file__).resolve().parents[1]
+    texts = {name: (root / name).read_text() for name in ("pyproject.toml", "README.md", "docs/instructor-guide.md")}
+    stated = {
+        (name, m.group(1)) for name, text in texts.items()
+        for m in re.finditer(r"torch ?`?(>=[\d.]+,<[\d.]+)", text)
+    } | {(name, m.group(1)) for name, text in texts.items() for m in re.finditer(r"`(>=[\d.]+,<[\d.]+)", text)}
+    assert {name for name, _ in stated} == set(texts)
+    for name, spec in stated:
+        assert SpecifierSet(spec) == SUPPORTED_TORCH, (name, spec)

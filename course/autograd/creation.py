@@ -35,7 +35,8 @@ NOTE [Seeing nodes as they are made]
     3. The walk is post-order through ``next_functions`` (inputs before users: creation
        order) and stops at nodes already reported (marked in ``node.metadata``) and at
        nodes made before the block (``node._sequence_nr()`` below the counter's value at
-       entry; an AccumulateGrad has no number and is judged by its mark alone).
+       entry). An AccumulateGrad has no number: on entry we mark those of the graphs
+       alive then, found through the garbage collector (:func:`_mark_live_accumulate_grads`).
     4. A hook that makes a node moves the thread's sequence counter: we raise then.
 
 Index: :class:`node_creation_hook`, :func:`_walk_new`.
@@ -47,8 +48,12 @@ Differences from torch:
 - the last 64 outputs made with grad mode off live until 64 more are made (we may need to
   see them get an ``autograd.Function``'s node).
 - a node keeps our mark in ``node.metadata`` (key :data:`_MARK`); torch's stays ``{}``.
-- an AccumulateGrad made *before* the block, still alive, is reported the first time the
-  block wires its leaf in; torch reports only the ones it makes.
+- entering the outermost block scans the garbage collector's objects for live graphs (a
+  few milliseconds in a notebook); an AccumulateGrad alive then but held only by C++ (not
+  by any Python object's graph) is reported on first use; torch reports only what it makes.
+- an in-place op that saves a clone of its input (``c.mul_(b)`` keeps the old ``c`` for
+  ``b``'s gradient) makes that clone's node after wiring in ``b``'s AccumulateGrad; we
+  report the clone first. The same nodes, in another order.
 - a hook that makes an interior node raises our RuntimeError after the hook returns;
   one that only touches a new leaf's AccumulateGrad is not caught. torch raises inside.
 - the sequence counter is per thread: on CUDA, nodes made on the engine's device threads
@@ -59,6 +64,7 @@ Differences from torch:
 
 from __future__ import annotations
 
+import gc
 import threading
 import weakref
 from collections import deque
@@ -113,6 +119,34 @@ def _walk_new(roots: list, since: int) -> list:
 def _held(t: torch.Tensor) -> Callable:
     """A strong reference when grad mode is off (an autograd.Function's forward), else a weak one."""
     return weakref.ref(t) if torch.is_grad_enabled() else (lambda: t)
+
+
+def _mark_live_accumulate_grads() -> None:
+    """Mark the AccumulateGrads that exist already: those of the graphs alive now.
+
+    An AccumulateGrad has no sequence number, and a leaf keeps its one (weakly) while a
+    graph uses it, so without this a block would report a leaf node made long before.
+    We find the live graphs through the garbage collector: every tensor with a
+    ``grad_fn``, and every node object a program holds (a ``GradientEdge``'s).
+    """
+    seen, stack, kinds = set(), [], {}
+    for obj in gc.get_objects():
+        kind = type(obj)  # not isinstance: some modules' objects warn when asked their __class__
+        if kind not in kinds:
+            kinds[kind] = issubclass(kind, torch.Tensor) or issubclass(kind, torch.autograd.graph.Node)
+        if not kinds[kind]:
+            continue
+        node = obj.grad_fn if issubclass(kind, torch.Tensor) else obj
+        if node is not None:
+            stack.append(node)
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node._sequence_nr() == 2**64 - 1:
+            node.metadata[_MARK] = True
+        stack.extend(n for n, _ in node.next_functions if n is not None)
 
 
 def _grad_fns(values) -> list:
@@ -207,6 +241,7 @@ class node_creation_hook:
     def __enter__(self) -> None:
         watcher = getattr(_active, "watcher", None)
         if watcher is None:
+            _mark_live_accumulate_grads()
             watcher = _active.watcher = _Watcher()
             for mode in watcher.modes:
                 mode.__enter__()
