@@ -10,7 +10,10 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 #: The torch releases the test suite runs against. Keep in step with pyproject.toml.
-SUPPORTED_TORCH = SpecifierSet(">=2.13,<2.14")
+SUPPORTED_TORCH = SpecifierSet(">=2.13,<2.15")
+
+#: The exact releases CI runs the tests on (.ci/run), oldest first.
+TESTED_RELEASES = ("2.13.0", "2.14.1")
 
 
 class UnsupportedTorchError(RuntimeError):
@@ -33,7 +36,7 @@ def require_supported_torch(feature: str) -> None:
     """Raise :class:`UnsupportedTorchError` naming ``feature`` and the fix.
 
     Example:
-        >>> require_supported_torch("course.aot.descriptors")  # passes on torch 2.13
+        >>> require_supported_torch("course.aot.descriptors")  # passes on torch 2.13 and 2.14
     """
     if torch_supported():
         return
@@ -42,5 +45,14 @@ def require_supported_torch(feature: str) -> None:
     raise UnsupportedTorchError(
         f"{feature} mirrors private torch internals and is tested only with torch "
         f"{SUPPORTED_TORCH}; this environment has torch {torch.__version__}. "
-        f"Install a supported release, for example: pip install torch==2.13.0"
+        f"Install a supported release, for example: {install_hint()}"
     )
+
+
+def install_hint() -> str:
+    """The pip command for the newest release we test, pinned exactly.
+
+    >>> install_hint()
+    'pip install torch==2.14.1'
+    """
+    return f"pip install torch=={TESTED_RELEASES[-1]}"

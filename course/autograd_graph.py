@@ -10,6 +10,7 @@ Where each name is built (lesson, module):
 1. ``course.autograd.graph``: ``Node``, ``GradientEdge``, ``get_gradient_edge``, ``increment_version``
 2. ``course.autograd.hooks``: ``register_multi_grad_hook``, ``_register_logging_hooks_on_whole_graph``,
    ``_engine_run_backward``
+2. ``course.autograd.creation``: ``node_creation_hook`` (torch 2.14's; ours also runs on 2.13)
 3. ``course.autograd.saved_tensors``: ``saved_tensors_hooks``, ``save_on_cpu``,
    ``disable_saved_tensors_hooks``
 5. ``course.autograd.mutation``: ``allow_mutation_on_saved_tensors``
@@ -23,11 +24,20 @@ Example:
 
 What is ours and what is torch's: the engine and the graph are torch's C++; the modules
 behind these names are annotated copies of torch's Python layer over it (see
-:mod:`course.autograd`). Differences from torch: see each module's docstring. torch's prototype extras
-(``region_activation_memory_budget`` and the two CUDA stream switches) are not part
-of the course.
+:mod:`course.autograd`). Differences from torch: see each module's docstring.
+
+torch's own objects, re-exported unchanged (:data:`REEXPORTED_FROM_TORCH` gives the reason
+for each): ``region_activation_memory_budget``, ``set_warn_on_accumulate_grad_stream_mismatch``,
+``set_override_stale_capture_stream``.
 """
 
+from torch.autograd.graph import (
+    region_activation_memory_budget,
+    set_override_stale_capture_stream,
+    set_warn_on_accumulate_grad_stream_mismatch,
+)
+
+from course.autograd.creation import node_creation_hook
 from course.autograd.graph import GradientEdge, Node, get_gradient_edge, increment_version
 from course.autograd.hooks import _engine_run_backward, _register_logging_hooks_on_whole_graph, register_multi_grad_hook
 from course.autograd.mutation import allow_mutation_on_saved_tensors
@@ -42,7 +52,21 @@ __all__ = [
     "disable_saved_tensors_hooks",
     "get_gradient_edge",
     "increment_version",
+    "node_creation_hook",
+    "region_activation_memory_budget",
     "register_multi_grad_hook",
     "save_on_cpu",
     "saved_tensors_hooks",
+    "set_override_stale_capture_stream",
+    "set_warn_on_accumulate_grad_stream_mismatch",
 ]
+
+#: torch's objects we pass on as they are, and why we do not re-write them.
+REEXPORTED_FROM_TORCH = {
+    "region_activation_memory_budget": "a setting read by torch.compile's partitioner, which we do "
+    "not re-write; the memory-policies lesson teaches it with torch's own",
+    "set_warn_on_accumulate_grad_stream_mismatch": "a CUDA stream switch inside torch's C++ "
+    "AccumulateGrad; nothing in Python to re-write, and the lessons run on the CPU",
+    "set_override_stale_capture_stream": "a CUDA-graph capture switch inside torch's C++ engine; "
+    "nothing in Python to re-write, and the lessons run on the CPU",
+}

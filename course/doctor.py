@@ -28,20 +28,30 @@ class Finding:
 
 
 def check_torch() -> Finding:
-    from course._torch_version import SUPPORTED_TORCH, torch_supported
+    from course._torch_version import SUPPORTED_TORCH, install_hint, torch_supported
 
     if importlib.util.find_spec("torch") is None:
-        return Finding("torch", False, "not installed", "pip install torch==2.13.0")
+        return Finding("torch", False, "not installed", install_hint())
     import torch
 
     if torch_supported():
-        return Finding("torch", True, f"{torch.__version__} (supported: {SUPPORTED_TORCH})")
+        return Finding("torch", True, f"{torch.__version__}, {torch_build()} build, is supported ({SUPPORTED_TORCH})")
     return Finding(
         "torch",
         False,
-        f"{torch.__version__} is outside the supported range {SUPPORTED_TORCH}",
-        "pip install torch==2.13.0 (lessons 6-7 use private AOTAutograd APIs that move between releases)",
+        f"{torch.__version__} ({torch_build()} build) is outside the supported range {SUPPORTED_TORCH}",
+        f"{install_hint()} (lessons 6-7 use private AOTAutograd APIs that move between releases)",
     )
+
+
+def torch_build() -> str:
+    """Which build of torch is installed: ``"CPU"`` or ``"CUDA 13.0"`` (its CUDA version).
+
+    A CUDA build runs on a machine without a GPU too; ``check_cuda`` says whether one is there.
+    """
+    import torch
+
+    return f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU"
 
 
 def check_cuda() -> Finding:

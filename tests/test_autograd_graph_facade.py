@@ -22,25 +22,42 @@ EXPECTED = {
     "save_on_cpu": "course.autograd.saved_tensors",
     "disable_saved_tensors_hooks": "course.autograd.saved_tensors",
     "allow_mutation_on_saved_tensors": "course.autograd.mutation",
+    "node_creation_hook": "course.autograd.creation",  # torch 2.14's; ours on 2.13 too
 }
-# torch's prototype extras that the course leaves out (see the facade's docstring).
-NOT_COVERED = {
-    "region_activation_memory_budget",
-    "set_warn_on_accumulate_grad_stream_mismatch",
-    "set_override_stale_capture_stream",
-}
+ON_INSTALLED_TORCH = sorted(name for name in EXPECTED if hasattr(TG, name))
 
 
 def test_is_all_exactly_the_course_surface():
-    assert sorted(A.__all__) == sorted(EXPECTED)
-    assert set(TG.__all__) - NOT_COVERED <= set(A.__all__)
+    assert sorted(A.__all__) == sorted(set(EXPECTED) | set(A.REEXPORTED_FROM_TORCH))
+
+
+def test_does_every_public_name_of_the_installed_torch_have_a_counterpart():
+    """torch.autograd.graph.__all__ (2.13 or 2.14): each ours, or torch's with a reason?"""
+    missing = set(TG.__all__) - set(A.__all__)
+    assert not missing, f"torch {torch.__version__} has names the facade lacks: {sorted(missing)}"
+    for name in TG.__all__:
+        assert name in EXPECTED or name in A.REEXPORTED_FROM_TORCH
+
+
+@pytest.mark.parametrize("name", sorted(A.REEXPORTED_FROM_TORCH))
+def test_is_each_reexport_torchs_own_object_with_a_one_line_reason(name):
+    assert getattr(A, name) is getattr(TG, name)
+    reason = A.REEXPORTED_FROM_TORCH[name]
+    assert reason.strip() and "\n" not in reason
+    assert name not in EXPECTED
+
+
+def test_does_node_creation_hook_exist_in_torch_only_from_214():
+    from packaging.version import Version
+
+    assert hasattr(TG, "node_creation_hook") == (Version(torch.__version__).release >= (2, 14))
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_does_each_name_come_from_its_lesson_module(name):
     obj = getattr(A, name)
     assert obj.__module__ == EXPECTED[name]
-    assert obj is not getattr(TG, name), "the facade must not re-export torch's own object"
+    assert obj is not getattr(TG, name, None), "the facade must not re-export torch's own object"
 
 
 def shape(obj):
@@ -49,7 +66,7 @@ def shape(obj):
     return [(p.name, p.kind, p.default) for p in sig.parameters.values()]
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", ON_INSTALLED_TORCH)
 def test_does_each_signature_match_torchs(name):
     # Annotations are compared by name only: ours are strings (PEP 563) naming course types.
     assert shape(getattr(A, name)) == shape(getattr(TG, name))

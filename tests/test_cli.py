@@ -1,13 +1,16 @@
 """Does the `course` command answer --version and doctor, and name the fix for problems?"""
 
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 import course
-from course import cli, doctor
+from course import SUPPORTED_TORCH, cli, doctor
 from course.lessons import LESSONS
 
 
@@ -30,7 +33,10 @@ def test_unknown_command_is_an_error_that_lists_the_commands(capsys):
 def test_doctor_reports_torch_cuda_and_widgets(capsys):
     rc = doctor.main([])
     out = capsys.readouterr().out
-    assert "torch: 2.13" in out and "supported" in out
+    import torch
+
+    build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU"  # torch's own record
+    assert f"torch: {torch.__version__}, {build} build, is supported ({SUPPORTED_TORCH})" in out
     assert "cuda:" in out
     assert "jupyterlab widgets extension" in out
     assert f"[ok  ] lessons: {len(LESSONS)} lesson notebooks in " in out
@@ -45,8 +51,18 @@ def test_doctor_names_the_fix_for_an_unsupported_torch(monkeypatch):
     monkeypatch.setattr(torch, "__version__", "2.99.0")
     finding = doctor.check_torch()
     assert not finding.ok
-    assert "pip install torch==2.13.0" in finding.fix
-    assert "2.99.0" in finding.detail
+    pinned = re.search(r"pip install torch==(\S+)", finding.fix)
+    assert pinned and Version(pinned.group(1)) in SUPPORTED_TORCH  # it names a release we support
+    assert "2.99.0" in finding.detail and str(SUPPORTED_TORCH) in finding.detail
+
+
+def test_doctor_names_the_cuda_version_of_a_cuda_build(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    assert "CUDA 13.0 build" in doctor.check_torch().detail
+    monkeypatch.setattr(torch.version, "cuda", None)
+    assert "CPU build" in doctor.check_torch().detail
 
 
 def test_require_supported_torch_raises_a_clear_error(monkeypatch):
@@ -104,3 +120,18 @@ def test_doctor_says_when_the_install_carries_no_lessons(monkeypatch, tmp_path):
     monkeypatch.setattr(lessons, "notebook_folders", lambda: [tmp_path / "lessons_data"])
     finding = doctor.check_lessons()
     assert not finding.ok and "reinstall" in finding.fix
+
+
+def test_is_the_supported_range_stated_alike_everywhere():
+    """pyproject's dependency and description, README and the instructor guide: SUPPORTED_TORCH?"""
+    from packaging.specifiers import SpecifierSet
+
+    root = Path(__file__).resolve().parents[1]
+    texts = {name: (root / name).read_text() for name in ("pyproject.toml", "README.md", "docs/instructor-guide.md")}
+    stated = {
+        (name, m.group(1)) for name, text in texts.items()
+        for m in re.finditer(r"torch ?`?(>=[\d.]+,<[\d.]+)", text)
+    } | {(name, m.group(1)) for name, text in texts.items() for m in re.finditer(r"`(>=[\d.]+,<[\d.]+)", text)}
+    assert {name for name, _ in stated} == set(texts)
+    for name, spec in stated:
+        assert SpecifierSet(spec) == SUPPORTED_TORCH, (name, spec)

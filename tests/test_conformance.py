@@ -208,7 +208,7 @@ def _instance(cls, which: int):
 
 
 def test_every_class_is_covered():
-    """The 35 descriptor classes of torch 2.13, each in the parametrized tests below?"""
+    """The 35 descriptor classes of torch (the same on every supported release), each tested below?"""
     assert len(TORCH_CLASSES) == 35
 
 
@@ -285,3 +285,39 @@ def test_fx_utils_results_answer_to_torch_descriptors():
                 assert ours[torch_desc] == pair  # a torch key into the course-keyed dict
     bias = T.ParamAOTInput("bias")
     assert fx_utils.get_param_and_grad_nodes(torch_joint("linear").graph)[bias][0].name == "primals_2"
+
+
+# ---- make_fx without a decomposition table (issue 32) --------------------------------------
+
+
+def _view_ops(gm: fx.GraphModule) -> list[str]:
+    return sorted(str(n.target) for n in gm.graph.nodes if n.op == "call_function"
+                  and str(n.target).startswith(("aten.detach.", "aten.alias.")))
+
+
+def test_does_the_staged_builder_keep_detach_like_torchs_export():
+    """torch 2.14's make_fx turns detach into alias when given no table; torch's export passes
+    one and keeps detach. Every stage of ours keeps it too, on each supported torch?"""
+    import contextlib
+
+    from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
+
+    from course.joint import export_joint
+
+    class DetachTwice(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3)
+
+        def forward(self, x):
+            y = self.lin(x)
+            return y * y.detach() + x.detach()
+
+    mod, args = DetachTwice(), (torch.randn(2, 3),)
+    with contextlib.ExitStack() as stack:
+        theirs = _view_ops(aot_export_joint_with_descriptors(stack, mod, args).graph_module)
+    assert theirs and set(theirs) == {"aten.detach.default"}, theirs
+    joint = export_joint(mod, args)
+    assert _view_ops(joint.stage("traced_joint").graph_module) == theirs
+    for stage in joint.stages:
+        assert "aten.alias.default" not in _view_ops(stage.graph_module), stage.name

@@ -66,6 +66,11 @@ __all__ = [
     "trace_joint",
 ]
 
+#: An explicit, empty decomposition table for every ``make_fx`` call. Given no table at all,
+#: torch 2.14's ``make_fx`` rewrites ``detach`` into ``alias`` (2.13's does not); torch's
+#: own export passes a table, so its graphs keep ``detach``, and so do ours on both releases.
+NO_DECOMPOSITIONS: dict = {}
+
 NOT_BUILT = "; course.aot.joint does not build that, use torch._functorch.aot_autograd.aot_export_joint_with_descriptors"
 
 
@@ -100,7 +105,7 @@ def trace_forward(fn: Callable[..., list], primals: list) -> tuple[fx.GraphModul
         meta.num_user_outputs = len(outs)
         return outs
 
-    return make_fx(forward)(primals), meta
+    return make_fx(forward, NO_DECOMPOSITIONS)(primals), meta
 
 
 def _storage(t: torch.Tensor) -> StorageWeakRef:
@@ -204,7 +209,7 @@ def trace_functionalized_forward(
         return _run_functionalized(fn, primals, meta)
 
     with enable_python_dispatcher(), FunctionalTensorMode(_allow_token_discovery=True):
-        gm = make_fx(functionalized)(primals)
+        gm = make_fx(functionalized, NO_DECOMPOSITIONS)(primals)
     return gm, meta
 
 
@@ -350,7 +355,7 @@ def _trace_joint(fn, meta, primals, tangents, decomps, *, functionalize: bool) -
 
     mode = FunctionalTensorMode(_allow_token_discovery=True) if functionalize else nullcontext()
     with enable_python_dispatcher(), mode:
-        return make_fx(joint, decomps)(primals, tangents)
+        return make_fx(joint, NO_DECOMPOSITIONS if decomps is None else decomps)(primals, tangents)
 
 
 def attach_descriptors(

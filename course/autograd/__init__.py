@@ -4,6 +4,8 @@
   ``increment_version`` (lesson 01);
 - :mod:`course.autograd.hooks`: ``register_multi_grad_hook`` and the engine's whole-graph
   logging (lesson 02);
+- :mod:`course.autograd.creation`: ``node_creation_hook``, torch 2.14's hook on every node as
+  it is made, by our own means on 2.13 too (lesson 02);
 - :mod:`course.autograd.saved_tensors`: ``saved_tensors_hooks``, ``save_on_cpu``,
   ``disable_saved_tensors_hooks`` (lesson 03);
 - :mod:`course.autograd.mutation`: ``allow_mutation_on_saved_tensors`` (lesson 05);

@@ -57,8 +57,9 @@ predict(
         ),
         wrong(
             ["mul pre", "z", "mul post", "exp pre", "y 1", "y 2", "x"],
-            "tensor hooks on the tensor a node made come first: they are that node's first "
-            "pre-hooks, so 'z' runs before 'mul pre' (and 'y 1', 'y 2' before 'exp pre').",
+            "tensor hooks on the tensor a node made come first: the node keeps them in a list "
+            "of their own (tensor_pre_hooks_), run before its pre-hooks, so 'z' runs before "
+            "'mul pre' (and 'y 1', 'y 2' before 'exp pre').",
         ),
         wrong(
             ["z", "mul pre", "y 1", "y 2", "exp pre", "x", "mul post"],
