@@ -10,12 +10,21 @@
   ``disable_saved_tensors_hooks`` (lesson 03);
 - :mod:`course.autograd.mutation`: ``allow_mutation_on_saved_tensors`` (lesson 05);
 - :mod:`course.autograd.version_check`: ``checked_hooks``, saved-tensor hooks that keep
-  autograd's in-place check (course's own; lessons 03, 04 and 08).
+  autograd's in-place check (course's own; lessons 03, 04 and 08);
+- :mod:`course.autograd.checkpoint`: non-reentrant ``checkpoint`` on our saved-tensor hooks,
+  with :mod:`course.autograd.checkpoint_state` (RNG and autocast state carried into the
+  recomputation) and :mod:`course.autograd.checkpoint_debug` (``debug=True``'s op lists);
+- :mod:`course.autograd.selective`: ``create_selective_checkpoint_contexts`` and torch's
+  ``CheckpointPolicy`` (lesson 09).
+
+:mod:`course.checkpoint` gathers the checkpoint names under ``torch.utils.checkpoint``'s.
 
 :mod:`course.autograd_graph` gathers their public names under torch's module name.
 
 What is ours and what is torch's: the autograd graph, its engine, the hook stacks and the
-version counters are torch's C++. These modules are annotated copies of torch's thin Python
+version counters are torch's C++. The graph modules are annotated copies of torch's thin Python
 layer over them, making the same ``torch._C`` calls; ``register_multi_grad_hook`` and
-``allow_mutation_on_saved_tensors`` keep torch's algorithm with re-written bookkeeping.
+``allow_mutation_on_saved_tensors`` keep torch's algorithm with re-written bookkeeping. The
+checkpoint modules re-tell torch's Python ``torch/utils/checkpoint.py`` on our hooks, under its
+names; ``version_check`` is ours alone (torch has no such check under hooks).
 """
