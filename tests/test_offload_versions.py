@@ -117,7 +117,8 @@ no_alarm = pytest.mark.parametrize("mode,min_bytes", [(m, b) for m in ("passthro
 def same_as_eager(program, hooks):
     kind, ours = outcome(program, hooks)
     _, eager = outcome(program, no_hooks)
-    return kind == "ok" and all(torch.equal(a, b) for a, b in zip(ours, eager))
+    # bit for bit, NaN where eager has NaN (a long chain of exp overflows)
+    return kind == "ok" and all(torch.allclose(a, b, rtol=0, atol=0, equal_nan=True) for a, b in zip(ours, eager))
 
 
 @no_alarm

@@ -495,7 +495,9 @@ def same_outcome_as_eager(program, hooks):
     """Where eager raises, the same error; where it runs, the same gradients."""
     ours, eager = outcome(program, hooks), outcome(program, no_hooks)
     if eager[0] == "ok":
-        return ours[0] == "ok" and all(torch.equal(a, b) for a, b in zip(ours[1], eager[1]))
+        # bit for bit, NaN where eager has NaN (a long chain of exp overflows)
+        return ours[0] == "ok" and all(torch.allclose(a, b, rtol=0, atol=0, equal_nan=True)
+                                       for a, b in zip(ours[1], eager[1]))
     return ours == eager
 
 
