@@ -113,3 +113,45 @@ def test_graphs_share_a_leafs_accumulate_grad_only_while_one_holds_it():
     assert graph.grad_fn.next_functions[0][0].metadata == {"tag": 1}
     del graph  # nothing holds it: the next graph makes a new one
     assert acc_of(w).metadata == {}
+
+
+def _edge_answer(grad_fn, edge_of):
+    """A right answer to 1.2 that takes the gradient with the given grad and edge functions."""
+
+    def answer(x, W1, W2):
+        z = torch.mm(x, W1)
+        edge = edge_of(z)
+        z.relu_()
+        return grad_fn((z @ W2).pow(2).sum(), [edge])[0]
+
+    return answer
+
+
+@pytest.mark.parametrize("edge_of", [tg.get_gradient_edge, cg.get_gradient_edge], ids=["torch", "course"])
+def test_1_2_sees_the_edge_however_grad_was_imported(edge_of):
+    from torch.autograd import grad as grad_bound_before_the_check  # not looked up on torch.autograd
+    from course.checks import grade_answer
+
+    before = torch.autograd._engine_run_backward
+    result = grade_answer(get("1.2"), _edge_answer(grad_bound_before_the_check, edge_of))
+    assert result.status == "passed", result.message
+    assert torch.autograd._engine_run_backward is before  # the watch is taken off again
+
+
+def test_1_2_fails_the_right_value_taken_without_an_edge():
+    from course.checks import grade_answer
+
+    def through_the_matmul_node(x, W1, W2):  # right value, a pre-hook on z's node, no edge
+        z = x @ W1
+        node = z.grad_fn
+        z.relu_()
+        got = []
+        node.register_prehook(lambda grad_outputs: got.append(grad_outputs[0]))
+        torch.autograd.grad((z @ W2).pow(2).sum(), W1)
+        return got[0]
+
+    x, W1, W2 = (torch.randn(4, 3), torch.randn(3, 5, requires_grad=True), torch.randn(5, 1, requires_grad=True))
+    a = x @ W1
+    assert torch.allclose(through_the_matmul_node(x, W1, W2), torch.autograd.grad((a.relu() @ W2).pow(2).sum(), a)[0])
+    result = grade_answer(get("1.2"), through_the_matmul_node)
+    assert result.status == "failed" and "gradient taken at a GradientEdge" in result.message

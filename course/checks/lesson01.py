@@ -4,9 +4,9 @@ Each exercise is registered once, here: its reference solution (what
 solutions/01_autograd_graph.ipynb writes), the oracle (torch), visible and hidden cases, and
 the known wrong answers with the hint each deserves. See docs/authoring.md.
 
-The graphs of exercise 1.1 and the programs of exercises 1.3 and 1.4 live here too, so the
-notebook can run exactly what the check judges (``GRAPHS``, ``INPLACE_PROGRAMS``,
-``version_program``).
+The graphs of exercise 1.1 and the programs of exercise 1.3 live here too, so the notebook
+can run exactly what the check judges (``GRAPHS``, ``INPLACE_PROGRAMS``). A prediction's truth
+(``_version_program``) is private: no notebook imports what would answer it.
 """
 
 from __future__ import annotations
@@ -246,14 +246,53 @@ class _InPlaceOps(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+class _EdgeInputs:
+    """Notes whether a backward pass run while it is entered was asked for the gradient at a
+    GradientEdge (``torch.autograd.grad(loss, edge)``, or ``backward(inputs=[edge])``).
+
+    Every Python route into the engine (``torch.autograd.grad``, ``.backward()``, however the
+    answer imported them) goes through ``torch.autograd._engine_run_backward``; this wraps that
+    name and reads its ``inputs`` argument (the fifth), then calls the real one unchanged.
+
+    Example:
+        >>> a = torch.ones(2, requires_grad=True)
+        >>> with _EdgeInputs() as seen:
+        ...     _ = torch.autograd.grad((a * 2).sum(), a)
+        >>> seen.edge
+        False
+        >>> with _EdgeInputs() as seen:
+        ...     _ = torch.autograd.grad((a * 2).sum(), get_gradient_edge(a))
+        >>> seen.edge
+        True
+    """
+
+    def __enter__(self):
+        self.edge = False
+        self._real = real = torch.autograd._engine_run_backward
+
+        def watched(outputs, *args, **kwargs):
+            inputs = kwargs.get("inputs", args[3] if len(args) > 3 else ())
+            self.edge |= any(isinstance(i, torch.autograd.graph.GradientEdge) for i in inputs or ())
+            return real(outputs, *args, **kwargs)
+
+        torch.autograd._engine_run_backward = watched
+        return self
+
+    def __exit__(self, *exc):
+        torch.autograd._engine_run_backward = self._real
+        return False
+
+
 def _pre_relu_run(answer, x, W1, W2):
     """The gradient (and whether it still holds a graph), whether the answer changed a tensor
-    in place (the point of the exercise: the oracle needs no in-place op to know the value),
-    and the caller's weights' .grad afterwards (they should stay None)."""
-    with _InPlaceOps() as writes:
+    in place and took the gradient at a GradientEdge (the point of the exercise: the oracle
+    needs neither to know the value), and the caller's weights' .grad afterwards (they should
+    stay None)."""
+    with _InPlaceOps() as writes, _EdgeInputs() as seen:
         grad = answer(x, W1, W2)
     return {"gradient": grad, "gradient requires grad": getattr(grad, "requires_grad", None),
             "relu applied in place": answer is _pre_relu_oracle or writes.count > 0,
+            "gradient taken at a GradientEdge": answer is _pre_relu_oracle or seen.edge,
             "W1.grad after": W1.grad, "W2.grad after": W2.grad}
 
 
@@ -261,6 +300,14 @@ def _no_in_place_op(x, W1, W2):
     """BAD for this exercise: the right value, with the pre-activation kept as its own tensor."""
     a = x @ W1
     return torch.autograd.grad((a.relu() @ W2).pow(2).sum(), a)[0]
+
+
+def _grad_at_a_copy(x, W1, W2):
+    """BAD for this exercise: relu_ runs on a copy, so the pre-activation keeps its tensor."""
+    a = x @ W1
+    z = a.clone()
+    z.relu_()
+    return torch.autograd.grad((z @ W2).pow(2).sum(), a)[0]
 
 
 def _freezes_the_weights(x, W1, W2):
@@ -344,6 +391,14 @@ exercise(
             "right value, but with relu out of place the pre-activation keeps its own tensor, "
             "and the exercise is gone: apply relu_ in place, as the spec says, and find the "
             "gradient at the place in the graph that the tensor no longer names.",
+        ),
+        wrong(
+            _grad_at_a_copy,
+            "right value, but relu_ ran on a copy: the clone gives the pre-activation back a "
+            "tensor of its own (one more (N, H) buffer), and no gradient edge was used. In a "
+            "model you do not write, the in-place op is inside someone else's forward and "
+            "there is no copy to take: the edge is the one handle on that place in the graph. "
+            "Take get_gradient_edge(z) before z.relu_() and hand the edge to torch.autograd.grad.",
         ),
         wrong(
             _freezes_the_weights,
@@ -463,7 +518,7 @@ predict(
 # --- Exercise 1.4: predict the version counters ---------------------------------------------
 
 
-def version_program():
+def _version_program():
     """The program of exercise 1.4, run by torch: the counters of a tensor, a view, a copy."""
     t = torch.zeros(3)
     t.add_(1)
@@ -480,7 +535,7 @@ predict(
     "1.4",
     name="predicted_versions",
     title="Predict the version counters of a tensor, its view and a copy",
-    truth=version_program,
+    truth=_version_program,
     solution=(3, 3, 1),
     right=[[3, 3, 1], torch.tensor([3, 3, 1])],
     wrong=[

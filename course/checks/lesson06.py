@@ -274,7 +274,7 @@ def five_outputs_args():
     return torch.randn(2, 3, requires_grad=True), torch.randn(2, 3)
 
 
-def five_outputs_tangent_mask():
+def _five_outputs_tangent_mask():
     """Exercise 6.2's program, run by torch: per output, does the joint take a tangent for it?"""
     gm = torch_export(*seeded(FiveOutputs, five_outputs_args))
     with_tangent = {repr(n.meta["desc"].output) for n in gm.graph.find_nodes(op="placeholder")
@@ -286,7 +286,7 @@ predict(
     "6.2",
     name="predicted_tangent_mask",
     title="Predict which outputs get a tangent",
-    truth=five_outputs_tangent_mask,
+    truth=_five_outputs_tangent_mask,
     solution=[True, False, False, False, True],
     wrong=[
         wrong([True] * 5, "a tangent is d loss / d output, fed back into the backward: only an "

@@ -572,7 +572,7 @@ exercise(
 # --- Exercise 8.4: predict what the joint graph saves ---------------------------------------
 
 
-def param_saves_in_joint():
+def _param_saves_in_joint():
     """How many SavedForBackwardsAOTOutput values of the partitioned forward are parameters
     or views of parameters (course.aot.joint, torch's default partitioner)."""
     from course.aot.descriptors import ParamAOTInput, SavedForBackwardsAOTOutput, from_torch
@@ -595,7 +595,7 @@ predict(
     "8.4",
     name="predicted_param_saves",
     title="Predict: how many saved-for-backward values of the joint graph are parameters (or views of them)?",
-    truth=param_saves_in_joint,
+    truth=_param_saves_in_joint,
     solution=20,
     wrong=[
         wrong(
