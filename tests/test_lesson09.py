@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import itertools
 
 import pytest
 import torch
@@ -20,6 +21,7 @@ from torch.autograd.graph import saved_tensors_hooks
 from torch.utils._ordered_set import OrderedSet
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts, set_checkpoint_early_stop
+from torch.utils.flop_counter import FlopCounterMode
 
 from course.checks import lesson09 as L
 from course.fx_utils import get_param_nodes
@@ -106,38 +108,37 @@ def test_is_the_rerun_prediction_what_runs_with_grad_mode_on_in_backward():
     assert L.rerun_in_backward() == {op: seen.counts[op] for op in L.PREDICTED_OPS} == {"addmm": 1, "gelu": 1, "sum": 0}
 
 
-class _Outputs(TorchDispatchMode):
-    """Bytes of the matrix products' results in a plain forward (torch alone, no policy)."""
-
-    def __init__(self):
-        super().__init__()
-        self.matmul_bytes = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        if func.overloadpacket.__name__ in L.MATMULS:
-            self.matmul_bytes += out.untyped_storage().nbytes()
-        return out
-
-
-@settings(max_examples=20, deadline=None)
-@given(_programs)
-def test_does_the_matmul_policy_store_the_products_and_keep_the_gradients(program):
-    ops, rows, seed = program
-    fn, x, leaves = _program(ops, rows, seed)
-    with _Outputs() as plain:
-        plain_out = fn(x)  # forward only: backward's own products are not stored by a policy
-    plain_grads = torch.autograd.grad(plain_out, leaves)
+def _under_policy(policy, fn, x, leaves):
+    """(bytes the policy stored, FLOPs backward runs, gradients) of fn(x) under torch's checkpoint."""
     modes = []
 
     def context_fn():
-        pair = create_selective_checkpoint_contexts(L.save_matmuls)
+        pair = create_selective_checkpoint_contexts(policy)
         modes.append(pair[0])
         return pair
 
     out = checkpoint(fn, x, use_reentrant=False, context_fn=context_fn)
-    assert L._stored_bytes(modes[0], leaves) == plain.matmul_bytes
-    for a, b in zip(torch.autograd.grad(out, leaves), plain_grads):
+    stored = L._stored_bytes(modes[0], leaves)
+    with FlopCounterMode(display=False) as flops:
+        grads = torch.autograd.grad(out, leaves)
+    return stored, flops.get_total_flops(), grads
+
+
+@settings(max_examples=8, deadline=None)
+@given(_programs, st.integers(0, 700))
+def test_is_the_budget_policy_the_cheapest_choice_torch_measures_within_the_budget(program, budget):
+    """Every subset of the products, each run through torch: the reference's choice stays within
+    the budget and reruns as few FLOPs as the best of them, with plain autograd's gradients."""
+    ops, rows, seed = program
+    fn, x, leaves = _program(ops, rows, seed)
+    plain = torch.autograd.grad(fn(x), leaves)
+    n = len(L._products(fn, (x,)))
+    measured = [_under_policy(L._by_position(set(keep)), fn, x, leaves)[:2]
+                for size in range(n + 1) for keep in itertools.combinations(range(n), size)]
+    stored, flops, grads = _under_policy(L.budget_policy(fn, (x,), budget), fn, x, leaves)
+    assert stored <= budget
+    assert flops == min(f for b, f in measured if b <= budget)
+    for a, b in zip(grads, plain):
         assert torch.allclose(a, b, atol=1e-6)
 
 

@@ -7,8 +7,10 @@ Each exercise is registered once, here (see docs/authoring.md). Torch is every o
   (gradients, how many times each aten op runs in forward and in backward, and how many
   forward results the hooks keep alive);
 - 9.2 predict what the recomputation reruns (torch's checkpoint, early stop on);
-- 9.3 a selective-checkpointing policy that saves the matrix products: judged against the
-  reference policy run through torch's ``create_selective_checkpoint_contexts``;
+- 9.3 a selective-checkpointing policy that stores at most a budget of bytes and leaves the
+  fewest FLOPs to rerun: run through torch's ``create_selective_checkpoint_contexts``, its
+  stored bytes (the cost) and the FLOPs backward reruns (torch's ``FlopCounterMode``)
+  judged against the reference's;
 - 9.4 predict what the min-cut partitioner recomputes at ``activation_memory_budget=0``;
 - 9.5 choose the saved values an offloading pass should move, from a partitioned forward
   graph and its descriptors; judged against the reference, and in the lesson against
@@ -29,6 +31,7 @@ import torch
 from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
 from torch.utils.checkpoint import (
     CheckpointPolicy,
     checkpoint,
@@ -113,8 +116,8 @@ def _pointwise_program():
     return chain, (x, w), [x, w]
 
 
-def _model_program():
-    model, x = make_model()
+def _model_program(**sizes):
+    model, x = make_model(**sizes)
 
     def step(x):
         return model(x).pow(2).sum()
@@ -128,6 +131,9 @@ PROGRAMS = {
     "pointwise": _pointwise_program,
     "model": _model_program,
     "float64, 3-d input": lambda: _block_program(torch.float64, (2, 3), seed=2),
+    "four blocks": lambda: _model_program(layers=4, d=8, hidden=24, batch=(6,), seed=3),
+    "two blocks, float64": lambda: _model_program(layers=2, d=8, hidden=16, batch=(4,), dtype=torch.float64, seed=4),
+    "model, batch 16": lambda: _model_program(batch=(16,)),
 }
 
 
@@ -353,16 +359,58 @@ predict(
     "last of those has been saved again.",
 )
 
-# --- Exercise 9.3: a policy that saves the matrix products ----------------------------------
+# --- Exercise 9.3: a policy that meets a memory budget with the least recompute ------------
 
 MATMULS = frozenset({"mm", "addmm", "bmm"})
 
+#: The bytes exercise 9.3's policies may store (each storage once, parameters left out).
+BUDGET = 2600
 
-def save_matmuls(ctx, op, *args, **kwargs):
-    """Reference solution: keep the results of matrix products, recompute everything else."""
-    if op.overloadpacket.__name__ in MATMULS:
-        return CheckpointPolicy.MUST_SAVE
-    return CheckpointPolicy.PREFER_RECOMPUTE
+
+def _products(fn, args):
+    """[(bytes of the result, FLOPs)] of every matrix product one forward of ``fn`` runs, in order."""
+    found = []
+
+    class Profile(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, a=(), kwargs=None):
+            out = func(*a, **(kwargs or {}))
+            if func.overloadpacket.__name__ in MATMULS:  # mm(a, b), addmm(c, a, b), bmm(a, b)
+                found.append((out.nbytes, 2 * out.numel() * a[-2].shape[-1]))
+            return out
+
+    with torch.no_grad(), Profile():
+        fn(*args)
+    return found
+
+
+def _by_position(keep):
+    """A policy that saves the matrix products at positions ``keep`` (counted from 0, in
+    forward order), and recomputes everything else; the recomputation counts afresh."""
+    met = {False: 0, True: 0}  # matrix products met so far: in forward, in the recomputation
+
+    def policy(ctx, op, *args, **kwargs):
+        if op.overloadpacket.__name__ not in MATMULS:
+            return CheckpointPolicy.PREFER_RECOMPUTE
+        position = met[ctx.is_recompute]
+        met[ctx.is_recompute] += 1
+        return CheckpointPolicy.MUST_SAVE if position in keep else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return policy
+
+
+def budget_policy(fn, args, budget):
+    """Reference solution: a selective-checkpointing policy for ``fn(*args)`` that stores at
+    most ``budget`` bytes and leaves the fewest FLOPs to rerun: the best subset of its matrix
+    products (a 0/1 knapsack, by brute force: the programs have a handful of products)."""
+    products = _products(fn, args)
+    best, best_key = (), (0, 0)
+    for size in range(len(products) + 1):
+        for subset in itertools.combinations(range(len(products)), size):
+            nbytes = sum(products[i][0] for i in subset)
+            key = (sum(products[i][1] for i in subset), -nbytes)  # most FLOPs kept, then fewest bytes
+            if nbytes <= budget and key > best_key:
+                best, best_key = subset, key
+    return _by_position(set(best))
 
 
 def _stored_bytes(caching_mode, leaves) -> int:
@@ -376,10 +424,21 @@ def _stored_bytes(caching_mode, leaves) -> int:
     return sum(seen.values())
 
 
+def _backward_flops(out, leaves):
+    with FlopCounterMode(display=False) as flops:
+        grads = torch.autograd.grad(out, leaves)
+    return flops.get_total_flops(), list(grads)
+
+
 def run_policy(policy, name):
     """Program ``name`` under torch's checkpoint with ``policy``: gradients, the bytes the
-    policy stored, and the ops backward reruns beyond a plain backward."""
+    policy stored, the ops backward reruns beyond a plain backward, and the FLOPs it runs
+    beyond a plain backward (counted by torch's ``FlopCounterMode``). ``policy`` may also be
+    ``("for", make)``: ``make(fn, args)`` builds the policy for this very program."""
     fn, args, leaves = PROGRAMS[name]()
+    if isinstance(policy, tuple):
+        policy = policy[1](fn, args)
+    plain_flops, _ = _backward_flops(fn(*args), leaves)
     modes = []
 
     def context_fn():
@@ -387,75 +446,130 @@ def run_policy(policy, name):
         modes.append(forward_ctx)
         return forward_ctx, recompute_ctx
 
-    stored = []  # measured after forward: backward consumes what the policy kept
-    _, bwd, _, grads = _backward_counts(
-        fn, args, leaves, lambda f, a: checkpoint(f, *a, use_reentrant=False, context_fn=context_fn),
-        after_forward=lambda: stored.append(_stored_bytes(modes[0], leaves)))
-    extra = bwd - plain_backward_counts(name)
-    return {"gradients": grads, "bytes the policy stored": stored[0],
-            "ops rerun in backward": dict(sorted(extra.items()))}
+    out = checkpoint(fn, *args, use_reentrant=False, context_fn=context_fn)
+    stored = _stored_bytes(modes[0], leaves)  # measured after forward: backward consumes it
+    with OpCounter() as bwd:
+        flops, grads = _backward_flops(out, leaves)
+    extra = bwd.counts - plain_backward_counts(name)
+    return {"gradients": grads, "bytes the policy stored": stored,
+            "ops rerun in backward": dict(sorted(extra.items())), "FLOPs rerun": flops - plain_flops}
+
+
+def _run_budget(answer, name, budget):
+    r = run_policy(("for", lambda fn, args: answer(fn, args, budget)), name)
+    return {"gradients": r["gradients"], "FLOPs rerun in backward": r["FLOPs rerun"]}
+
+
+def _budget_cost(answer, name, budget):
+    r = run_policy(("for", lambda fn, args: answer(fn, args, budget)), name)
+    return {"bytes stored": r["bytes the policy stored"]}
 
 
 def _always(policy):
-    return lambda ctx, op, *args, **kwargs: policy
+    return lambda fn, args, budget: lambda ctx, op, *a, **k: policy
 
 
-def _only_mm(ctx, op, *args, **kwargs):
-    return CheckpointPolicy.MUST_SAVE if op == torch.ops.aten.mm.default else CheckpointPolicy.PREFER_RECOMPUTE
+def _save_every_product(fn, args, budget):
+    return _by_position(set(range(len(_products(fn, args)))))
 
 
-def _inverted(ctx, op, *args, **kwargs):
-    if op.overloadpacket.__name__ in MATMULS:
-        return CheckpointPolicy.PREFER_RECOMPUTE
-    return CheckpointPolicy.MUST_SAVE
+def _in_forward_order(fn, args, budget):
+    keep, total = set(), 0
+    for i, (nbytes, _) in enumerate(_products(fn, args)):
+        if total + nbytes <= budget:
+            keep.add(i)
+            total += nbytes
+    return _by_position(keep)
 
 
-def _save_matmuls_as_bools(ctx, op, *args, **kwargs):
-    """A right answer written differently: torch accepts a bool (True: save) and we compare
-    OpOverloads, not names."""
-    return op in {torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default}
+def _only_mm(fn, args, budget):
+    """Keyed on aten.mm alone: nn.Linear's addmm never matches."""
+    def policy(ctx, op, *a, **k):
+        return CheckpointPolicy.MUST_SAVE if op == torch.ops.aten.mm.default else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return policy
+
+
+def _by_weight_and_ratio(fn, args, budget):
+    """A right answer written differently: greedy by FLOPs per byte (the programs' products all
+    cost the same FLOPs, so the smallest results first is the knapsack's optimum here), and the
+    decision keyed on the storage of the product's last argument, not on a count."""
+    sizes = {}
+
+    class Seen(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, a=(), kwargs=None):
+            out = func(*a, **(kwargs or {}))
+            if func in (torch.ops.aten.addmm.default, torch.ops.aten.mm.default, torch.ops.aten.bmm.default):
+                key = a[-1].untyped_storage().data_ptr()
+                sizes[key] = (out.numel() * out.element_size(), 2 * out.numel() * a[-2].shape[-1])
+            return out
+
+    with torch.no_grad(), Seen():
+        fn(*args)
+    chosen, total = set(), 0
+    for key, (nbytes, flops) in sorted(sizes.items(), key=lambda kv: -kv[1][1] / kv[1][0]):
+        if total + nbytes <= budget:
+            chosen.add(key)
+            total += nbytes
+
+    def policy(ctx, op, *a, **k):
+        if op in (torch.ops.aten.addmm.default, torch.ops.aten.mm.default, torch.ops.aten.bmm.default):
+            return a[-1].untyped_storage().data_ptr() in chosen  # True: save
+        return False
+
+    return policy
 
 
 exercise(
     "9.3",
-    name="save_matmuls",
-    title="A selective-checkpointing policy: save the matrix products, recompute the pointwise ops",
-    solution=save_matmuls,
-    run=run_policy,
-    points=2,
-    cases=[case("block", label="block(x): two Linear layers (addmm) around a gelu")],
+    name="budget_policy",
+    title="A selective-checkpointing policy that meets a memory budget with the least recompute",
+    solution=budget_policy,
+    run=_run_budget,
+    cost=_budget_cost,
+    budget={"bytes stored": BUDGET},
+    points=3,
+    cases=[case("model", BUDGET, label=f"the lesson's three-block model, budget {BUDGET} bytes")],
     hidden=[
-        case("pointwise", label="((x @ w).sin() * x.exp()).sum(): one mm"),
-        case("model", label="the lesson's three-block model"),
-        case("float64, 3-d input", label="the block in float64 on a (2, 3, 8) input"),
+        case("pointwise", BUDGET, label="((x @ w).sin() * x.exp()).sum(): one aten.mm"),
+        case("four blocks", BUDGET, label="four narrower blocks, budget 2600 bytes"),
+        case("two blocks, float64", BUDGET, label="two blocks in float64: every product fits"),
+        case("model, batch 16", BUDGET, label="the lesson's model on 16 rows: no first Linear fits"),
     ],
     wrong=[
         wrong(
             _always(CheckpointPolicy.MUST_SAVE),
-            "that policy saves every op's result: no recompute, but the memory of plain "
-            "autograd (or more). Save the expensive products only; pointwise ops are cheap to redo.",
+            "that policy saves every op's result: nothing reruns, but it stores far more than the "
+            "budget (see the cost line). Save only what is worth its bytes.",
         ),
         wrong(
             _always(CheckpointPolicy.PREFER_RECOMPUTE),
-            "nothing was stored: either every op got a recompute policy, or your test never "
-            "matched. The policy receives an OpOverload such as aten.addmm.default, not the "
-            "packet torch.ops.aten.addmm; compare op.overloadpacket, or the overloads themselves.",
+            "nothing was stored, so every product reruns in backward: the budget allows keeping "
+            "some. Spend it on the matrix products (the ops with FLOPs to redo), the most FLOPs per byte first.",
+        ),
+        wrong(
+            _save_every_product,
+            "saving every matrix product reruns nothing, but their results take more than the "
+            "budget on the larger programs: choose which ones to keep.",
+        ),
+        wrong(
+            _in_forward_order,
+            "within budget, but you kept products in the order forward meets them: an early wide "
+            "result (the first Linear's, 64 columns) uses up the budget that several narrow ones, "
+            "each as costly to redo, would have used better. Choose by FLOPs saved per byte.",
         ),
         wrong(
             _only_mm,
-            "nn.Linear on a batch does not call aten.mm: with a bias it is one aten.addmm. "
-            "Count every matrix product: mm, addmm and bmm.",
-        ),
-        wrong(
-            _inverted,
-            "inverted: this saves the pointwise results and recomputes the matrix products, the "
-            "most expensive ops to redo.",
+            "keyed on aten.mm alone: nn.Linear on a batch runs one aten.addmm (bias included), so "
+            "your policy never saves a Linear's product. Count mm, addmm and bmm.",
         ),
     ],
-    right=[_save_matmuls_as_bools],
-    hint="the policy is asked once per op, in forward and again during the recomputation, and "
-    "answers with a CheckpointPolicy. Decide by the op alone: which ops cost the most to "
-    "redo, compared with the memory their results take?",
+    right=[_by_weight_and_ratio],
+    cost_hint="your policy reruns the fewest FLOPs, but it stores more than the budget: count each "
+    "saved result's bytes (numel times element size) and keep the total within it.",
+    hint="profile one forward first (a TorchDispatchMode that records each matrix product's result "
+    "bytes and FLOPs, 2*m*k*n), choose the products that keep the most FLOPs within the budget, then "
+    "answer MUST_SAVE for those, counted in order; ctx.is_recompute tells the recomputation apart.",
 )
 
 # --- Exercise 9.4: predict what the min-cut partitioner recomputes --------------------------
