@@ -649,7 +649,7 @@ def test_every_solution_notebook_is_searched():
 
 @pytest.mark.parametrize(
     "notebook",
-    [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="imports a truth; another branch owns it"))
+    [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="still imports a prediction's truth after its check (issue 30)"))
      if p.stem in _STILL_IMPORTING else p for p in SOLUTIONS],
     ids=[p.stem for p in SOLUTIONS],
 )
