@@ -21,6 +21,12 @@ core idle.
 Fixture notebooks under ``tests/data`` are never collected as notebooks. Every notebook cell
 carries the ``notebook`` marker (``-m "not notebook"`` skips them).
 
+Lesson markers come from the lesson registry (``course.lessons``), never typed by hand: one
+``lessonNN`` marker per lesson, given to that lesson's notebooks (``solutions/NN_*.ipynb``,
+``notebooks/NN_*.ipynb``) and to its own test file (``tests/test_lessonNN.py``), so
+``pytest -m lesson03`` selects all of lesson 3. A module that tests the reference code a lesson
+reads (``tests/test_hooks.py``, say) names its lesson with ``pytestmark`` as well.
+
 Passing ``--nbval`` or ``--nbval-lax`` yourself hands collection back to nbval (one mode
 for everything), with the sanitizer still applied.
 """
@@ -50,7 +56,23 @@ def _nbval_flag(config: pytest.Config) -> bool:
     return bool(getattr(config.option, "nbval", False) or getattr(config.option, "nbval_lax", False))
 
 
+def _lesson_markers() -> dict[str, str]:
+    """``{"lesson03": "Saved tensors", ...}``: one marker per lesson of the registry."""
+    from course.lessons import LESSONS  # torch-free
+
+    return {f"lesson{lesson.number:02d}": lesson.title for lesson in LESSONS}
+
+
+def _lesson_of_path(path: str) -> str | None:
+    """The lesson marker a collected path belongs to, from its file name alone."""
+    name = path.rsplit("/", 1)[-1]
+    found = re.fullmatch(r"test_lesson(\d\d)\.py", name) or re.fullmatch(r"(\d\d)_\w+\.ipynb", name)
+    return f"lesson{found.group(1)}" if found else None
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    for marker, title in _lesson_markers().items():
+        config.addinivalue_line("markers", f"{marker}: lesson {marker[-2:]}, {title.lower()}")
     opt = config.option
     if hasattr(opt, "nbval_sanitize_with") and not opt.nbval_sanitize_with:
         opt.nbval_sanitize_with = str(SANITIZE)
@@ -119,9 +141,13 @@ def _work_rank(item: pytest.Item, together: set[str]) -> int:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    known = _lesson_markers()
     for item in items:
         if type(item).__name__ == "IPyNbCell":
             item.add_marker(pytest.mark.notebook)
+        marker = _lesson_of_path(item.nodeid.split("::", 1)[0])
+        if marker in known and item.get_closest_marker(marker) is None:
+            item.add_marker(getattr(pytest.mark, marker))
     if hasattr(config, "workerinput"):  # an xdist worker: hand the longest work out first
         together = _modules_with_shared_fixtures()
         items.sort(key=lambda item: _work_rank(item, together))  # stable: each file keeps its order

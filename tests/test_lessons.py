@@ -96,3 +96,27 @@ def test_no_learner_copy_writes_down_a_prediction_s_answer(lesson):
         for literal in _literals(cell.source):
             for ex in predictions:
                 assert literal != ex.solution, f"exercise {ex.id}'s answer is written in: {cell.source[:200]}"
+
+
+def test_every_lesson_has_a_pytest_marker_that_selects_its_notebooks_and_tests():
+    """``pytest -m lessonNN`` comes from the registry (conftest.py), never from a hand-typed list:
+    a new lesson gets its marker, and the marker reaches its notebooks and its own test file."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    import re
+
+    assert not re.search(r'"lesson\d+:', (root / "pyproject.toml").read_text()), (
+        "pyproject.toml types a lesson marker by hand; conftest.py derives them from course.lessons: delete the line")
+    newest = LESSONS[-1]
+    marker = f"lesson{newest.number:02d}"
+    run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "-p", "no:randomly", "-m", marker], cwd=root, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    files = {line.split("::", 1)[0] for line in run.stdout.splitlines() if "::" in line}
+    expected = {f"solutions/{newest.notebook}", f"notebooks/{newest.notebook}"}
+    own_tests = root / "tests" / f"test_lesson{newest.number:02d}.py"
+    if own_tests.exists():
+        expected.add(f"tests/{own_tests.name}")
+    assert expected <= files, f"`pytest -m {marker}` missed {sorted(expected - files)}"
