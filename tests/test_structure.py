@@ -145,3 +145,90 @@ def test_the_public_import_paths_of_design_md_still_import():
     for name in ["course.autograd_graph", "course.descriptors", "course.fx_utils", "course.joint",
                  "course.offload", "course.show", "course.widgets", "course.checks", "course.checkpoint"]:
         assert importlib.import_module(name).__all__, name
+
+
+# Module-level state that stays, each for a reason: torch keeps the same switch or stack in
+# its own module (the mirror must behave the same), or it is a catalogued wrong answer.
+ALLOWED_MODULE_STATE = {
+    ("course.autograd.checkpoint", "_enable_checkpoint_early_stop"): "torch/utils/checkpoint.py's own global",
+    ("course.autograd.checkpoint_debug", "_checkpoint_debug_enabled"): "torch/utils/checkpoint.py's own global",
+    ("course.autograd.mutation", "_allow_mutation_on_saved_tensors_enabled"): "torch/autograd/graph.py's own global",
+    ("course.autograd.creation", "_active"): "per thread, as torch's node creation hook is per thread",
+    ("course.trace", "ACTIVE"): "an open-recordings stack, like torch's hook and mode stacks",
+    ("course.trace", "_recordings"): "an open-recordings stack, like torch's hook and mode stacks",
+    ("course.trace", "_lock"): "guards that stack",
+    ("course.checks.lesson02", "_FIRED_ANYWHERE"): "a catalogued wrong answer: state shared by every group",
+    ("course.autograd.mutation", "_MUTABLE_ARGS"): "a memo of each op's schema, which never changes",
+    ("course.checks._exercise", "_REGISTRY"): "filled once at import by the registrations, like torch's op registry",
+    ("course.checks._leftovers", "_COLLECTORS"): "the open collecting blocks, a stack like torch's mode stacks",
+}
+_MUTATORS = {"append", "add", "update", "extend", "insert", "pop", "popitem", "clear", "remove", "discard",
+             "setdefault", "__setitem__", "__delitem__"}
+
+
+def _module_state(module: str) -> list[tuple[str, int, str]]:
+    """(name, line, how) for each module-level name of ``module`` that code changes after import:
+    a ``global`` statement, a mutating call or item assignment in a function, or a lock or
+    thread-local made at import."""
+    tree = ast.parse(MODULES[module].read_text())
+    top = {t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+           for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)}
+    found = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            called = ast.unparse(node.value.func)
+            if called.split(".")[-1] in {"Lock", "RLock", "local", "Event", "Condition"}:
+                found += [(t.id, node.lineno, f"{called}() at import") for t in node.targets if isinstance(t, ast.Name)]
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        local = {a.arg for a in fn.args.args + fn.args.kwonlyargs} | {
+            t.id for n in ast.walk(fn) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Global):
+                found += [(name, n.lineno, "global statement") for name in n.names]
+            elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _MUTATORS
+                  and isinstance(n.func.value, ast.Name) and n.func.value.id in top - local):
+                found.append((n.func.value.id, n.lineno, f".{n.func.attr}()"))
+            elif isinstance(n, (ast.Assign, ast.Delete)):
+                for t in (n.targets if isinstance(n, ast.Assign) else n.targets):
+                    if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id in top - local:
+                        found.append((t.value.id, n.lineno, "item assignment"))
+    return found
+
+
+def test_no_module_holds_module_level_mutable_state():
+    """State kept in a module outlives the call that made it: two gradings in one process, two
+    groups of hooks, two notebooks share it by accident. Pass it explicitly instead (a session
+    object, a context manager); only the entries of ALLOWED_MODULE_STATE stay, each saying why."""
+    offences = [f"{module}:{line} {name} ({how})" for module in MODULES
+                for name, line, how in _module_state(module) if (module, name) not in ALLOWED_MODULE_STATE]
+    assert offences == [], (
+        "module-level mutable state (house rule: pass it explicitly; if torch's own module keeps the same "
+        "state, add it to ALLOWED_MODULE_STATE in tests/test_structure.py with the reason):\n" + "\n".join(offences))
+
+
+def test_the_module_state_finder_finds_state():
+    import textwrap
+
+    MODULES["course._probe"] = probe = Path("/tmp") / "course_state_probe.py"
+    probe.write_text(textwrap.dedent("""
+        import threading
+        _seen = set()
+        _cache = {}
+        _lock = threading.Lock()
+        _n = 0
+        def f(x):
+            global _n
+            _seen.add(x)
+            _cache[x] = 1
+        def g(_seen):
+            _seen.add(1)  # a parameter, not the module's set
+    """))
+    try:
+        assert sorted((name, how) for name, _, how in _module_state("course._probe")) == [
+            ("_cache", "item assignment"), ("_lock", "threading.Lock() at import"), ("_n", "global statement"),
+            ("_seen", ".add()")]
+    finally:
+        del MODULES["course._probe"]
+        probe.unlink()
