@@ -9,7 +9,7 @@ import sys
 # subcommand -> (module, one-line help). Modules are imported only when used, so
 # `course --version` stays fast and a broken lesson module cannot break `course doctor`.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "doctor": ("course.doctor", "check torch, CUDA and the JupyterLab widgets extension"),
+    "doctor": ("course.doctor", "check torch, the widgets extension, your course folder and a kernel"),
     "assign": ("course.grading.assign", "generate notebooks/ (learner copies) from solutions/"),
     "grade": ("course.grading.grade", "grade a learner notebook (or a folder of them)"),
     "gradebook": ("course.grading.gradebook", "grade a class: scores, pass rates and misconceptions met"),
