@@ -17,12 +17,13 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "start": ("course.grading.workspace", "copy the learner notebooks into a folder you own"),
     "update": ("course.grading.workspace", "bring new lessons into your folder without overwriting your work"),
     "progress": ("course.grading.progress", "a table of your exercises and their status"),
+    "hub-start": ("course.hub", "JupyterHub start hook: start or update ~/autograd-course, never failing"),
 }
 
 
 def _usage() -> str:
     lines = ["usage: course [--version] <command> [args]", "", "commands:"]
-    lines += [f"  {name:<9} {help_}" for name, (_, help_) in SUBCOMMANDS.items()]
+    lines += [f"  {name:<10} {help_}" for name, (_, help_) in SUBCOMMANDS.items()]
     lines += ["", "`course <command> --help` for a command's options."]
     return "\n".join(lines)
 
