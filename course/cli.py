@@ -17,6 +17,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "start": ("course.grading.workspace", "copy the learner notebooks into a folder you own"),
     "update": ("course.grading.workspace", "bring new lessons into your folder without overwriting your work"),
     "progress": ("course.grading.progress", "a table of your exercises and their status"),
+    "slides": ("course.slides", "a lesson's key cells as reveal.js slides, for the instructor"),
     "hub-start": ("course.hub", "JupyterHub start hook: start or update ~/autograd-course, never failing"),
 }
 
