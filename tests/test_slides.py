@@ -54,7 +54,7 @@ def test_a_renamed_heading_is_reported_with_the_list_to_update():
 
 
 def test_the_slides_build_as_reveal_js_html_with_the_key_cells_only(tmp_path, capsys):
-    lesson = LESSONS[1]
+    lesson = LESSONS[3]  # saved tensors: some headings are keys, some are not
     assert cli.main(["slides", f"{lesson.number:02d}", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     copy_path, html_path = tmp_path / f"{lesson.slug}.slides.ipynb", tmp_path / f"{lesson.slug}.slides.html"
