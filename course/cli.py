@@ -9,7 +9,7 @@ import sys
 # subcommand -> (module, one-line help). Modules are imported only when used, so
 # `course --version` stays fast and a broken lesson module cannot break `course doctor`.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "doctor": ("course.doctor", "check torch, CUDA and the JupyterLab widgets extension"),
+    "doctor": ("course.doctor", "check torch, the widgets extension, your course folder and a kernel"),
     "assign": ("course.grading.assign", "generate notebooks/ (learner copies) from solutions/"),
     "grade": ("course.grading.grade", "grade a learner notebook (or a folder of them)"),
     "gradebook": ("course.grading.gradebook", "grade a class: scores, pass rates and misconceptions met"),
@@ -17,12 +17,14 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "start": ("course.grading.workspace", "copy the learner notebooks into a folder you own"),
     "update": ("course.grading.workspace", "bring new lessons into your folder without overwriting your work"),
     "progress": ("course.grading.progress", "a table of your exercises and their status"),
+    "slides": ("course.slides", "a lesson's key cells as reveal.js slides, for the instructor"),
+    "hub-start": ("course.hub", "JupyterHub start hook: start or update ~/autograd-course, never failing"),
 }
 
 
 def _usage() -> str:
     lines = ["usage: course [--version] <command> [args]", "", "commands:"]
-    lines += [f"  {name:<9} {help_}" for name, (_, help_) in SUBCOMMANDS.items()]
+    lines += [f"  {name:<10} {help_}" for name, (_, help_) in SUBCOMMANDS.items()]
     lines += ["", "`course <command> --help` for a command's options."]
     return "\n".join(lines)
 

@@ -1,4 +1,21 @@
-"""`course doctor`: is this environment ready for the course, and what to do if not."""
+"""`course doctor [DIR]`: is this environment ready for the course, and what to do if not.
+
+It looks at five things and prints one line each, with the fix under anything wrong::
+
+    [ok  ] torch: 2.13.0, CPU build, is supported (<2.15,>=2.13)
+    [FIX ] workspace: autograd-course does not exist
+            -> course start autograd-course (or name your folder: course doctor PATH)
+    [ok  ] kernel: python3 ran the first code cell of 00_warmup.ipynb and built a widget
+
+- the install: torch in the supported range, CUDA (optional), the widgets extension, the
+  lesson notebooks the install carries;
+- the learner's folder ``DIR`` (default ``autograd-course``): it exists, it is a course
+  folder, every lesson is in it, and no unedited copy is older than the install's;
+- a real kernel: the kernel the lessons name (``python3``) starts, runs the first code
+  cell of the first lesson (torch and ``course`` imported there) and builds a widget.
+
+So "all good" means a learner can open the first lesson and run it.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +24,9 @@ import json
 import re
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
-
+from pathlib import Path
 
 @dataclass(frozen=True)
 class Finding:
@@ -110,17 +128,158 @@ def check_lessons() -> Finding:
     return Finding("lessons", True, f"{count} lesson notebooks in {folder}")
 
 
-def findings() -> list[Finding]:
-    return [check_torch(), check_cuda(), check_widgets_extension(), check_lessons()]
+def check_workspace(root: Path) -> list[Finding]:
+    """The learner's folder: it exists, is a course folder, holds every lesson, none stale.
+
+    Returns:
+        One finding per problem (each with its fix), or one ``ok`` finding.
+    """
+    from course.grading import workspace
+    from course.lessons import LESSONS
+
+    q = _quoted(root)
+    if not root.exists():
+        return [Finding("workspace", False, f"{root} does not exist",
+                        f"course start {q} (or name your folder: course doctor PATH)")]
+    if not root.is_dir():
+        return [Finding("workspace", False, f"{root} is a file, not a folder",
+                        "name your course folder: course doctor PATH")]
+    if not (root / workspace.MANIFEST).is_file():
+        has_notebooks = any(root.glob("*.ipynb"))
+        return [Finding("workspace", False, f"{root} is not a course folder (no {workspace.MANIFEST})",
+                        f"course update {q} --adopt (keeps your notebooks)" if has_notebooks
+                        else f"course start {q}")]
+    try:
+        where = dict(workspace.locate(root))
+    except workspace.WorkspaceError as exc:
+        return [Finding("workspace", False, str(exc).splitlines()[0], str(exc).splitlines()[-1])]
+    manifest = json.loads((root / workspace.MANIFEST).read_text())["lessons"]
+    problems = []  # a lesson is missing if the source `course update` reads has it and the folder does not
+    missing = [lesson.notebook for lesson in LESSONS
+               if lesson.notebook not in manifest and workspace.pristine(root, lesson.notebook) is not None]
+    if missing:
+        problems.append(Finding("workspace", False, f"{len(missing)} lesson(s) not in {root}: {', '.join(missing)}",
+                                f"course update {q}"))
+    for lesson, path in sorted(where.items()):
+        if path is None:
+            problems.append(Finding("workspace", False, f"{lesson} was deleted from {root}",
+                                    f"course update {q} --restore {lesson}"))
+            continue
+        upstream = workspace.pristine(root, lesson)
+        shipped = manifest[lesson]["shipped"]
+        if upstream is None or workspace.notebook_hash(upstream) == shipped:
+            continue  # retired from the course, or the newest version
+        if workspace.notebook_hash(path) == shipped:
+            problems.append(Finding("workspace", False, f"{path.name} is an older version of the lesson "
+                                    "(you have not edited it)", f"course update {q} replaces it"))
+        elif manifest[lesson].get("offered", {}).get("hash") != workspace.notebook_hash(upstream):
+            problems.append(Finding("workspace", False, f"{path.name} is an older version, edited by you",
+                                    f"course update {q} keeps yours and saves the new one beside it"))
+    if problems:
+        return problems
+    return [Finding("workspace", True, f"{root}: {len(where)} lessons, none missing or stale")]
+
+
+def _quoted(path: Path) -> str:
+    import shlex
+
+    return shlex.quote(str(path))
+
+
+#: What the kernel runs after the lesson's first code cell: an ipywidgets import and a
+#: widget built from the course's own Stepper (its comm opens even with no browser attached).
+WIDGET_CELL = """\
+import sys
+import ipywidgets
+from course.widgets import Frame, Stepper
+stepper = Stepper([Frame(title="doctor", text="one frame")])
+print("widget", type(stepper).__name__, "ipywidgets", ipywidgets.__version__, "python", sys.executable)
+"""
+
+
+def first_lesson(root: Path) -> Path | None:
+    """The learner's copy of the first lesson in ``root``, else the install's, else None."""
+    from course.grading import workspace
+    from course.lessons import LESSONS
+
+    name = LESSONS[0].notebook
+    try:
+        if (root / workspace.MANIFEST).is_file():
+            mine = dict(workspace.locate(root)).get(name)
+            if mine is not None:
+                return mine
+        return workspace.find_source() / name
+    except workspace.WorkspaceError:
+        return None
+
+
+def check_kernel(notebook: Path | None, timeout: int = 120) -> Finding:
+    """Run the first code cell of ``notebook`` and :data:`WIDGET_CELL` in the kernel it names."""
+    import nbformat
+
+    if notebook is None or not notebook.is_file():
+        return Finding("kernel", False, "no lesson notebook to run", "reinstall the course, then course start")
+    nb = nbformat.read(notebook, as_version=4)
+    first = next((c for c in nb.cells if c.cell_type == "code"), None)
+    kernel = nb.metadata.get("kernelspec", {}).get("name", "python3")
+    cells = ([nbformat.v4.new_code_cell(first.source)] if first is not None else []) + \
+        [nbformat.v4.new_code_cell(WIDGET_CELL)]
+    probe = nbformat.v4.new_notebook(cells=cells, metadata=nb.metadata)
+    began = time.monotonic()
+    try:
+        from nbclient import NotebookClient
+
+        client = NotebookClient(probe, timeout=timeout, kernel_name=kernel,
+                                resources={"metadata": {"path": str(notebook.parent)}})
+        # the kernel's own log lines (not the cells' output) would only clutter the report
+        client.execute(stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    except Exception as exc:  # a missing kernel, a cell that raised, a timeout: all reported
+        return _kernel_failed(kernel, notebook, exc)
+    seconds = time.monotonic() - began
+    said = "".join(o.get("text", "") for o in probe.cells[-1].outputs)
+    python = said.split(" python ", 1)[-1].strip() or "?"
+    return Finding("kernel", True, f"{kernel} ({python}) ran the first code cell of {notebook.name} "
+                                   f"and built a widget in {seconds:.1f} s")
+
+
+def _kernel_failed(kernel: str, notebook: Path, exc: Exception) -> Finding:
+    text = str(exc).strip().splitlines()
+    last = next((line for line in reversed(text) if line.strip()), type(exc).__name__)
+    register = f"{_quoted(Path(sys.executable))} -m ipykernel install --user --name {kernel}"
+    if type(exc).__name__ == "NoSuchKernel":
+        return Finding("kernel", False, f"no kernel named {kernel!r} (the one {notebook.name} asks for)", register)
+    if "ModuleNotFoundError" in last or "No module named" in last:
+        return Finding("kernel", False, f"the {kernel} kernel runs another Python: {last}",
+                       f"{register} (so the kernel is this environment's Python)")
+    if type(exc).__name__ in {"CellTimeoutError", "TimeoutError", "DeadKernelError"}:
+        return Finding("kernel", False, f"the {kernel} kernel did not finish: {last}",
+                       "close other notebooks (memory), then run course doctor again")
+    return Finding("kernel", False, f"the first cells of {notebook.name} failed in {kernel}: {last}",
+                   "course update DIR, then course doctor again; if it persists, tell the instructor")
+
+
+def findings(root: Path | None = None, kernel: bool = True) -> list[Finding]:
+    """Every check; ``root`` is the learner's folder (None: the install only)."""
+    found = [check_torch(), check_cuda(), check_widgets_extension(), check_lessons()]
+    if root is not None:
+        found += check_workspace(root)
+    if kernel:
+        found.append(check_kernel(first_lesson(root or Path("."))))
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="course doctor", description=__doc__)
+    from course.grading import workspace
+
+    parser = argparse.ArgumentParser(prog="course doctor", description=__doc__.splitlines()[0])
+    parser.add_argument("dir", nargs="?", default=workspace.DEFAULT_DIR,
+                        help=f"your course folder (default: {workspace.DEFAULT_DIR})")
+    parser.add_argument("--no-kernel", action="store_true", help="skip running the first lesson in a kernel")
     parser.add_argument("--json", action="store_true", help="print the findings as JSON")
     args = parser.parse_args(argv)
-    results = findings()
+    results = findings(Path(args.dir), kernel=not args.no_kernel)
     if args.json:
         print(json.dumps([f.__dict__ for f in results], indent=2))
     else:

@@ -1,8 +1,11 @@
-"""Generated documentation: the README's course overview and the instructor's exercise table.
+"""Generated documentation: the README's course overview, the instructor's exercise table,
+the workshop agendas in the instructor guide and the wrong-answer part of each lesson's notes.
 
-Both come from data the course already has (``course.lessons`` and the exercise registry
-in ``course.checks``), so they never drift from the lessons. ``python -m course.guide``
-rewrites them; ``python -m course.guide --check`` fails when they are stale (a test runs it).
+All come from data the course already has (``course.lessons``, ``course.agenda`` and the
+exercise registry in ``course.checks``), so they never drift from the lessons.
+``python -m course.guide`` rewrites them; ``python -m course.guide --check`` fails when they
+are stale (a test runs it). A hand-written file holds its generated part between
+``<!-- name -->`` and ``<!-- /name -->`` lines; the rest of it is left as it is.
 
 Example:
     >>> print(overview_markdown().splitlines()[2])
@@ -23,7 +26,8 @@ from course.lessons import LESSONS
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 EXERCISES_DOC = ROOT / "docs" / "exercises.md"
-_MARK = re.compile(r"(<!-- overview -->\n).*?(<!-- /overview -->)", re.S)
+INSTRUCTOR_GUIDE = ROOT / "docs" / "instructor-guide.md"
+NOTES_DIR = ROOT / "docs" / "instructor-notes"
 
 
 def overview_markdown() -> str:
@@ -121,20 +125,56 @@ def exercises_markdown() -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def agenda_markdown() -> str:
+    """Every agenda of ``course.agenda``, for the instructor guide."""
+    from course import agenda
+
+    return "\n".join([agenda.totals()] + [agenda.markdown(a) for a in agenda.AGENDAS])
+
+
+def notes_markdown(number: int) -> str:
+    """Lesson ``number``'s known wrong answers, exercise by exercise, for its instructor notes."""
+    from course.checks import all_exercises, load_all
+
+    load_all()
+    out = ["What the checks recognise, exercise by exercise (generated from the catalogue, in the",
+           "order the checks try them; `course gradebook` counts which ones your room met):", ""]
+    for ex in all_exercises(number):
+        out.append(f"- **{ex.id}** `{ex.name}` ({ex.title}):")
+        out += [f"  - {_answer_text(w.answer, 60)}: {_one_line(w.hint, 200)}" for w in ex.wrong]
+    return "\n".join(out) + "\n"
+
+
+def _with_block(text: str, name: str, content: str, path: Path) -> str:
+    mark = re.compile(rf"(<!-- {name} -->\n).*?(<!-- /{name} -->)", re.S)
+    if not mark.search(text):
+        raise SystemExit(f"{path.name} lacks the <!-- {name} --> ... <!-- /{name} --> markers")
+    return mark.sub(lambda m: m.group(1) + content + m.group(2), text)
+
+
 def _readme_with_overview(text: str) -> str:
-    if not _MARK.search(text):
-        raise SystemExit("README.md lacks the <!-- overview --> ... <!-- /overview --> markers")
-    return _MARK.sub(lambda m: m.group(1) + overview_markdown() + m.group(2), text)
+    return _with_block(text, "overview", overview_markdown(), README)
+
+
+def _notes_files() -> list[tuple[Path, int]]:
+    return [(NOTES_DIR / f"{lesson.slug}.md", lesson.number) for lesson in LESSONS
+            if (NOTES_DIR / f"{lesson.slug}.md").exists()]
+
+
+def generated() -> dict[Path, str]:
+    """Every generated file and what it should hold now."""
+    files = {README: _readme_with_overview(README.read_text()), EXERCISES_DOC: exercises_markdown(),
+             INSTRUCTOR_GUIDE: _with_block(INSTRUCTOR_GUIDE.read_text(), "agenda", agenda_markdown(),
+                                           INSTRUCTOR_GUIDE)}
+    for path, number in _notes_files():
+        files[path] = _with_block(path.read_text(), "wrong-answers", notes_markdown(number), path)
+    return files
 
 
 def stale() -> list[str]:
     """The generated files that differ from what would be generated now."""
-    found = []
-    if README.read_text() != _readme_with_overview(README.read_text()):
-        found.append(str(README.relative_to(ROOT)))
-    if not EXERCISES_DOC.exists() or EXERCISES_DOC.read_text() != exercises_markdown():
-        found.append(str(EXERCISES_DOC.relative_to(ROOT)))
-    return found
+    return [str(path.relative_to(ROOT)) for path, text in generated().items()
+            if not path.exists() or path.read_text() != text]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,10 +186,11 @@ def main(argv: list[str] | None = None) -> int:
         for path in bad:
             print(f"{path} is stale: run python -m course.guide", file=sys.stderr)
         return 1 if bad else 0
-    README.write_text(_readme_with_overview(README.read_text()))
+    files = generated()
     EXERCISES_DOC.parent.mkdir(exist_ok=True)
-    EXERCISES_DOC.write_text(exercises_markdown())
-    print(f"wrote {README.name} (overview) and {EXERCISES_DOC.relative_to(ROOT)}")
+    for path, text in files.items():
+        path.write_text(text)
+    print("wrote " + ", ".join(str(path.relative_to(ROOT)) for path in files))
     return 0
 
 

@@ -52,18 +52,6 @@ def test_the_time_a_lesson_announces_is_the_time_the_overview_lists(lesson):
     assert stated in ([], [lesson.time_text]), (stated, lesson.time_text)
 
 
-def test_the_workshop_plan_adds_up():
-    import re
-
-    guide = (ROOT / "docs" / "instructor-guide.md").read_text()
-    rows = re.findall(r"\| (?:morning|afternoon) \d \| ([\d, ]+) \| (\d) h (\d+) to (\d) h (\d+) \|", guide)
-    assert len(rows) == 4
-    for lessons, *figures in rows:
-        low, high = (sum(get(int(n)).minutes[i] for n in lessons.split(",")) for i in (0, 1))
-        h1, m1, h2, m2 = map(int, figures)
-        assert (low, high) == (h1 * 60 + m1, h2 * 60 + m2), lessons
-
-
 def _literals(source: str):
     """Every container literal in a code cell that Python can evaluate on its own."""
     import ast

@@ -1,0 +1,74 @@
+"""Does `course slides NN` build a slideshow of the lesson's key cells, from a copy, without
+ever showing an exercise's answer, and does every lesson's key list still name its headings?"""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course import cli, slides
+from course.lessons import LESSONS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _solution(lesson):
+    return nbformat.read(ROOT / "solutions" / lesson.notebook, as_version=4)
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda l: l.slug)
+def test_every_key_names_one_heading_of_the_lesson(lesson):
+    nb = _solution(lesson)
+    starts = slides.key_cells(nb, lesson.number)
+    assert starts[0] == 0 and len(starts) >= len(slides.KEY_CELLS[lesson.number]) + 1
+    for i, key in zip(starts[1:], slides.KEY_CELLS[lesson.number]):
+        assert nb.cells[i].cell_type == "markdown" and nb.cells[i].source.lstrip("#").lstrip().startswith(key)
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda l: l.slug)
+def test_the_copy_shows_no_exercise_cell_and_leaves_the_lesson_alone(lesson):
+    nb = _solution(lesson)
+    shown = slides.slideshow_copy(nb, lesson.number)
+    assert all("slideshow" not in cell.metadata for cell in nb.cells)  # the lesson itself is untouched
+    for cell in shown.cells:
+        visible = cell.metadata["slideshow"]["slide_type"] != "skip"
+        if visible and cell.cell_type == "code":
+            assert "### BEGIN SOLUTION" not in cell.source and "check(" not in cell.source, cell.source[:200]
+    assert sum(c.metadata["slideshow"]["slide_type"] == "slide" for c in shown.cells) == \
+        len(slides.key_cells(nb, lesson.number))
+
+
+def test_a_renamed_heading_is_reported_with_the_list_to_update():
+    lesson = LESSONS[1]
+    nb = _solution(lesson)
+    key = slides.KEY_CELLS[lesson.number][0]
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = cell.source.replace(key, "Something else")
+    with pytest.raises(slides.SlidesError, match=rf"KEY_CELLS\[{lesson.number}\] in course/slides.py"):
+        slides.key_cells(nb, lesson.number)
+
+
+def test_the_slides_build_as_reveal_js_html_with_the_key_cells_only(tmp_path, capsys):
+    lesson = LESSONS[3]  # saved tensors: some headings are keys, some are not
+    assert cli.main(["slides", f"{lesson.number:02d}", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    copy_path, html_path = tmp_path / f"{lesson.slug}.slides.ipynb", tmp_path / f"{lesson.slug}.slides.html"
+    assert f"wrote {copy_path} (" in out and f"wrote {html_path} (" in out
+    page = html.unescape(html_path.read_text())
+    assert "reveal.js" in page and "Reveal.initialize" in page
+    shown, checked = nbformat.read(copy_path, as_version=4), set()
+    for cell in shown.cells:
+        kind = cell.metadata["slideshow"]["slide_type"]
+        first = cell.source.splitlines()[0] if cell.source else ""
+        if cell.cell_type == "markdown" and first.startswith("#"):
+            text = first.lstrip("#").strip()
+            if re.fullmatch(r"[\w ,.:'-]+", text):  # headings that render as plain text (no `code`)
+                assert (text in page) == (kind != "skip"), (text, kind)
+                checked.add(kind)
+    assert checked == {"slide", "skip"}  # both a shown and a skipped heading were looked for
+    assert "### BEGIN SOLUTION" not in page
