@@ -37,10 +37,10 @@ from course.checks.lesson06 import (
     joint_case,
     make_joint,
     seeded,
-    torch_export,
 )
 from course.aot.joint import export_joint
 from course.checks import get, grade_answer
+from course.checks.zoo import export_graph_module
 from course.checks.lesson06 import _eager_side_effects, _run_joint
 
 pytestmark = [pytest.mark.lesson06]
@@ -76,7 +76,7 @@ def test_batchnorm_running_stats_get_no_tangent_even_when_x_requires_grad():
     """Lesson 6, stage 3: the running-stat update is declared not differentiable in torch."""
     bn, (x,) = seeded(*MODULES["batchnorm"])
     x.requires_grad_()
-    theirs = torch_export(bn, (x,))
+    theirs = export_graph_module(bn, (x,))
     tangents = [n for n in theirs.graph.find_nodes(op="placeholder") if "tangents" in n.name]
     assert len(tangents) == 1
     assert export_joint(bn, (x,)).tangent_mask == [False, False, False, True]

@@ -32,12 +32,12 @@ import warnings
 import torch
 import torch.fx as fx
 from torch import nn
-from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from course.aot import descriptors as cd
 from course.checks import case, exercise, handed, predict, wrong
 from course.checks.spelling import descriptor_reprs
+from course.checks.zoo import export_graph_module
 from course.aot.joint import export_joint
 
 
@@ -46,12 +46,6 @@ def seeded(make_module, make_args):
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         return make_module(), make_args()
-
-
-def torch_export(mod, args) -> fx.GraphModule:
-    """Torch's joint graph of ``mod(*args)``, with descriptors."""
-    with contextlib.ExitStack() as stack:
-        return aot_export_joint_with_descriptors(stack, mod, args).graph_module
 
 
 # --- Exercise 6.1: a joint function by hand -------------------------------------------------
@@ -281,7 +275,7 @@ def five_outputs_args():
 
 def _five_outputs_tangent_mask():
     """Exercise 6.2's program, run by torch: per output, does the joint take a tangent for it?"""
-    gm = torch_export(*seeded(FiveOutputs, five_outputs_args))
+    gm = export_graph_module(*seeded(FiveOutputs, five_outputs_args))
     with_tangent = {repr(n.meta["desc"].output) for n in gm.graph.find_nodes(op="placeholder")
                     if type(n.meta["desc"]).__name__ == "TangentAOTInput"}
     return [f"PlainAOTOutput(idx={i})" in with_tangent for i in range(5)]
@@ -339,7 +333,7 @@ def accumulate_args():
 
 def _accumulate_placeholders():
     """Exercise 6.3's program, run by torch: the placeholder descriptors' reprs."""
-    gm = torch_export(*seeded(Accumulate, accumulate_args))
+    gm = export_graph_module(*seeded(Accumulate, accumulate_args))
     return [repr(n.meta["desc"]) for n in gm.graph.find_nodes(op="placeholder")]
 
 
@@ -512,7 +506,7 @@ def _exported(name: str, exporter: str) -> fx.GraphModule:
     mod, args = seeded(*MODULES[name])
     with _quiet_fds():
         if exporter == "torch":
-            return torch_export(mod, args)
+            return export_graph_module(mod, args)
         return export_joint(mod, args).graph_module
 
 
