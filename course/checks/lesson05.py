@@ -19,6 +19,7 @@ wrong answers with the hint each deserves. See docs/authoring.md.
 
 from __future__ import annotations
 
+import numpy
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -574,7 +575,7 @@ predict(
     truth=_writes_that_clone,
     solution=list(_RIGHT_WRITES),
     points=2,
-    right=[tuple(_RIGHT_WRITES), [1, 0, 1, 0, 0, 1]],
+    right=[tuple(_RIGHT_WRITES), [1, 0, 1, 0, 0, 1], [numpy.bool_(v) for v in _RIGHT_WRITES]],
     wrong=[
         wrong([True, True, False, False, False, True],
               "the context does not watch version counters: increment_version(x) moves x's "

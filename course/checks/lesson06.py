@@ -29,6 +29,7 @@ import os
 import sys
 import warnings
 
+import numpy
 import torch
 import torch.fx as fx
 from torch import nn
@@ -304,7 +305,7 @@ predict(
               "(x * y).sum() depends on x, which requires grad: it is a differentiable output "
               "(a 0-d one) and gets a tangent like any other."),
     ],
-    right=[(True, False, False, False, True), [1, 0, 0, 0, 1]],
+    right=[(True, False, False, False, True), [1, 0, 0, 0, 1], numpy.array([True, False, False, False, True])],
     hint="an output gets a tangent when it requires grad, is a float tensor, and does not alias "
     "an input (or another output).",
 )
