@@ -8,6 +8,11 @@
   clones before a mul_ of a saved tensor?
 - Does the program of exercise 5.1 leave course's and torch's contexts in the states the
   lesson prints?
+- Does exercise 5.2's oracle (the same clones seen by a TorchFunctionMode, one layer above
+  dispatch) pass the reference and a right mode written differently, and fail every known
+  wrong mode?
+- Do torch's context and course's clone on the same writes of exercise 5.4, writes into x's
+  memory whatever its version counter says?
 - Does backward outside the context fail on the global switch alone, state intact (torch's
   unpack checks the switch first), in torch and in course?
 """

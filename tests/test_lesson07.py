@@ -9,7 +9,9 @@ the checks *compare against* is right:
   the checks export?
 - does exercise 7.4's oracle (torch's graph run untouched, then parameter grads scaled) equal
   eager ``p.grad * factor``?
-- is exercise 7.3's expected answer what ``requires_grad`` and use say it should be?
+- is exercise 7.3's expected answer what ``requires_grad`` and use say it should be? Does its
+  oracle (eager autograd, no graph) tell every known wrong answer from the right ones?
+- is exercise 7.2's truth torch's nesting, each descriptor legal by ``validate``?
 """
 
 import copy
