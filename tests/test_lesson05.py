@@ -8,6 +8,11 @@
   clones before a mul_ of a saved tensor?
 - Does the program of exercise 5.1 leave course's and torch's contexts in the states the
   lesson prints?
+- Does exercise 5.2's oracle (the same clones seen by a TorchFunctionMode, one layer above
+  dispatch) pass the reference and a right mode written differently, and fail every known
+  wrong mode?
+- Do torch's context and course's clone on the same writes of exercise 5.4, writes into x's
+  memory whatever its version counter says?
 - Does backward outside the context fail on the global switch alone, state intact (torch's
   unpack checks the switch first), in torch and in course?
 """
@@ -24,10 +29,11 @@ from course.checks.lesson05 import (
     MUL_PROGRAMS,
     VIEW_PAIRS,
     CloneBeforeMul,
+    SAVED_X_WRITES,
     _written_through,
-    clone_state,
     same_saved_tensor,
 )
+from course.checks import get, grade_answer
 from course.autograd.mutation import _get_sid
 from course.autograd.overlap import overlaps as _overlaps
 
@@ -111,9 +117,46 @@ def test_the_reference_mode_keeps_what_courses_context_clones(program):
 
 
 def test_exercise_5_1_states_course_and_torch():
+    clone_state = get("5.1").oracle
     assert clone_state() == {"b": "cloned", "c": "cloned", "q": "original", "e1": "original"}
     theirs = clone_state(context=tg.allow_mutation_on_saved_tensors)
     assert theirs == {"b": "cloned", "c": "original", "q": "original", "e1": "original"}
+
+
+def test_the_oracle_of_5_2_is_not_the_reference_and_tells_wrong_from_right():
+    """5.2's oracle sees the ops one layer up (torch's function layer): a wrong mode fails
+    against it, the reference and a right mode written differently pass."""
+    ex = get("5.2")
+    assert ex.oracle is not ex.solution and not issubclass(ex.oracle, ex.solution)
+    assert grade_answer(ex, ex.solution).status == "passed"
+    assert all(grade_answer(ex, right).status == "passed" for right in ex.right)
+    assert all(grade_answer(ex, w.answer).status == "failed" for w in ex.wrong)
+
+
+def _clones_and_versions(allow):
+    """Each write of 5.4 after ``w * x`` saved x: (clones made, versions x moved)."""
+    seen = []
+    for line in SAVED_X_WRITES:
+        w = torch.ones(2, 3, requires_grad=True)
+        ns = {"torch": torch, "increment_version": cg.increment_version,
+              "x": torch.arange(6.0).reshape(2, 3), "y": torch.zeros(2, 3)}
+        with allow() as ctx:
+            out = (w * ns["x"]).sum()
+            version = ns["x"]._version
+            exec(line, ns)
+            seen.append((len(ctx.cloned), ns["x"]._version - version))
+            out.backward()
+        assert torch.equal(w.grad, torch.arange(6.0).reshape(2, 3)), line
+    return seen
+
+
+def test_exercise_5_4_clones_follow_writes_into_memory_not_versions_in_both_contexts():
+    """Torch's context and course's clone on the same writes of 5.4, and a clone is neither
+    implied nor excluded by a moved version counter (.data moves none, increment_version one)."""
+    ours, theirs = _clones_and_versions(cg.allow_mutation_on_saved_tensors), _clones_and_versions(tg.allow_mutation_on_saved_tensors)
+    assert [c for c, _ in ours] == [c for c, _ in theirs]
+    assert [c > 0 for c, _ in ours] == get("5.4").oracle()
+    assert any(c and not v for c, v in ours) and any(v and not c for c, v in ours)
 
 
 @pytest.mark.parametrize("module, switch_owner", [(tg, tg), (cg, cm)], ids=["torch", "course"])

@@ -10,9 +10,10 @@ the checks *compare against* is right:
 - does BatchNorm's running-stat update get no tangent even when ``x`` requires grad (lesson 6,
   stage 3), in torch and in course?
 - does exercise 6.3's truth (torch's exporter) agree with ``course.aot.joint``?
-- does exercise 6.4's expected plan, applied the way torch's runtime does (run the joint,
-  ``copy_`` each mutation output into its input), leave the buffers and inputs exactly as an
-  eager forward leaves them, for every module the check exports, from both exporters?
+- is exercise 6.4's oracle eager mode with its side effects (buffers written where the
+  program writes), does the reference, playing torch's runtime on the joint graph (``copy_``
+  each mutation output into the caller's tensor), leave the caller's tensors as eager mode
+  does on every case, and does the oracle fail every known wrong answer?
 """
 
 import copy
@@ -30,15 +31,17 @@ from course.checks.lesson06 import (
     _backward,
     _backward_then_wipe,
     _eager,
-    _oracle,
     _primals_and_tangents,
     _run_traced,
+    apply_mutations,
     joint_case,
     make_joint,
     seeded,
-    torch_export,
 )
 from course.aot.joint import export_joint
+from course.checks import get, grade_answer
+from course.checks.zoo import export_graph_module
+from course.checks.lesson06 import _eager_side_effects, _run_joint
 
 pytestmark = [pytest.mark.lesson06]
 
@@ -73,7 +76,7 @@ def test_batchnorm_running_stats_get_no_tangent_even_when_x_requires_grad():
     """Lesson 6, stage 3: the running-stat update is declared not differentiable in torch."""
     bn, (x,) = seeded(*MODULES["batchnorm"])
     x.requires_grad_()
-    theirs = torch_export(bn, (x,))
+    theirs = export_graph_module(bn, (x,))
     tangents = [n for n in theirs.graph.find_nodes(op="placeholder") if "tangents" in n.name]
     assert len(tangents) == 1
     assert export_joint(bn, (x,)).tangent_mask == [False, False, False, True]
@@ -89,34 +92,33 @@ def test_the_6_3_truth_is_what_course_joint_builds():
     assert [repr(n.meta["desc"]) for n in gm.graph.find_nodes(op="placeholder")] == _accumulate_placeholders()
 
 
-@pytest.mark.parametrize("exporter", ["torch", "course"])
-@pytest.mark.parametrize("name", sorted(MODULES))
-def test_copying_back_by_the_6_4_plan_reproduces_eager_side_effects(name, exporter):
+@pytest.mark.parametrize("c", get("6.4").all_cases, ids=lambda c: f"{c.args[0]}-{c.args[1]}")
+def test_the_6_4_oracle_is_eager_mode_with_its_side_effects(c):
+    """6.4's oracle runs the module eagerly: its buffers and inputs move exactly where the
+    program writes (and nowhere else), and the reference, playing the runtime on the joint
+    graph, leaves the caller's tensors the same."""
+    name, exporter = c.args
     mod, args = seeded(*MODULES[name])
-    gm = joint_case(name, exporter)
-    primals, tangents = [], []
-    names = [n.name for n in gm.graph.find_nodes(op="placeholder")]
-    for n in gm.graph.find_nodes(op="placeholder"):
-        d = _course(n.meta["desc"])
-        if isinstance(d, cd.ParamAOTInput):
-            primals.append(mod.get_parameter(d.target).detach().clone())
-        elif isinstance(d, cd.BufferAOTInput):
-            primals.append(mod.get_buffer(d.target).clone())
-        elif isinstance(d, cd.PlainAOTInput):
-            primals.append(args[d.idx].detach().clone())
-        else:
-            tangents.append(torch.ones(n.meta["val"].shape))
-    with torch.no_grad():
-        outs, _ = gm(list(primals), tangents)
-        for i, placeholder in _oracle(gm):  # the runtime's epilogue: input.copy_(output)
-            primals[names.index(placeholder)].copy_(outs[i])
+    before = {n: b.clone() for n, b in mod.named_buffers()}, [a.detach().clone() for a in args]
+    expected = _eager_side_effects(name, exporter)
+    for n, b in expected["the caller's buffers"].items():
+        written = n.rsplit(".", 1)[-1] in {"running_mean", "running_var", "num_batches_tracked", "steps", "total", "calls"}
+        assert torch.equal(b, before[0][n]) != written, n
+    ours = _run_joint(apply_mutations, name, exporter)
+    for key in ("the caller's buffers", "the caller's inputs"):
+        for got, want in zip(_values(ours[key]), _values(expected[key]), strict=True):
+            torch.testing.assert_close(got, want)
+    for got, want in zip(ours["returned"], expected["returned"], strict=True):
+        torch.testing.assert_close(got, want)
 
-    eager_mod, eager_args = copy.deepcopy(mod), tuple(a.detach().clone().requires_grad_(a.requires_grad) for a in args)
-    eager_mod(*eager_args)
-    after = [*(p for p in eager_mod.parameters()), *eager_mod.buffers(), *eager_args]
-    for got, want in zip(primals, after, strict=True):
-        torch.testing.assert_close(got, want.detach())
-    # a module with no mutation has an empty plan, and then nothing may change
-    if not _oracle(gm):
-        for got, before in zip(primals, [*mod.parameters(), *mod.buffers(), *args]):
-            assert torch.equal(got, before.detach())
+
+def _values(held):
+    return list(held.values()) if isinstance(held, dict) else list(held)
+
+
+def test_the_6_4_oracle_tells_every_wrong_answer_from_the_right_ones():
+    ex = get("6.4")
+    assert ex.oracle is not ex.solution
+    assert grade_answer(ex, ex.solution).status == "passed"
+    assert all(grade_answer(ex, right).status == "passed" for right in ex.right)
+    assert all(grade_answer(ex, w.answer).status in ("failed", "error") for w in ex.wrong)

@@ -9,7 +9,9 @@ the checks *compare against* is right:
   the checks export?
 - does exercise 7.4's oracle (torch's graph run untouched, then parameter grads scaled) equal
   eager ``p.grad * factor``?
-- is exercise 7.3's expected answer what ``requires_grad`` and use say it should be?
+- is exercise 7.3's expected answer what ``requires_grad`` and use say it should be? Does its
+  oracle (eager autograd, no graph) tell every known wrong answer from the right ones?
+- is exercise 7.2's truth torch's nesting, each descriptor legal by ``validate``?
 """
 
 import copy
@@ -179,3 +181,32 @@ def test_views_returned_by_one_function_cannot_be_written_in_place():
     a, b = y[:2], y[1:]
     a.mul_(10)
     assert type(b.grad_fn).__name__ == "AsStridedBackward0"
+
+
+def test_the_oracle_of_7_3_runs_no_graph_and_tells_a_wrong_answer_from_a_right_one():
+    """7.3's oracle is eager autograd on the module (no joint graph, no fx_utils): the reference
+    and a right answer written differently agree with it on every case; each known wrong
+    answer disagrees on at least one."""
+    from course.checks import grade_answer, outcomes_of
+
+    ex = get("7.3")
+    assert ex.oracle is not ex.solution
+    expected = outcomes_of(ex, ex.oracle)
+    assert outcomes_of(ex, ex.solution) == expected
+    assert all(grade_answer(ex, right).status == "passed" for right in ex.right)
+    assert all(outcomes_of(ex, w.answer) != expected for w in ex.wrong)
+
+
+def test_7_2s_truth_is_torchs_nesting_and_every_one_of_them_validates():
+    """7.2's truth is read off torch's graphs (found by its parts, whatever their order): the
+    outer wrapper is always the later stage, and course's validate accepts each."""
+    from course.checks.spelling import descriptor_repr
+
+    truth = get("7.2").oracle()
+    assert len(truth) == 4
+    for text in truth:
+        d = eval(text, vars(cd))
+        cd.validate(d)
+        assert descriptor_repr(d) == text
+    assert truth[1].startswith("SubclassGetAttrAOTOutput(base=GradAOTOutput(")
+    assert truth[3] == repr(cd.TangentAOTInput(cd.PlainAOTOutput(0)))  # the token is not counted

@@ -6,18 +6,22 @@ wrong answers with the hint each deserves. See docs/authoring.md.
 
 - 5.1 (predict): which saved tensors of a program get cloned. Truth: course's context,
   read after the program ran (``ctx.original`` / ``ctx.cloned``).
-- 5.2: a clone-before-mutate TorchDispatchMode for one op, ``mul_``. Oracle: the reference.
+- 5.2: a clone-before-mutate TorchDispatchMode for one op, ``mul_``. Oracle: the same clones
+  seen one layer up, by a TorchFunctionMode (``Tensor.mul_`` and the ``aten.mul_`` overloads).
   The programs use every op's result (a mode that drops it is seen) and write a copy of the
   watched tensor with equal values (a mode matching by value is seen).
 - 5.3: ``same_saved_tensor(saved, mutated)``, the aliasing test torch gets wrong. Oracle:
   write into ``mutated`` and look whether ``saved`` changed; an answer must not write.
-- 5.4 (predict): why writing a view clones its base, multiple choice. Truth: one experiment
-  per claim, run with course's context; the one claim that holds ("c" or " C)" read as "C").
+- 5.4 (predict): which of six writes (through detach() and .data, a version bump, a clone,
+  out= into another tensor, under no_grad) make the context clone a saved x. Truth: each
+  write run inside course's context, the clones counted.
 """
 
 from __future__ import annotations
 
+import numpy
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from course.checks import case, exercise, handed, predict, wrong
@@ -43,7 +47,7 @@ CLONE_PROGRAM_WRITES = [
 CLONE_PROGRAM_NAMES = ("b", "c", "q", "e1")
 
 
-def clone_state(forward=CLONE_PROGRAM_FORWARD, writes=CLONE_PROGRAM_WRITES,
+def _clone_state(forward=CLONE_PROGRAM_FORWARD, writes=CLONE_PROGRAM_WRITES,
                 names=CLONE_PROGRAM_NAMES, context=allow_mutation_on_saved_tensors) -> dict:
     """Run ``forward`` then ``writes`` (lines of Python) inside ``context``; return
     ``{name: "cloned" | "original"}`` for each saved tensor named in ``names``.
@@ -78,7 +82,7 @@ predict(
     "5.1",
     name="predicted_clones",
     title="Predict which saved tensors the context clones",
-    truth=clone_state,
+    truth=_clone_state,
     solution=dict(_RIGHT_CLONES),
     points=2,
     wrong=[
@@ -293,11 +297,35 @@ class _AnyArgument(CloneBeforeMul):
         return func(*args, **(kwargs or {}))
 
 
+class _CloneBeforeMulOneLayerUp(TorchFunctionMode):
+    """5.2's oracle, from another layer of torch: the *function* layer, above dispatch.
+
+    There ``x.mul_(2)`` arrives as the method ``Tensor.mul_`` and a direct
+    ``torch.ops.aten.mul_.Scalar(x, 2)`` as that overload; an out-of-place ``x * 2`` is
+    ``Tensor.mul`` and never matches. No dispatch mode and no schema is involved, so it
+    does not share the reference's way of seeing the op.
+    """
+
+    def __init__(self, watched):
+        super().__init__()
+        self.watched = watched
+        self.cloned = {}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        is_mul_ = func is torch.Tensor.mul_ or getattr(func, "overloadpacket", None) is torch.ops.aten.mul_
+        if is_mul_:
+            for name, t in self.watched.items():
+                if args[0] is t and name not in self.cloned:
+                    self.cloned[name] = t.clone()  # the mode is off in here
+        return func(*args, **(kwargs or {}))
+
+
 exercise(
     "5.2",
     name="CloneBeforeMul",
     title="A clone-before-mutate TorchDispatchMode for mul_",
     solution=CloneBeforeMul,
+    oracle=_CloneBeforeMulOneLayerUp,
     run=_run_mode,
     points=2,
     cases=[case("x.mul_(2)"), case("x.mul_(2); x.mul_(3)"), case("y.mul_(2)")],
@@ -505,75 +533,70 @@ exercise(
     "which storage elements does each tensor look at (offset, strides, shape)?",
 )
 
-# --- Exercise 5.4: why writing a view clones its base -----------------------------------
+# --- Exercise 5.4: which writes clone the saved x? ---------------------------------------
 
-#: The choices of exercise 5.4.
-WHY_VIEW_CHOICES = {
-    "A": "the context clones every tensor that requires grad before any in-place op",
-    "B": "the context clones a saved tensor whenever its version counter moves",
-    "C": "the view b[1] is b's memory, so writing it changes values the saved b holds",
-    "D": "autograd links the view to its base (b[1].grad_fn), and the context follows that link",
-}
-
-
-def _experiments() -> dict:
-    """One experiment per claim, with course's context; True when the claim holds up."""
-    held = {}
-    with allow_mutation_on_saved_tensors() as ctx:  # A: an unsaved non-leaf is written
-        w = torch.ones(2, 3, requires_grad=True)
-        b = w.clone()
-        _ = (b * 2).sum()  # saves nothing of b
-        b.add_(1)
-        held["A"] = len(ctx.cloned) > 0
-    with allow_mutation_on_saved_tensors() as ctx:  # B: the counter moves, nothing written
-        b = w.clone()
-        _ = (b**2).sum()
-        increment_version(b)
-        held["B"] = len(ctx.cloned) > 0
-    with allow_mutation_on_saved_tensors() as ctx:  # C: a view's write changes the base
-        b = w.clone()
-        _ = (b**2).sum()
-        before = b.detach().clone()
-        b[1].mul_(3)
-        held["C"] = len(ctx.cloned) == 1 and not torch.equal(before, b.detach())
-    with allow_mutation_on_saved_tensors() as ctx:  # D: no autograd link, still memory
-        b = w.clone()
-        _ = (b**2).sum()
-        b.detach()[1].mul_(3)  # a view with no grad_fn, of the same memory
-        held["D"] = len(ctx.cloned) == 0
-    return held
+#: The writes of exercise 5.4. Each runs inside the course's context after
+#: ``out = (w * x).sum()``, which saves ``x`` (a plain tensor, x = arange(6.).reshape(2, 3));
+#: ``y`` is another tensor of the same shape, saved by nothing.
+SAVED_X_WRITES = [
+    "x.detach()[0].mul_(3)",
+    "increment_version(x)",
+    "x.data.zero_()",
+    "x.clone().mul_(3)",
+    "torch.mul(x, 2, out=y)",
+    "with torch.no_grad(): x.mul_(2)",
+]
 
 
-def _read_letter(answer):
-    """5.4's answer with case, spaces and a closing parenthesis or dot forgotten ("c", " C)")."""
-    if isinstance(answer, str):
-        return answer.strip().rstrip(").").strip().upper()
-    return answer
+def _clones_of_saved_x(write: str, context=allow_mutation_on_saved_tensors) -> int:
+    """Run one write of 5.4 inside ``context`` after ``x`` was saved; how many clones it made."""
+    w = torch.ones(2, 3, requires_grad=True)
+    ns = {"torch": torch, "increment_version": increment_version,
+          "x": torch.arange(6.0).reshape(2, 3), "y": torch.zeros(2, 3)}
+    with torch.enable_grad(), context() as ctx:
+        out = (w * ns["x"]).sum()  # MulBackward0 saves x (the grad of w is x)
+        exec(write, ns)
+        clones = len(ctx.cloned)
+        out.backward()
+    return clones
 
 
-def _why_view_clones():
-    held = [k for k, ok in _experiments().items() if ok]
-    assert len(held) == 1, held
-    return held[0]
+def _writes_that_clone():
+    """Exercise 5.4's truth: per write, did the course's context clone the saved x?"""
+    return [_clones_of_saved_x(write) > 0 for write in SAVED_X_WRITES]
 
+
+_RIGHT_WRITES = [True, False, True, False, False, True]
 
 predict(
     "5.4",
-    name="why_view_clones_base",
-    title="Why writing b[1] clones the saved b",
-    truth=_why_view_clones,
-    solution="C",
-    parse=_read_letter,
-    right=["c", " C) "],
+    name="predicted_write_clones",
+    title="Which writes make the context clone the saved x",
+    truth=_writes_that_clone,
+    solution=list(_RIGHT_WRITES),
+    points=2,
+    right=[tuple(_RIGHT_WRITES), [1, 0, 1, 0, 0, 1], [numpy.bool_(v) for v in _RIGHT_WRITES]],
     wrong=[
-        wrong("A", "the context clones only tensors it saved (a pack hook recorded them): "
-              "writing a non-leaf that no node saved clones nothing."),
-        wrong("B", "the version counter is not what the context watches: increment_version(b) "
-              "on a saved b clones nothing (nothing was written); the dispatch mode reacts "
-              "to ops that write, Tensor(a!) in their schema."),
-        wrong("D", "the context never looks at grad_fn: b.detach()[1].mul_(3) has no "
-              "autograd link to b and still clones it, because it writes b's memory."),
+        wrong([True, True, False, False, False, True],
+              "the context does not watch version counters: increment_version(x) moves x's "
+              "counter and writes nothing, while x.data shares x's memory with a counter of its "
+              "own, so writing it moves nothing on x and still changes what was saved."),
+        wrong([False, False, False, False, False, True],
+              "detach() and .data cut autograd's link to x, not the memory: they are x's bytes "
+              "under another name, and the dispatch mode sees the write into those bytes."),
+        wrong([True, False, True, False, True, True],
+              "torch.mul(x, 2, out=y) reads x and writes y: only an argument marked Tensor(a!) "
+              "in the op's schema (self of an in-place op, out=) is written."),
+        wrong([True, False, True, False, False, False],
+              "no_grad switches off graph recording, not the dispatch mode: the write still "
+              "passes through __torch_dispatch__, which clones x before it."),
+        wrong([True, False, True, True, False, True],
+              "x.clone() is new memory: writing it cannot change the saved x, so nothing is "
+              "cloned."),
+        wrong([True] * 6,
+              "the context clones a saved tensor only when an op is about to write into its "
+              "memory; reading x, writing other memory or moving a counter clones nothing."),
     ],
-    hint="what does the context compare when an op is about to write: Python objects, "
-    "autograd links, version counters, or memory?",
+    hint="for each line ask one question: does an op write into the bytes the saved x lives "
+    "in? Names, version counters, autograd links and grad mode do not enter into it.",
 )

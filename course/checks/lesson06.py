@@ -13,8 +13,11 @@ wrong answers with the hint each deserves. See docs/authoring.md.
 - 6.2 and 6.3 are predictions; the truth is torch's ``aot_export_joint_with_descriptors``.
   6.3 reads descriptors in any spelling (either quotes, spaces, course's or torch's objects)
   through ``course.checks.spelling.descriptor_reprs`` before comparing.
-- 6.4 (``copy_back_plan``) is graded on joint graphs exported inside the check, by torch's
-  exporter or by ``course.aot.joint.export_joint`` (so torch's descriptor classes and course's).
+- 6.4 (``apply_mutations``) plays torch's runtime epilogue: given a joint graph (exported
+  inside the check, by torch's exporter or by ``course.aot.joint.export_joint``, so torch's
+  descriptor classes and course's) and its forward outputs, copy each mutation into the
+  caller's tensor and return the user's outputs. Oracle: the module run eagerly, its side
+  effects read off the very tensors the caller holds. Two hidden graphs carry an effect token.
 """
 
 from __future__ import annotations
@@ -22,17 +25,20 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import os
+import sys
 import warnings
 
+import numpy
 import torch
 import torch.fx as fx
 from torch import nn
-from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from course.aot import descriptors as cd
-from course.checks import case, exercise, predict, wrong
+from course.checks import case, exercise, handed, predict, wrong
 from course.checks.spelling import descriptor_reprs
+from course.checks.zoo import export_graph_module
 from course.aot.joint import export_joint
 
 
@@ -41,12 +47,6 @@ def seeded(make_module, make_args):
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         return make_module(), make_args()
-
-
-def torch_export(mod, args) -> fx.GraphModule:
-    """Torch's joint graph of ``mod(*args)``, with descriptors."""
-    with contextlib.ExitStack() as stack:
-        return aot_export_joint_with_descriptors(stack, mod, args).graph_module
 
 
 # --- Exercise 6.1: a joint function by hand -------------------------------------------------
@@ -276,7 +276,7 @@ def five_outputs_args():
 
 def _five_outputs_tangent_mask():
     """Exercise 6.2's program, run by torch: per output, does the joint take a tangent for it?"""
-    gm = torch_export(*seeded(FiveOutputs, five_outputs_args))
+    gm = export_graph_module(*seeded(FiveOutputs, five_outputs_args))
     with_tangent = {repr(n.meta["desc"].output) for n in gm.graph.find_nodes(op="placeholder")
                     if type(n.meta["desc"]).__name__ == "TangentAOTInput"}
     return [f"PlainAOTOutput(idx={i})" in with_tangent for i in range(5)]
@@ -305,7 +305,7 @@ predict(
               "(x * y).sum() depends on x, which requires grad: it is a differentiable output "
               "(a 0-d one) and gets a tangent like any other."),
     ],
-    right=[(True, False, False, False, True), [1, 0, 0, 0, 1]],
+    right=[(True, False, False, False, True), [1, 0, 0, 0, 1], numpy.array([True, False, False, False, True])],
     hint="an output gets a tangent when it requires grad, is a float tensor, and does not alias "
     "an input (or another output).",
 )
@@ -334,7 +334,7 @@ def accumulate_args():
 
 def _accumulate_placeholders():
     """Exercise 6.3's program, run by torch: the placeholder descriptors' reprs."""
-    gm = torch_export(*seeded(Accumulate, accumulate_args))
+    gm = export_graph_module(*seeded(Accumulate, accumulate_args))
     return [repr(n.meta["desc"]) for n in gm.graph.find_nodes(op="placeholder")]
 
 
@@ -399,17 +399,21 @@ predict(
     "output that can carry a gradient, in output order (mutated inputs' new values first).",
 )
 
-# --- Exercise 6.4: which output is copied back into which input -----------------------------
+# --- Exercise 6.4: play the runtime: copy the mutations back ------------------------------
 
 
-def copy_back_plan(gm):
-    """Reference solution: ``[(output index, placeholder name)]`` for every input mutation."""
-    placeholder_of = {repr(n.meta["desc"]): n.name for n in gm.graph.find_nodes(op="placeholder")}
-    plan = []
-    for i, desc in enumerate(gm.graph.output_node().meta["desc"]):
-        if type(desc).__name__ == "InputMutationAOTOutput":
-            plan.append((i, placeholder_of[repr(desc.mutated_input)]))
-    return plan
+def apply_mutations(gm, mod, args, outs):
+    """Reference solution: copy each data mutation the joint returned into the caller's
+    tensor, in place, and return the user's outputs (what ``mod(*args)`` returns), as a list."""
+    env = {"self": mod, "args": args}  # what a descriptor's expr() is written against
+    user_outputs = []
+    with torch.no_grad():
+        for desc, value in zip(gm.graph.output_node().meta["desc"], outs):
+            if type(desc).__name__ == "InputMutationAOTOutput":
+                eval(desc.mutated_input.expr(), env).copy_(value)  # the caller's own tensor
+            elif type(desc).__name__ == "PlainAOTOutput":
+                user_outputs.append(value)
+    return user_outputs
 
 
 class _ReadThenWrite(nn.Module):
@@ -447,6 +451,12 @@ def _bump_input(x, w):
     return x * w
 
 
+def _logged():
+    from course.checks.lesson07 import Logged  # lesson 7's module: a token, a buffer, two views
+
+    return Logged()
+
+
 def _mlp():
     return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
 
@@ -459,7 +469,9 @@ def _pair(*shape):
     return lambda: (torch.randn(*shape), torch.randn(*shape, requires_grad=True))
 
 
-#: name -> (module factory, args factory). Seeded when built.
+#: name -> (module factory, args factory). Seeded when built. course.aot.joint exports the
+#: first six; the last two have an effect (a print), which only torch's exporter takes: it
+#: threads a token through the graph, an extra placeholder and output 0.
 MODULES = {
     "batchnorm": (lambda: nn.BatchNorm1d(3).train(), _x(4, 3)),
     "linear_batchnorm": (lambda: nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4)).train(), _x(5, 3)),
@@ -467,19 +479,36 @@ MODULES = {
     "read_then_write": (_ReadThenWrite, _x(3)),
     "bump_input": (lambda: _Fn(_bump_input), _pair(3)),
     "mlp": (_mlp, _x(5, 4)),
+    "printing": (lambda: _Fn(_print_and_bump), _pair(3)),
+    "logged": (_logged, _x(3)),
 }
 
-#: Modules only the hidden cases of 6.4 use: an effect threads a token through the graph
-#: (an extra placeholder and output 0), which the eager comparisons of MODULES do not model.
-_EFFECT_MODULES = {"printing": (lambda: _Fn(_print_and_bump), _pair(3))}
+
+@contextlib.contextmanager
+def _quiet_fds():
+    """Silence file descriptors 1 and 2: aten._print writes from C++, past sys.stdout."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with open(os.devnull, "w") as null:
+        os.dup2(null.fileno(), 1)
+        os.dup2(null.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
 
 
 @functools.lru_cache(maxsize=None)
 def _exported(name: str, exporter: str) -> fx.GraphModule:
-    mod, args = seeded(*(MODULES[name] if name in MODULES else _EFFECT_MODULES[name]))
-    if exporter == "torch":
-        return torch_export(mod, args)
-    return export_joint(mod, args).graph_module
+    mod, args = seeded(*MODULES[name])
+    with _quiet_fds():
+        if exporter == "torch":
+            return export_graph_module(mod, args)
+        return export_joint(mod, args).graph_module
 
 
 def joint_case(name: str, exporter: str) -> fx.GraphModule:
@@ -494,84 +523,165 @@ def joint_case(name: str, exporter: str) -> fx.GraphModule:
     return fx.GraphModule(gm, graph)
 
 
-def _run_on(answer, name, exporter):
-    return answer(joint_case(name, exporter))
+def _primal(desc, mod, args):
+    """The value a placeholder takes, found through its descriptor (a token: an empty tensor)."""
+    kind = type(desc).__name__
+    if kind == "ForwardTokenAOTInput":
+        return torch.empty(0)
+    return eval(desc.expr(), {"self": mod, "args": args})
 
 
-def _oracle(gm):
-    """What torch's runtime copies back: for each InputMutationAOTOutput, the placeholder
-    whose descriptor is its mutated input (matched through course's classes)."""
-    by_desc = {cd.from_torch(n.meta["desc"]) if not isinstance(n.meta["desc"], cd.AOTInput)
-               else n.meta["desc"]: n.name for n in gm.graph.find_nodes(op="placeholder")}
-    plan = []
-    for i, d in enumerate(gm.graph.output_node().meta["desc"]):
-        d = d if d is None or isinstance(d, (cd.AOTInput, cd.AOTOutput)) else cd.from_torch(d)
+def _caller_sees(returned, mod, buffers, args):
+    """What the caller sees afterwards: the returned outputs, and the very tensors it holds."""
+    returned = [returned] if isinstance(returned, torch.Tensor) else list(returned)
+    return {"returned": [r.detach() if isinstance(r, torch.Tensor) else r for r in returned],
+            "the caller's buffers": {n: b.detach().clone() for n, b in buffers.items()},
+            "the caller's inputs": [a.detach().clone() for a in args]}
+
+
+def _eager_side_effects(name, exporter):
+    """The oracle: the module run eagerly on the same seeded state, with its side effects."""
+    mod, args = seeded(*MODULES[name])
+    buffers = dict(mod.named_buffers())
+    with _quiet_fds():
+        returned = mod(*args)
+    return _caller_sees(returned, mod, buffers, args)
+
+
+def _run_joint(answer, name, exporter):
+    """Run the exported joint on a fresh module's tensors, then hand ``answer`` the graph, the
+    module, the args and the forward outputs; observe what the caller holds afterwards."""
+    if answer is _eager_side_effects:
+        return _eager_side_effects(name, exporter)
+    gm = joint_case(name, exporter)
+    mod, args = seeded(*MODULES[name])
+    buffers = dict(mod.named_buffers())  # the caller's tensors: a copy-back must land in these
+    placeholders = gm.graph.find_nodes(op="placeholder")
+    primals = [_primal(n.meta["desc"], mod, args) for n in placeholders if not n.meta["desc"].is_tangent()]
+    g = torch.Generator().manual_seed(1)
+    tangents = [torch.randn(n.meta["val"].shape, generator=g) for n in placeholders if n.meta["desc"].is_tangent()]
+    with torch.no_grad(), _quiet_fds():
+        outs, _ = gm(primals, tangents)
+    with handed(module=mod, args=args):
+        returned = answer(gm, mod, args, list(outs))
+    return _caller_sees(returned, mod, buffers, args)
+
+
+def _is(desc, kind):
+    return type(desc).__name__ == kind
+
+
+def _apply_mutations_converted(gm, mod, args, outs):  # a right answer: course's classes, a loop by index
+    descs = [None if d is None else cd.from_torch(d) if not isinstance(d, cd.AOTOutput) else d
+             for d in gm.graph.output_node().meta["desc"]]
+    user = {}
+    for i in range(len(outs)):
+        d = descs[i]
         if isinstance(d, cd.InputMutationAOTOutput):
-            plan.append((i, by_desc[d.mutated_input]))
-    return plan
+            m = d.mutated_input
+            target = mod.get_buffer(m.target) if isinstance(m, cd.BufferAOTInput) else args[m.idx]
+            with torch.no_grad():
+                target.copy_(outs[i])
+        elif isinstance(d, cd.PlainAOTOutput):
+            user[d.idx] = outs[i]
+    return [user[k] for k in sorted(user)]
 
 
-def _copy_back_plan_converted(gm):  # a right answer: convert torch's descriptors, compare objects
-    def ours(d):
-        return d if d is None or isinstance(d, (cd.AOTInput, cd.AOTOutput)) else cd.from_torch(d)
-
-    name_of = {ours(n.meta["desc"]): n.name for n in gm.graph.find_nodes(op="placeholder")}
-    descs = [ours(d) for d in gm.graph.output_node().meta["desc"]]
-    return [(i, name_of[d.mutated_input]) for i, d in enumerate(descs)
-            if isinstance(d, cd.InputMutationAOTOutput)]
-
-
-def _course_classes_only(gm):
-    placeholder_of = {n.meta["desc"]: n.name for n in gm.graph.find_nodes(op="placeholder")}
-    return [(i, placeholder_of[d.mutated_input])
-            for i, d in enumerate(gm.graph.output_node().meta["desc"])
-            if isinstance(d, cd.InputMutationAOTOutput)]
+def _mutations_and_outputs(gm, outs, copy_back):
+    """The shared loop of the wrong answers below: ``copy_back(k, i, desc, value)`` per mutation."""
+    user, k = [], 0
+    for i, (desc, value) in enumerate(zip(gm.graph.output_node().meta["desc"], outs)):
+        if _is(desc, "InputMutationAOTOutput"):
+            copy_back(k, i, desc, value)
+            k += 1
+        elif _is(desc, "PlainAOTOutput"):
+            user.append(value)
+    return user
 
 
-def _kth_buffer(gm):
-    """The k-th mutation output goes back into the k-th buffer placeholder."""
-    buffers = [n.name for n in gm.graph.find_nodes(op="placeholder")
-               if type(n.meta["desc"]).__name__ == "BufferAOTInput"]
-    descs = gm.graph.output_node().meta["desc"]
-    mutations = [i for i, d in enumerate(descs) if type(d).__name__ == "InputMutationAOTOutput"]
-    return list(zip(mutations, buffers))
+def _copy_into(mod, args):
+    def copy_back(k, i, desc, value):
+        with torch.no_grad():
+            eval(desc.mutated_input.expr(), {"self": mod, "args": args}).copy_(value)
+    return copy_back
 
 
-def _output_node_names(gm):
-    out = gm.graph.output_node()
-    return [(i, out.args[0][i].name) for i, d in enumerate(out.meta["desc"])
-            if type(d).__name__ == "InputMutationAOTOutput"]
+def _buffers_only(gm, mod, args, outs):
+    def copy_back(k, i, desc, value):
+        if _is(desc.mutated_input, "BufferAOTInput"):
+            _copy_into(mod, args)(k, i, desc, value)
+    return _mutations_and_outputs(gm, outs, copy_back)
 
 
-def _tangents_too(gm):
-    """Also lists the tangent placeholders that belong to mutation outputs."""
-    plan = copy_back_plan(gm)
-    return plan + [(-1, n.name) for n in gm.graph.find_nodes(op="placeholder")
-                   if "InputMutationAOTOutput" in repr(n.meta["desc"])]
+def _kth_buffer(gm, mod, args, outs):
+    """BAD: the k-th mutation output goes back into the k-th buffer."""
+    buffers = [b for _, b in mod.named_buffers()]
+
+    def copy_back(k, i, desc, value):
+        with torch.no_grad():
+            buffers[k].copy_(value)
+    return _mutations_and_outputs(gm, outs, copy_back)
 
 
-def _kth_mutation_at_k(gm):
+def _kth_mutation_at_k(gm, mod, args, outs):
     """BAD: the k-th mutation output taken to sit at output index k."""
-    name_of = {repr(n.meta["desc"]): n.name for n in gm.graph.find_nodes(op="placeholder")}
-    mutations = [d for d in gm.graph.output_node().meta["desc"] if type(d).__name__ == "InputMutationAOTOutput"]
-    return [(k, name_of[repr(d.mutated_input)]) for k, d in enumerate(mutations)]
+    def copy_back(k, i, desc, value):
+        _copy_into(mod, args)(k, i, desc, outs[k])
+    return _mutations_and_outputs(gm, outs, copy_back)
 
 
-def _first_outputs(gm):
-    """Assumes every buffer is mutated and its new value sits at the buffer's rank."""
-    buffers = [n.name for n in gm.graph.find_nodes(op="placeholder")
-               if type(n.meta["desc"]).__name__ == "BufferAOTInput"]
-    return list(enumerate(buffers))
+def _rebinds_buffers(gm, mod, args, outs):
+    """BAD: a buffer's new value bound under its name, instead of copied into it."""
+    def copy_back(k, i, desc, value):
+        m = desc.mutated_input
+        if _is(m, "BufferAOTInput"):
+            owner, _, attr = m.target.rpartition(".")
+            setattr(mod.get_submodule(owner), attr, value)
+        else:
+            _copy_into(mod, args)(k, i, desc, value)
+    return _mutations_and_outputs(gm, outs, copy_back)
+
+
+def _all_but_mutations(gm, mod, args, outs):
+    """BAD: every output that is not a mutation taken for a user output (tokens, bases too)."""
+    _mutations_and_outputs(gm, outs, _copy_into(mod, args))
+    descs = gm.graph.output_node().meta["desc"]
+    return [v for d, v in zip(descs, outs) if not _is(d, "InputMutationAOTOutput")]
+
+
+def _bases_too(gm, mod, args, outs):
+    """BAD: a view's base taken for a user output (the token is skipped)."""
+    _mutations_and_outputs(gm, outs, _copy_into(mod, args))
+    descs = gm.graph.output_node().meta["desc"]
+    return [v for d, v in zip(descs, outs) if _is(d, "PlainAOTOutput") or _is(d, "IntermediateBaseAOTOutput")]
+
+
+def _course_classes_only(gm, mod, args, outs):
+    """BAD: isinstance against course's classes, which torch's descriptors are not."""
+    user = []
+    for d, value in zip(gm.graph.output_node().meta["desc"], outs):
+        if isinstance(d, cd.InputMutationAOTOutput):
+            with torch.no_grad():
+                eval(d.mutated_input.expr(), {"self": mod, "args": args}).copy_(value)
+        elif isinstance(d, cd.PlainAOTOutput):
+            user.append(value)
+    return user
+
+
+def _nothing_copied(gm, mod, args, outs):
+    """BAD: the user outputs, right, and the mutations left unapplied."""
+    return _mutations_and_outputs(gm, outs, lambda k, i, desc, value: None)
 
 
 exercise(
     "6.4",
-    name="copy_back_plan",
-    title="Which output is copied back into which input",
-    solution=copy_back_plan,
-    oracle=_oracle,
-    run=_run_on,
+    name="apply_mutations",
+    title="Play the runtime: copy the joint's mutations back into the caller's tensors",
+    solution=apply_mutations,
+    oracle=_eager_side_effects,
+    run=_run_joint,
     points=2,
+    may_leave={"version"},  # copying back writes the caller's buffers and inputs: that is the job
     cases=[case("batchnorm", "course", label="the notebook's BatchNorm1d(3), exported by course.aot.joint")],
     hidden=[
         case("batchnorm", "torch", label="BatchNorm1d(3), exported by torch"),
@@ -581,33 +691,44 @@ exercise(
         case("bump_input", "course", label="an input mutated in place, no buffers at all"),
         case("mlp", "torch", label="an MLP: no mutation at all"),
         case("printing", "torch", label="a print and an input mutated in place: an effect token comes first"),
+        case("logged", "torch", label="lesson 7's Logged: a token, a buffer update, two views and their base"),
     ],
     wrong=[
+        wrong(_nothing_copied,
+              "the outputs are right, but the caller's buffers and inputs are as they were: the "
+              "graph only *returns* the new values. The runtime's job is to write each "
+              "InputMutationAOTOutput back into the tensor its mutated_input names."),
         wrong(_course_classes_only,
               "torch's exporter puts torch's descriptor classes in meta['desc'], and a torch "
-              "InputMutationAOTOutput is not an instance of course.aot.descriptors' class (nor "
-              "equal to one). Compare class names (type(d).__name__) or reprs, or convert "
-              "with course.aot.descriptors.from_torch, so both exporters' graphs work."),
+              "InputMutationAOTOutput is not an instance of course.aot.descriptors' class. "
+              "Compare class names, or convert with course.aot.descriptors.from_torch, so both "
+              "exporters' graphs work."),
+        wrong(_buffers_only,
+              "inputs are mutated too, not only buffers: x.add_(1) or h.mul_(w) on an argument "
+              "comes back as InputMutationAOTOutput(mutated_input=PlainAOTInput(idx=...)), "
+              "and the caller's argument must receive it."),
         wrong(_kth_buffer,
               "mutations are not 'the buffers, in order': a buffer forward only reads is not "
-              "mutated, and a plain input can be mutated too. Match each mutation's "
-              "mutated_input with the placeholder that carries that same descriptor."),
-        wrong(_output_node_names,
-              "return the name of the *input* placeholder that receives the new value (e.g. "
-              "'primals_3'), not the name of the node that computed it."),
-        wrong(_tangents_too,
-              "a tangent placeholder whose descriptor mentions InputMutationAOTOutput is an "
-              "input of the backward, not a mutation: list only the output positions whose "
-              "descriptor is an InputMutationAOTOutput."),
-        wrong(_first_outputs,
-              "find the mutation outputs by their descriptors: not every buffer is mutated "
-              "(an MLP has none, a read-only buffer is never written) and inputs can be."),
+              "mutated, and a plain input can be. Each mutation names its input: follow "
+              "mutated_input to the caller's tensor."),
         wrong(_kth_mutation_at_k,
               "the mutation outputs do not start at output 0: an effect (a print) puts its "
-              "token first. Take each mutation's position from the output node's descriptors."),
+              "token first. Take each mutation's value from its own position."),
+        wrong(_rebinds_buffers,
+              "binding the new value under the buffer's name replaces the tensor: whoever "
+              "holds the old one (the caller, an optimizer, a view) still sees the old values. "
+              "Eager mode wrote *into* the buffer; copy into it (copy_, under no_grad)."),
+        wrong(_all_but_mutations,
+              "not every other output is the user's: an effect token and the base of "
+              "aliased views are outputs the runtime consumes. The user's outputs are those "
+              "whose descriptor is PlainAOTOutput."),
+        wrong(_bases_too,
+              "IntermediateBaseAOTOutput is the base the runtime rebuilds the views from, not "
+              "one of the user's outputs: return only the PlainAOTOutput ones."),
     ],
-    right=[_copy_back_plan_converted],
-    hint="the output node's descriptors say which outputs are input mutations, and each names "
-    "the input it belongs to; the placeholders carry the inputs' descriptors. Match the two "
-    "(in a way that works for torch's classes as well as course's).",
+    right=[_apply_mutations_converted],
+    hint="the graph is functional, so the program's side effects come back as outputs: each "
+    "InputMutationAOTOutput names the input it belongs to, and the caller's own tensor must "
+    "receive the new value in place; the user's outputs are only some of the outputs, told "
+    "apart by their descriptors.",
 )

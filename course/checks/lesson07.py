@@ -9,6 +9,11 @@ The pass exercises (7.3, 7.4) are graded on joint graphs torch exports inside th
 is a module's name. Each module is exported once per process with torch's
 ``aot_export_joint_with_descriptors``; every call of an answer gets a fresh copy of the graph.
 
+Exercise 7.2 predicts how torch nests descriptors in four small programs (``NESTING_PROGRAMS``):
+the truth exports each with torch and finds the named value's descriptor by its parts, in any
+order, so only the nesting is judged. Exercise 7.3's oracle runs no graph: eager autograd on
+the module, the parameters whose ``.grad`` stays None.
+
 The lesson's descriptor zoo (the smallest program for each descriptor class) lives in
 :mod:`course.checks.zoo`; exercise 7.5 predicts the outputs of one more such program. The descriptor predictions (7.1, 7.5) are read in any spelling
 (:mod:`course.checks.spelling`).
@@ -30,7 +35,7 @@ from course.aot import descriptors as cd
 from course.aot import fx_utils as cf
 from course.checks import case, exercise, predict, wrong
 from course.checks.spelling import read_descriptors
-from course.checks.zoo import export_graph_module
+from course.checks.zoo import Fn, export_graph_module
 
 # --- The modules the checks export --------------------------------------------------------
 
@@ -242,58 +247,118 @@ predict(
     "per output that can carry a gradient.",
 )
 
-# --- Exercise 7.2: predict which nestings validate accepts ---------------------------------
+# --- Exercise 7.2: predict how torch nests descriptors ----------------------------------
 
-#: The five descriptors of exercise 7.2, as code (each is built, then validated).
-NESTINGS = [
-    "GradAOTOutput(ParamAOTInput('w'))",
-    "TangentAOTInput(InputMutationAOTOutput(BufferAOTInput('running_mean')))",
-    "TangentAOTInput(GradAOTOutput(PlainAOTInput(0)))",
-    "SubclassGetAttrAOTInput(TangentAOTInput(PlainAOTOutput(0)), 'a')",
-    "ViewBaseAOTInput(TangentAOTInput(PlainAOTOutput(0)))",
+
+def scale_in_place(h, w):
+    """7.2, program 0: an input that needs no grad, scaled in place by one that does."""
+    h.mul_(w)
+    return w.sin()
+
+
+def times_two_tensor(x, t):
+    """7.2, program 1: a plain tensor times a TwoTensor; both require grad."""
+    return x * t
+
+
+def two_tensor_in_place(t, w):
+    """7.2, program 2: a TwoTensor that needs no grad, scaled in place by a tensor that does."""
+    t.mul_(w)
+    return t.sin()
+
+
+def printed_sin(x):
+    """7.2, program 3: a print (a side effect), then a sin."""
+    torch.ops.aten._print("printed_sin")
+    return x.sin()
+
+
+def _two_tensor():
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    return TwoTensor(torch.randn(3), torch.randn(3))
+
+
+#: The programs of exercise 7.2: (program, its inputs, which value the learner names, and
+#: the parts that value's descriptor holds, in no order: how the truth finds it in the graph).
+NESTING_PROGRAMS = [
+    (scale_in_place, lambda: (torch.randn(3), torch.randn(3, requires_grad=True)),
+     "the tangent placeholder fed for h's new value", ("TangentAOTInput", "InputMutationAOTOutput")),
+    (times_two_tensor, lambda: (torch.randn(3, requires_grad=True), _two_tensor().requires_grad_()),
+     "the output holding inner tensor 'a' of t's gradient", ("GradAOTOutput", "PlainAOTInput(idx=1)", "attr='a'")),
+    (two_tensor_in_place, lambda: (_two_tensor(), torch.randn(3, requires_grad=True)),
+     "the output holding inner tensor 'a' of t's new value", ("InputMutationAOTOutput", "attr='a'")),
+    (printed_sin, lambda: (torch.randn(3, requires_grad=True),),
+     "the tangent placeholder", ("TangentAOTInput",)),
 ]
 
 
-def _accepted(code: str) -> bool:
-    try:
-        cd.validate(eval(code, vars(cd)))
-    except (ValueError, TypeError, AssertionError):
-        return False
-    return True
+def _nestings_torch_makes():
+    """Exercise 7.2's truth: in each program's joint graph, exported by torch, the one
+    descriptor that holds every part named (found by its parts, whatever their order)."""
+    found = []
+    for fn, make_args, _, parts in NESTING_PROGRAMS:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            gm = export_graph_module(Fn(fn), make_args())
+        descs = [n.meta["desc"] for n in gm.graph.find_nodes(op="placeholder")]
+        descs += [d for d in gm.graph.output_node().meta["desc"] if d is not None]
+        (match,) = [repr(d) for d in descs if all(p in repr(d) for p in parts)]
+        found.append(match)
+    return found
 
 
-def _nestings_accepted():
-    """Exercise 7.2's program: does validate accept each of NESTINGS?"""
-    return [_accepted(code) for code in NESTINGS]
-
+_N0 = "TangentAOTInput(output=InputMutationAOTOutput(mutated_input=PlainAOTInput(idx=0)))"
+_N1 = "SubclassGetAttrAOTOutput(base=GradAOTOutput(grad_of=PlainAOTInput(idx=1)), attr='a')"
+_N2 = "SubclassGetAttrAOTOutput(base=InputMutationAOTOutput(mutated_input=PlainAOTInput(idx=0)), attr='a')"
+_N3 = "TangentAOTInput(output=PlainAOTOutput(idx=0))"
 
 predict(
     "7.2",
-    name="predicted_legal",
-    title="Predict which descriptor nestings are legal",
-    truth=_nestings_accepted,
-    solution=[True, True, False, True, False],
-    right=[(True, True, False, True, False)],
-    wrong=[
-        wrong([True] * 5, "descriptors do not nest freely: a descriptor may only wrap one made at its "
-              "own stage of the pipeline or an earlier one (plain -> views and mutations -> "
-              "autograd -> subclasses -> tokens)."),
-        wrong([True, True, True, True, False],
-              "a tangent of a grad would be a second-order tangent: AOTAutograd does no double "
-              "backward, so the autograd stage never wraps itself."),
-        wrong([True, True, False, False, False],
-              "subclasses are desugared after autograd (stage 4 after stage 3), so the inner "
-              "tensor 'a' of a tangent is a legal SubclassGetAttrAOTInput."),
-        wrong([True, False, False, True, False],
-              "a buffer mutation is a stage-2 output that can carry a gradient, so the autograd "
-              "stage (3) may give it a tangent (BatchNorm's running stats don't, but a mutated "
-              "input that requires grad does)."),
-        wrong([True, True, False, True, True],
-              "view bases are chosen at stage 2, before autograd makes tangents: a view base "
-              "cannot wrap a tangent."),
+    name="predicted_nestings",
+    title="Predict how torch nests descriptors",
+    truth=_nestings_torch_makes,
+    solution=[_N0, _N1, _N2, _N3],
+    points=2,
+    parse=read_descriptors,
+    right=[
+        ["TangentAOTInput(InputMutationAOTOutput(PlainAOTInput(0)))",
+         'SubclassGetAttrAOTOutput(GradAOTOutput(PlainAOTInput(1)), "a")',
+         "SubclassGetAttrAOTOutput(base = InputMutationAOTOutput(PlainAOTInput(idx=0)), attr = 'a')",
+         "TangentAOTInput(PlainAOTOutput(0))"],
+        (cd.TangentAOTInput(cd.InputMutationAOTOutput(cd.PlainAOTInput(0))),
+         cd.SubclassGetAttrAOTOutput(cd.GradAOTOutput(cd.PlainAOTInput(1)), "a"),
+         cd.SubclassGetAttrAOTOutput(cd.InputMutationAOTOutput(cd.PlainAOTInput(0)), "a"),
+         cd.to_torch(cd.TangentAOTInput(cd.PlainAOTOutput(0)))),
     ],
-    hint="number the stages: plain 1, views and mutations 2, autograd 3, subclasses 4, tokens 5; "
-    "a descriptor wraps only its own stage or an earlier one, and autograd never wraps autograd.",
+    wrong=[
+        wrong([_N3, _N1, _N2, _N3],
+              "h's new value is an output of its own (functionalization, stage 2, returns it), "
+              "and it can carry a gradient: its tangent wraps that InputMutationAOTOutput, not "
+              "the user's output."),
+        wrong([_N0.replace("idx=0", "idx=1"), _N1, _N2, _N3],
+              "h is input 0 and w input 1: the mutated input is the one written in place."),
+        wrong([_N0, "GradAOTOutput(grad_of=SubclassGetAttrAOTInput(base=PlainAOTInput(idx=1), attr='a'))", _N2, _N3],
+              "autograd (stage 3) differentiates with respect to the whole TwoTensor t; only "
+              "afterwards does the subclass stage (4) split each value into its inner tensors. "
+              "So the inner tensor wraps the grad, not the other way round."),
+        wrong([_N0, _N1.replace("AOTOutput(base=Grad", "AOTInput(base=Grad"), _N2, _N3],
+              "a grad is an output of the graph, so its inner tensor is an output too: "
+              "SubclassGetAttrAOTOutput (the *Input class wraps placeholders)."),
+        wrong([_N0, _N1, "InputMutationAOTOutput(mutated_input=SubclassGetAttrAOTInput(base=PlainAOTInput(idx=0), attr='a'))", _N3],
+              "functionalization (stage 2) sees t as one tensor and returns its new value; "
+              "the subclass stage (4) comes later and splits that value into 'a' and 'b'. "
+              "The later stage is the outer wrapper."),
+        wrong([_N0, _N1, _N2, "TangentAOTInput(output=PlainAOTOutput(idx=1))"],
+              "the token is not one of the user's outputs: PlainAOTOutput(idx=k) counts what "
+              "the program returns, and the token is ForwardTokenAOTOutput, a stage-5 leaf."),
+        wrong([_N0, _N1, _N2, "TangentAOTInput(output=ForwardTokenAOTOutput(idx=0))"],
+              "a token carries no gradient, so it gets no tangent: the only tangent is for "
+              "the sin."),
+    ],
+    hint="build each descriptor from the inside out: start from the plain input or output the "
+    "value comes from (stage 1), then wrap it once for each later stage that made it (views "
+    "and mutations 2, autograd 3, subclasses 4); the stage that ran last is the outermost.",
 )
 
 # --- Exercise 7.3: parameters that get no gradient ------------------------------------------
@@ -306,7 +371,23 @@ def params_without_grad(gm):
 
 
 def _run_on(answer, name):
+    if answer is _eager_without_grad:
+        return _eager_without_grad(name)
     return answer(joint_case(name)[2])
+
+
+def _eager_without_grad(name):
+    """7.3's oracle, without any graph: run the module eagerly, backward from every output
+    that can carry a gradient, and list the parameters whose ``.grad`` stayed None, in
+    ``named_parameters()`` order (a shared Parameter under each of its names)."""
+    make_module, make_args, _ = MODULES[name]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        mod, args = make_module(), make_args()
+    outs = mod(*args)
+    outs = [o for o in (outs if isinstance(outs, tuple) else (outs,)) if o.requires_grad]
+    torch.autograd.backward(outs, [torch.ones_like(o) for o in outs])
+    return [n for n, p in mod.named_parameters(remove_duplicate=False) if p.grad is None]
 
 
 def _buffers_too(gm):
@@ -351,6 +432,7 @@ exercise(
     name="params_without_grad",
     title="Find the parameters that get no gradient",
     solution=params_without_grad,
+    oracle=_eager_without_grad,
     run=_run_on,
     points=2,
     cases=[case("mlp_frozen_bias", label="the notebook's MLP with 0.bias frozen")],
