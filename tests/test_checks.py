@@ -89,8 +89,51 @@ def test_check_prints_passed_failed_and_not_attempted(capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("[0.2 predicted_a_grad] passed")
     assert out[1].startswith("[0.2 predicted_a_grad] failed")
-    assert any(line.strip() == f"hint:     {ex.wrong[0].hint}" for line in out)
+    assert _words(_hint_block(out)) == ex.wrong[0].hint.split()
     assert out[-1].startswith("[0.2 predicted_a_grad] not attempted")
+
+
+def _hint_block(lines: list[str]) -> list[str]:
+    """The lines of a verdict that hold its hint: the `hint:` line and those indented under it."""
+    start = next(i for i, line in enumerate(lines) if line.startswith("  hint:     "))
+    block = [lines[start]]
+    for line in lines[start + 1:]:
+        if not line.startswith(" " * 12) or line[12:13] == " ":
+            break
+        block.append(line)
+    return block
+
+
+def _words(block: list[str]) -> list[str]:
+    return " ".join(line[12:] for line in block).split()
+
+
+def _without_hint(message: str) -> str:
+    lines = message.splitlines()
+    block = _hint_block(lines)
+    start = lines.index(block[0])
+    return "\n".join(lines[:start] + lines[start + len(block):])
+
+
+_HINT_WORDS = st.lists(st.text("abcxyz_.,()'0:", min_size=1, max_size=24), min_size=1, max_size=20)
+
+
+@settings(max_examples=60, deadline=None)
+@given(words=_HINT_WORDS, long_word=st.text("abc_.", min_size=0, max_size=100), at=st.integers(0, 20))
+def test_a_long_hint_wraps_between_words_and_stays_under_its_label(words, long_word, at):
+    """A hint is broken at spaces only, each line as full as the next word allows, and every
+    line after the first starts in the hint's column, so the learner reads it as one block."""
+    words = words[:at] + [long_word] + words[at:] if long_word else words
+    hint = " ".join(words)
+    ex = Exercise(id="9.1", name="double", title="Double it", solution=lambda x: 2 * x,
+                  cases=[case(3)], wrong=[wrong(lambda x: x + 1, hint)])
+    block = _hint_block(grade_answer(ex, lambda x: x + 1).message.splitlines())
+    assert _words(block) == words  # nothing cut, lost or added
+    assert block[0].startswith("  hint:     ") and all(line.startswith(" " * 12) for line in block[1:])
+    for line, after in zip(block, block[1:] + [None]):
+        assert len(line) <= checks.WIDTH or len(line[12:].split()) == 1, line  # only a lone long word sticks out
+        if after is not None:  # the next line's first word would not have fitted on this one
+            assert len(line) + 1 + len(after[12:].split()[0]) > checks.WIDTH, (line, after)
 
 
 def test_check_finds_the_answer_by_name_in_the_callers_namespace(capsys):
@@ -556,7 +599,7 @@ def test_a_wrong_prediction_never_shows_the_answer_unless_revealed(ex):
     answer_text = show(expected[0])
     for w in ex.wrong:
         result = checks.judge(ex, checks.outcomes_of(ex, w.answer), expected)
-        shown = result.message.replace(result.hint, "")  # the catalogue's hints are judged by their authors
+        shown = _without_hint(result.message)  # the catalogue's hints are judged by their authors
         assert result.status == "failed" and "expected:" not in shown and answer_text not in shown, shown
         assert f'check("{ex.id}", reveal=True)' in shown
     revealed = checks.judge(ex, checks.outcomes_of(ex, ex.wrong[0].answer), expected, revealed=True)

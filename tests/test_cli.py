@@ -90,11 +90,88 @@ def test_course_lab_echoes_the_command_it_runs_interpreter_included(tmp_path, mo
     nbformat.write(nbformat.v4.new_notebook(), tmp_path / "00_first.ipynb")
     execs = []
     monkeypatch.setattr(lab.os, "execv", lambda path, cmd: execs.append(cmd))
+    monkeypatch.setenv("JUPYTER_CONFIG_PATH", "/etc/site-jupyter")  # put back after the test
     assert lab.main([str(tmp_path / "ws"), "--source", str(tmp_path), "--", "--no-browser"]) == 0
     echoed = [line for line in capsys.readouterr().err.splitlines() if line.startswith("+ ")]
-    assert echoed == [f"+ {sys.executable} -m jupyter lab {tmp_path / 'ws'} --no-browser"
-                      + (" --allow-root" if os.geteuid() == 0 else "")]
-    assert execs[0][0] == sys.executable
+    config = tmp_path / "ws" / ".course" / "jupyter"
+    assert echoed == [f"+ JUPYTER_CONFIG_PATH={config}:/etc/site-jupyter {sys.executable} -m jupyter lab "
+                      f"{tmp_path / 'ws'} --no-browser" + (" --allow-root" if os.geteuid() == 0 else "")]
+    assert execs[0][0] == sys.executable and os.environ["JUPYTER_CONFIG_PATH"].startswith(f"{config}:")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str, token: str) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, headers={"Authorization": f"token {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, ""
+    except OSError:
+        return 0, ""  # not listening yet
+
+
+def _lab_setting(tmp_path: Path, command: list[str], name: str) -> dict:
+    """Start JupyterLab with ``command`` (home and Jupyter's own folders empty, in tmp_path),
+    fetch its page and what its settings server says of the notification settings, stop it."""
+    import json
+    import signal
+    import time
+
+    port, token = _free_port(), "course-test-token"
+    home = tmp_path / name
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
+    env.update(HOME=str(home), JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_DATA_DIR=str(home / "data"),
+               JUPYTER_RUNTIME_DIR=str(home / "runtime"), JUPYTERLAB_SETTINGS_DIR=str(home / "user-settings"),
+               JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"))
+    args = ["--no-browser", f"--port={port}", f"--IdentityProvider.token={token}", "--ServerApp.port_retries=0"]
+    server = subprocess.Popen([*command, *args], cwd=tmp_path, env=env, start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(240):  # JupyterLab takes seconds to start on a busy machine; a minute at most
+            status, page = _get(f"{base}/lab", token)
+            if status or server.poll() is not None:
+                break
+            time.sleep(0.5)
+        assert status == 200 and "JupyterLab" in page, (status, server.poll() is None or server.stderr.read()[-3000:])
+        status, body = _get(f"{base}/lab/api/settings/@jupyterlab/apputils-extension:notification", token)
+        assert status == 200, status
+        return json.loads(body)
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+
+
+@pytest.mark.slow
+def test_course_lab_opens_jupyterlab_without_the_news_question(tmp_path):
+    """JupyterLab 4 asks "get notified about official Jupyter news?" while its setting
+    fetchNews is "none"; the JupyterLab that `course lab` starts answers "false" by default,
+    and the learner's own settings are left alone. Asked of JupyterLab's settings server."""
+    import nbformat
+
+    from course import lab
+
+    (tmp_path / "lessons").mkdir()
+    nbformat.write(nbformat.v4.new_notebook(), tmp_path / "lessons" / "00_first.ipynb")
+    ours = _lab_setting(tmp_path, [sys.executable, "-m", "course", "lab", "ws", "--source", "lessons", "--"], "a")
+    # The page computes a setting as the learner's value, else the schema's default; the settings
+    # server hands out the schema with the overrides' defaults in it.
+    assert ours["schema"]["properties"]["fetchNews"]["default"] == "false", ours["schema"]["properties"]
+    assert ours["settings"] == {} and ours["raw"] == "{}"  # nothing written in the learner's settings
+    plain = _lab_setting(tmp_path, lab.jupyter_command(Path("ws"), [], is_root=os.geteuid() == 0), "b")  # no course lab
+    assert plain["schema"]["properties"]["fetchNews"]["default"] == "none"  # JupyterLab's own: it asks
 
 
 def test_a_closed_pipe_ends_the_command_quietly(tmp_path):

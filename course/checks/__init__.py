@@ -50,6 +50,7 @@ import inspect
 import io
 import random
 import sys
+import textwrap
 import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator
@@ -396,7 +397,7 @@ def judge(ex: Exercise, yours: list[dict], expected: list[dict], cost: dict | No
         if y["kind"] in ("raised", "timeout") and e["kind"] != "raised":
             status = "error"
     if hint:
-        lines.append(f"  hint:     {_indent(_clip(hint, 6, 600))}")
+        lines.append(f"  hint:     {_wrapped(_clip(hint, 6, 600))}")
     if ex.kind == "predict" and passed < total:
         lines.append(f'  answer:   try again, or check("{ex.id}", reveal=True) to see it (no points then)')
     return Result(status=status, score=0, cases_passed=passed, cases_total=total,
@@ -469,7 +470,28 @@ def _clip(text: str, max_lines: int = 3, max_chars: int = 300) -> str:
 
 
 def _indent(text: str) -> str:
-    return text.replace("\n", "\n            ")
+    return text.replace("\n", "\n" + " " * _COLUMN)
+
+
+_COLUMN = len("  expected: ")  # where the text of every field of a verdict starts
+WIDTH = 88  # a verdict's prose wraps here: a JupyterLab output area on a laptop holds about 100
+
+
+def _wrapped(text: str) -> str:
+    """``text`` broken at spaces into lines that end by column :data:`WIDTH`, each line after
+    the first indented to the field's column. Words stay whole (a word longer than a line gets
+    a line of its own), so a name like ``torch.autograd.graph.saved_tensors_hooks`` is never
+    cut, and the browser never has to wrap the line itself (it cuts mid-word).
+
+    Example:
+        >>> print("  hint:     " + _wrapped("gradients accumulate: the second .backward() adds "
+        ...                                 "its 4 to the 4 already in a.grad, so set_to_none first"))
+          hint:     gradients accumulate: the second .backward() adds its 4 to the 4 already in
+                    a.grad, so set_to_none first
+    """
+    lines = [part for line in text.splitlines() or [""]
+             for part in textwrap.wrap(line, WIDTH - _COLUMN, break_long_words=False, break_on_hyphens=False) or [""]]
+    return _indent("\n".join(lines))
 
 
 def grade_answer(ex: Exercise, answer: Any, timeout: float | None = None, revealed: bool = False) -> Result:
