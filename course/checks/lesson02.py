@@ -5,8 +5,9 @@ writes), the oracle (torch), visible and hidden cases, and the known wrong answe
 hint each deserves. See docs/authoring.md.
 
 The programs the checks run live here too, so the notebook can run exactly what the check
-judges: ``hook_order`` (exercise 2.1), ``clip_forward`` (exercise 2.2), ``MULTI_PROGRAMS``
-(exercise 2.3) and ``ANY_ACTIONS`` (exercise 2.4).
+judges: ``clip_forward`` (exercise 2.2), ``MULTI_PROGRAMS`` (exercise 2.3) and ``ANY_ACTIONS``
+(exercise 2.4). A prediction's truth (``_hook_order``, ``_which_fire``) is private: the
+notebook runs the program itself, after the check, and never imports what would answer it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from course.checks import case, exercise, predict, wrong
 # --- Exercise 2.1: predict the order in which hooks fire -----------------------------------
 
 
-def hook_order():
+def _hook_order():
     """The program of exercise 2.1, run by torch: seven hooks, registered in a scrambled
     order; returns their labels in the order they fired."""
     fired = []
@@ -46,7 +47,7 @@ predict(
     "2.1",
     name="predicted_order",
     title="Predict the order in which seven hooks fire",
-    truth=hook_order,
+    truth=_hook_order,
     solution=list(_RIGHT_ORDER),
     wrong=[
         wrong(
