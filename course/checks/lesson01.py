@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import warnings
 
+import networkx as nx
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -76,6 +77,25 @@ def bfs_names(root):
 
 def _walk_graph(answer, graph):
     return answer(GRAPHS[graph]().grad_fn)
+
+
+def _networkx_bfs(root):
+    """The oracle of 1.1: networkx's breadth-first search over the graph as a DiGraph.
+
+    An edge goes from a node to each of its next functions, in next_functions order (a
+    DiGraph keeps its neighbours in insertion order, and ``bfs_edges`` visits them in that
+    order); None edges are left out. The walk is networkx's, not ours.
+    """
+    graph, stack = nx.DiGraph(), [root]
+    graph.add_node(root)
+    while stack:
+        node = stack.pop()
+        for nxt, _ in node.next_functions:
+            if nxt is not None:
+                if nxt not in graph:
+                    stack.append(nxt)
+                graph.add_edge(node, nxt)
+    return [root.name()] + [v.name() for _, v in nx.bfs_edges(graph, root)]
 
 
 def _depth_first(root):
@@ -147,6 +167,7 @@ exercise(
     name="bfs_names",
     title="Walk the autograd graph breadth first",
     solution=bfs_names,
+    oracle=_networkx_bfs,
     run=_walk_graph,
     points=2,
     cases=[case("mlp", label="the MLP loss of this lesson (GRAPHS['mlp'])")],
