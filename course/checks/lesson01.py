@@ -6,7 +6,8 @@ the known wrong answers with the hint each deserves. See docs/authoring.md.
 
 The graphs of exercise 1.1 and the programs of exercise 1.3 live here too, so the notebook
 can run exactly what the check judges (``GRAPHS``, ``INPLACE_PROGRAMS``). A prediction's truth
-(``_version_program``) is private: no notebook imports what would answer it.
+(``_which_break`` and its runner ``_breaks_backward``, ``_version_program``) is private: no
+notebook imports what would answer it.
 """
 
 from __future__ import annotations
@@ -442,7 +443,7 @@ exercise(
 
 
 # Each program starts from x = torch.ones(3, requires_grad=True), changes a tensor in place
-# and returns y; breaks_backward then calls y.sum().backward().
+# and returns y; _breaks_backward then calls y.sum().backward().
 
 
 def _exp_add_(x):
@@ -478,7 +479,7 @@ INPLACE_PROGRAMS = {
 }
 
 
-def breaks_backward(program) -> bool:
+def _breaks_backward(program) -> bool:
     """Run ``y = program(x)`` and ``y.sum().backward()``; True if backward fails because a
     saved tensor was modified in place (any other error propagates)."""
     x = torch.ones(3, requires_grad=True)
@@ -492,7 +493,7 @@ def breaks_backward(program) -> bool:
 
 
 def _which_break():
-    return {key: breaks_backward(program) for key, program in INPLACE_PROGRAMS.items()}
+    return {key: _breaks_backward(program) for key, program in INPLACE_PROGRAMS.items()}
 
 
 _RIGHT_BREAKS = {"exp_add": True, "double_add": False, "sigmoid_mul": True, "sin_add": False,

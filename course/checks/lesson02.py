@@ -6,8 +6,9 @@ hint each deserves. See docs/authoring.md.
 
 The programs the checks run live here too, so the notebook can run exactly what the check
 judges: ``clip_forward`` (exercise 2.2), ``MULTI_PROGRAMS`` (exercise 2.3) and ``ANY_ACTIONS``
-(exercise 2.4). A prediction's truth (``_hook_order``, ``_which_fire``) is private: the
-notebook runs the program itself, after the check, and never imports what would answer it.
+(exercise 2.4). A prediction's truth (``_hook_order``; ``_which_fire`` and its runner
+``_multi_grad_firings``) is private: the notebook runs the program itself, after the check,
+and never imports what would answer it.
 """
 
 from __future__ import annotations
@@ -289,7 +290,7 @@ MULTI_PROGRAMS = {
 }
 
 
-def multi_grad_firings(program, register=tg.register_multi_grad_hook):
+def _multi_grad_firings(program, register=tg.register_multi_grad_hook):
     """Run ``program`` on a fresh graph with ``register((c, d), fn)`` in mode "all"; return
     one tuple per call of fn: which of (c, d) got a gradient (True) or None (False)."""
     a, b, c, d, e = _multi_graph()
@@ -300,7 +301,7 @@ def multi_grad_firings(program, register=tg.register_multi_grad_hook):
 
 
 def _which_fire():
-    return {key: multi_grad_firings(program) for key, program in MULTI_PROGRAMS.items()}
+    return {key: _multi_grad_firings(program) for key, program in MULTI_PROGRAMS.items()}
 
 
 _TT, _TF, _FT = (True, True), (True, False), (False, True)
