@@ -13,6 +13,7 @@ notebook imports what would answer it.
 from __future__ import annotations
 
 import collections
+import sys
 import warnings
 
 import networkx as nx
@@ -21,6 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from course.checks import case, exercise, predict, wrong
 from course.autograd.graph import get_gradient_edge, increment_version
+from course.autograd.hooks import iter_graph
 
 # --- Exercise 1.1: walk the graph breadth first ----------------------------------------------
 
@@ -76,8 +78,29 @@ def bfs_names(root):
     return names
 
 
+_LIBRARY_WALK = "walked the graph with course.autograd.hooks.iter_graph"
+
+
 def _walk_graph(answer, graph):
-    return answer(GRAPHS[graph]().grad_fn)
+    """The answer's names on a fresh graph; or, when the answer let lesson 2's iter_graph (the
+    walk this exercise rebuilds) do the walking, that fact instead of its names."""
+    root, used = GRAPHS[graph]().grad_fn, []
+    previous = sys.getprofile()
+
+    def watch(frame, event, arg):  # sees every Python call, generators resumed included
+        if event == "call" and frame.f_code is iter_graph.__code__:
+            used.append(True)
+
+    sys.setprofile(watch)
+    try:
+        names = answer(root)
+    finally:
+        sys.setprofile(previous)
+    return {_LIBRARY_WALK: True} if used else names
+
+
+def _library_walk(root):
+    return [node.name() for node in iter_graph([root])]
 
 
 def _networkx_bfs(root):
@@ -199,6 +222,12 @@ exercise(
             "two different nodes can have the same name (two MmBackward0, three "
             "AccumulateGrad in the MLP): remember nodes by identity (a set of Node objects), "
             "not by name().",
+        ),
+        wrong(
+            _library_walk,
+            "the order is right, but iter_graph (the walk lesson 2's logger uses) did the "
+            "walking: this exercise is that walk. Keep your own queue of nodes and your own "
+            "set of nodes already queued.",
         ),
         wrong(
             _type_names,
