@@ -501,8 +501,8 @@ def test_right_value_in_another_form_names_the_differing_part_not_the_whole():
 
 
 def test_the_lessons_wrong_values_do_not_get_a_right_value_hint():
-    pays = checks.get("4.4")
-    assert "right value" not in grade_answer(pays, {**pays.solution, "batch x2": "free"}).hint  # a wrong verdict
+    pays = checks.get("4.4")  # a wrong verdict is no right value in another form
+    assert "right value" not in grade_answer(pays, {**pays.solution, "batch x2": "free"}).hint
     float64 = grade_answer(checks.get("0.1"), lambda x: (x.double() ** 2 * 3))
     assert "a dict" not in float64.hint
 

@@ -107,7 +107,7 @@ def test_is_storage_bytes_the_sum_of_the_distinct_bases_whatever_views_we_pick(s
         used.add(k)
         tensors.append(bases[k] if whole else bases[k][start:])
     expected = sum(bases[k].numel() * bases[k].element_size() for k in used)
-    assert L.storage_bytes(tensors) == expected == get("3.3").oracle(tensors)  # the oracle: byte ranges covered
+    assert L.storage_bytes(tensors) == expected == get("3.3").oracle(tensors)  # oracle: byte ranges covered
 
 
 def test_do_the_oracles_of_3_3_and_3_5_tell_wrong_answers_from_right_ones():
