@@ -1,6 +1,7 @@
 """Lesson 1's claims, checked against torch and networkx beyond the generic exercise tests.
 
-- Is the reference BFS of exercise 1.1 the breadth-first order networkx finds on the same graph?
+- Is the reference BFS of exercise 1.1 the breadth-first order networkx finds on the same graph,
+  and does 1.1's oracle (networkx's bfs_edges) fail every known wrong walk?
 - Does an in-place op break backward exactly when it changes a tensor the node saved (the
   rule exercise 1.3 teaches), for many ops and both targets (the op's input or its output)?
 - Do torch's and course's increment_version give the same counters in exercise 1.4's program?
@@ -8,6 +9,8 @@
   t.data?
 - Do graphs share a leaf's AccumulateGrad only while one holds it (a new one once none does)?
 """
+
+import contextlib
 
 import networkx as nx
 import pytest
@@ -17,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import course.autograd_graph as cg
-from course.checks import get
-from course.checks.lesson01 import GRAPHS, bfs_names, breaks_backward
+from course.checks import get, grade_answer
+from course.checks.lesson01 import GRAPHS, bfs_names
 from course.show import autograd_graph
 
 pytestmark = pytest.mark.lesson01
@@ -32,6 +35,17 @@ def test_reference_bfs_is_networkx_bfs_over_the_same_graph(graph):
     theirs = [live[n].name() for n in nx.bfs_tree(g, "n0")]
     assert bfs_names(loss.grad_fn) == theirs
     assert len(theirs) == g.number_of_nodes()  # every node once
+
+
+def test_does_the_networkx_oracle_of_1_1_tell_a_wrong_walk_from_a_right_one():
+    ex = get("1.1")
+    assert ex.oracle is not ex.solution  # the generic test would compare the solution with itself
+    for graph in sorted(GRAPHS):
+        assert ex.oracle(GRAPHS[graph]().grad_fn) == bfs_names(GRAPHS[graph]().grad_fn)
+    for w in ex.wrong:  # each misconception differs from networkx's order on some graph
+        assert grade_answer(ex, w.answer).status in ("failed", "error"), w.hint[:60]
+    for right in ex.right:
+        assert grade_answer(ex, right).status == "passed"
 
 
 UNARY = {
@@ -62,14 +76,12 @@ def test_inplace_breaks_backward_iff_it_changes_a_saved_tensor(op, target, inpla
         y = fn(a)
         return y, (a if target == "input" else y)
 
-    def program(x):  # what breaks_backward runs: it calls y.sum().backward()
-        y, changed = forward(x)
-        getattr(changed, inplace)(*([] if inplace == "zero_" else [2.0]))
-        return y
-
     y, changed = forward(torch.ones(3, requires_grad=True))
     saved_ptrs = {t.data_ptr() for t in _saved_tensors(y.grad_fn)}
-    assert breaks_backward(program) == (changed.data_ptr() in saved_ptrs)
+    getattr(changed, inplace)(*([] if inplace == "zero_" else [2.0]))
+    refuses = pytest.raises(RuntimeError, match="modified by an inplace operation")
+    with refuses if changed.data_ptr() in saved_ptrs else contextlib.nullcontext():
+        y.sum().backward()
 
 
 @pytest.mark.parametrize("module", [tg, cg], ids=["torch", "course"])

@@ -13,11 +13,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import course.autograd_graph as cg
+from course.checks import get, grade_answer
 from course.checks import lesson03 as L
 
 
 def test_does_the_retain_program_count_the_same_calls_with_torchs_hooks_and_courses():
-    assert L.retain_program(tg.saved_tensors_hooks) == L.retain_program(cg.saved_tensors_hooks)
+    truth = get("3.1").oracle
+    assert truth(tg.saved_tensors_hooks) == truth(cg.saved_tensors_hooks) == get("3.1").solution
+
+
+def test_does_the_nested_program_count_the_same_calls_with_torchs_hooks_and_courses():
+    truth = get("3.2").oracle
+    assert truth(tg.saved_tensors_hooks) == truth(cg.saved_tensors_hooks) == get("3.2").solution
 
 
 def test_are_the_oracle_hooks_of_3_3_torchs_exact_gradients():
@@ -100,7 +107,18 @@ def test_is_storage_bytes_the_sum_of_the_distinct_bases_whatever_views_we_pick(s
         used.add(k)
         tensors.append(bases[k] if whole else bases[k][start:])
     expected = sum(bases[k].numel() * bases[k].element_size() for k in used)
-    assert L.storage_bytes(tensors) == expected
+    assert L.storage_bytes(tensors) == expected == get("3.3").oracle(tensors)  # oracle: byte ranges covered
+
+
+def test_do_the_oracles_of_3_3_and_3_5_tell_wrong_answers_from_right_ones():
+    for ex in (get("3.3"), get("3.5")):
+        assert ex.oracle is not ex.solution  # not the solution compared with itself
+        assert grade_answer(ex, ex.solution).status == "passed"
+        for w in ex.wrong:
+            assert grade_answer(ex, w.answer).status in ("failed", "error"), (ex.id, w.hint[:60])
+    spec = L.run_on_disk(get("3.5").oracle, 0)  # torch's gradients, torch's count of saves
+    assert spec["files after forward (one per pack)"] == 9 and spec["files left"] == 0
+    assert all(torch.equal(a, b) for a, b in zip(spec["gradients, first backward"], L.exact_grads(0)))
 
 
 # --- What torch stops checking under hooks (the lesson's cells a1f0c002, 0acdbb35, a1f0c005) ---

@@ -34,7 +34,8 @@ say whether a leaf's AccumulateGrad will run there (``_will_engine_execute_node`
 RuntimeError). We ask before storing anything, so that failed graph task leaves no state.
 
 Index: :func:`register_multi_grad_hook`, :class:`_MultiHandle`,
-:func:`_register_logging_hooks_on_whole_graph`, :func:`_engine_run_backward`.
+:func:`iter_graph`, :func:`_register_logging_hooks_on_whole_graph`,
+:func:`_engine_run_backward`.
 
 What is ours and what is torch's: hooks run inside torch's C++ engine, which we call as
 torch does (``Tensor.register_hook``, ``Node.register_prehook``, ``run_backward``). The
@@ -74,7 +75,7 @@ from torch.utils.hooks import RemovableHandle
 from course import trace
 from course.autograd.graph import GradientEdge, Node, get_grad_fn_or_grad_acc, node_repr, short_type
 
-__all__ = ["register_multi_grad_hook"]
+__all__ = ["iter_graph", "register_multi_grad_hook"]
 
 log = logging.getLogger(__name__)
 
@@ -230,8 +231,18 @@ def register_multi_grad_hook(
     return _MultiHandle(handles)
 
 
-def _iter_graph(roots: list[Node]) -> Iterator[Node]:
-    """Breadth-first walk over every node reachable from ``roots``, each once."""
+def iter_graph(roots: list[Node]) -> Iterator[Node]:
+    """Breadth-first walk over every node reachable from ``roots``, each once.
+
+    torch writes it inside ``_register_logging_hooks_on_whole_graph`` under the same name; we
+    lift it to module level so a lesson can list what the logger hooks. A node is yielded once
+    it is taken off the queue, after its next functions went on it.
+
+    Example:
+        >>> a = torch.ones(2, requires_grad=True)
+        >>> [node_repr(n) for n in iter_graph([(a.exp() * a).sum().grad_fn])]
+        ['SumBackward0', 'MulBackward0', 'ExpBackward0', 'AccumulateGrad(shape=(2,))']
+    """
     seen: set[Node] = set()
     q: deque[Node] = deque()
     for node in roots:
@@ -261,7 +272,7 @@ def _register_logging_hooks_on_whole_graph(
     Example:
         >>> a = torch.ones(2, 3, requires_grad=True)
         >>> out = (a * 2).sum()
-        >>> [node_repr(n) for n in _iter_graph([out.grad_fn])]
+        >>> [node_repr(n) for n in iter_graph([out.grad_fn])]
         ['SumBackward0', 'MulBackward0', 'AccumulateGrad(shape=(2, 3))']
         >>> unregister = _register_logging_hooks_on_whole_graph([out])
         >>> unregister()
@@ -273,7 +284,7 @@ def _register_logging_hooks_on_whole_graph(
         grad_outputs_str = f"[{','.join(short_type(t) for t in grad_outputs)}]"
         log.debug(f"Executing: {node_repr(node)} with grad_outputs: {grad_outputs_str}")
 
-    handles = [node.register_prehook(prehook) for node in _iter_graph(grad_fns)]
+    handles = [node.register_prehook(prehook) for node in iter_graph(grad_fns)]
 
     def unregister_hooks() -> None:
         for handle in handles:

@@ -6,19 +6,23 @@ the known wrong answers with the hint each deserves. See docs/authoring.md.
 
 The graphs of exercise 1.1 and the programs of exercise 1.3 live here too, so the notebook
 can run exactly what the check judges (``GRAPHS``, ``INPLACE_PROGRAMS``). A prediction's truth
-(``_version_program``) is private: no notebook imports what would answer it.
+(``_which_break`` and its runner ``_breaks_backward``, ``_version_program``) is private: no
+notebook imports what would answer it.
 """
 
 from __future__ import annotations
 
 import collections
+import sys
 import warnings
 
+import networkx as nx
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from course.checks import case, exercise, predict, wrong
 from course.autograd.graph import get_gradient_edge, increment_version
+from course.autograd.hooks import iter_graph
 
 # --- Exercise 1.1: walk the graph breadth first ----------------------------------------------
 
@@ -74,8 +78,48 @@ def bfs_names(root):
     return names
 
 
+_LIBRARY_WALK = "walked the graph with course.autograd.hooks.iter_graph"
+
+
 def _walk_graph(answer, graph):
-    return answer(GRAPHS[graph]().grad_fn)
+    """The answer's names on a fresh graph; or, when the answer let lesson 2's iter_graph (the
+    walk this exercise rebuilds) do the walking, that fact instead of its names."""
+    root, used = GRAPHS[graph]().grad_fn, []
+    previous = sys.getprofile()
+
+    def watch(frame, event, arg):  # sees every Python call, generators resumed included
+        if event == "call" and frame.f_code is iter_graph.__code__:
+            used.append(True)
+
+    sys.setprofile(watch)
+    try:
+        names = answer(root)
+    finally:
+        sys.setprofile(previous)
+    return {_LIBRARY_WALK: True} if used else names
+
+
+def _library_walk(root):
+    return [node.name() for node in iter_graph([root])]
+
+
+def _networkx_bfs(root):
+    """The oracle of 1.1: networkx's breadth-first search over the graph as a DiGraph.
+
+    An edge goes from a node to each of its next functions, in next_functions order (a
+    DiGraph keeps its neighbours in insertion order, and ``bfs_edges`` visits them in that
+    order); None edges are left out. The walk is networkx's, not ours.
+    """
+    graph, stack = nx.DiGraph(), [root]
+    graph.add_node(root)
+    while stack:
+        node = stack.pop()
+        for nxt, _ in node.next_functions:
+            if nxt is not None:
+                if nxt not in graph:
+                    stack.append(nxt)
+                graph.add_edge(node, nxt)
+    return [root.name()] + [v.name() for _, v in nx.bfs_edges(graph, root)]
 
 
 def _depth_first(root):
@@ -147,6 +191,7 @@ exercise(
     name="bfs_names",
     title="Walk the autograd graph breadth first",
     solution=bfs_names,
+    oracle=_networkx_bfs,
     run=_walk_graph,
     points=2,
     cases=[case("mlp", label="the MLP loss of this lesson (GRAPHS['mlp'])")],
@@ -177,6 +222,12 @@ exercise(
             "two different nodes can have the same name (two MmBackward0, three "
             "AccumulateGrad in the MLP): remember nodes by identity (a set of Node objects), "
             "not by name().",
+        ),
+        wrong(
+            _library_walk,
+            "the order is right, but iter_graph (the walk lesson 2's logger uses) did the "
+            "walking: this exercise is that walk. Keep your own queue of nodes and your own "
+            "set of nodes already queued.",
         ),
         wrong(
             _type_names,
@@ -421,7 +472,7 @@ exercise(
 
 
 # Each program starts from x = torch.ones(3, requires_grad=True), changes a tensor in place
-# and returns y; breaks_backward then calls y.sum().backward().
+# and returns y; _breaks_backward then calls y.sum().backward().
 
 
 def _exp_add_(x):
@@ -457,7 +508,7 @@ INPLACE_PROGRAMS = {
 }
 
 
-def breaks_backward(program) -> bool:
+def _breaks_backward(program) -> bool:
     """Run ``y = program(x)`` and ``y.sum().backward()``; True if backward fails because a
     saved tensor was modified in place (any other error propagates)."""
     x = torch.ones(3, requires_grad=True)
@@ -471,7 +522,7 @@ def breaks_backward(program) -> bool:
 
 
 def _which_break():
-    return {key: breaks_backward(program) for key, program in INPLACE_PROGRAMS.items()}
+    return {key: _breaks_backward(program) for key, program in INPLACE_PROGRAMS.items()}
 
 
 _RIGHT_BREAKS = {"exp_add": True, "double_add": False, "sigmoid_mul": True, "sin_add": False,

@@ -5,8 +5,10 @@ writes), the oracle (torch), visible and hidden cases, and the known wrong answe
 hint each deserves. See docs/authoring.md.
 
 The programs the checks run live here too, so the notebook can run exactly what the check
-judges: ``hook_order`` (exercise 2.1), ``clip_forward`` (exercise 2.2), ``MULTI_PROGRAMS``
-(exercise 2.3) and ``ANY_ACTIONS`` (exercise 2.4).
+judges: ``clip_forward`` (exercise 2.2), ``MULTI_PROGRAMS`` (exercise 2.3) and ``ANY_ACTIONS``
+(exercise 2.4). A prediction's truth (``_hook_order``; ``_which_fire`` and its runner
+``_multi_grad_firings``) is private: the notebook runs the program itself, after the check,
+and never imports what would answer it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from course.checks import case, exercise, predict, wrong
 # --- Exercise 2.1: predict the order in which hooks fire -----------------------------------
 
 
-def hook_order():
+def _hook_order():
     """The program of exercise 2.1, run by torch: seven hooks, registered in a scrambled
     order; returns their labels in the order they fired."""
     fired = []
@@ -46,7 +48,7 @@ predict(
     "2.1",
     name="predicted_order",
     title="Predict the order in which seven hooks fire",
-    truth=hook_order,
+    truth=_hook_order,
     solution=list(_RIGHT_ORDER),
     wrong=[
         wrong(
@@ -288,7 +290,7 @@ MULTI_PROGRAMS = {
 }
 
 
-def multi_grad_firings(program, register=tg.register_multi_grad_hook):
+def _multi_grad_firings(program, register=tg.register_multi_grad_hook):
     """Run ``program`` on a fresh graph with ``register((c, d), fn)`` in mode "all"; return
     one tuple per call of fn: which of (c, d) got a gradient (True) or None (False)."""
     a, b, c, d, e = _multi_graph()
@@ -299,7 +301,7 @@ def multi_grad_firings(program, register=tg.register_multi_grad_hook):
 
 
 def _which_fire():
-    return {key: multi_grad_firings(program) for key, program in MULTI_PROGRAMS.items()}
+    return {key: _multi_grad_firings(program) for key, program in MULTI_PROGRAMS.items()}
 
 
 _TT, _TF, _FT = (True, True), (True, False), (False, True)

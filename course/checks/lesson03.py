@@ -6,9 +6,11 @@ implementation run on torch's engine), visible and hidden cases, and the known w
 with the hint each deserves. See docs/authoring.md.
 
 The programs the checks run live here too, so the notebook can run exactly what the check
-judges: ``retain_program`` (exercise 3.1), ``nested_program`` (exercise 3.2),
-``saved_by_mlp`` (exercise 3.3), ``make_mlp`` / ``mlp_loss`` / ``mlp_grads`` (exercises 3.4
-and 3.5), ``packed_bytes`` (the cost of 3.4) and ``run_on_disk`` (exercise 3.5).
+judges: ``saved_by_mlp`` (exercise 3.3), ``make_mlp`` / ``mlp_loss`` / ``mlp_grads``
+(exercises 3.4 and 3.5), ``packed_bytes`` (the cost of 3.4) and ``run_on_disk`` (exercise
+3.5). A prediction's truth (``_retain_program`` of 3.1, ``_nested_program`` of 3.2) is
+private: the notebook writes the program out after the check and never imports what would
+answer it.
 
 Memory is judged by what stays alive, not by what a packed value looks like: 3.4's cost and
 3.5's "tensors still in memory" watch (by weak reference) every storage pack is handed or
@@ -37,7 +39,7 @@ from course.autograd.version_check import checked_hooks
 # --- Exercise 3.1: predict how often pack and unpack run -------------------------------------
 
 
-def retain_program(hooks_cls=saved_tensors_hooks) -> dict:
+def _retain_program(hooks_cls=saved_tensors_hooks) -> dict:
     """The program of exercise 3.1: count the hook calls (torch's or course's context manager)."""
     calls = {"pack": 0, "unpack": 0}
 
@@ -62,7 +64,7 @@ predict(
     "3.1",
     name="predicted_calls",
     title="Predict how many times pack and unpack run",
-    truth=retain_program,
+    truth=_retain_program,
     solution={"pack": 3, "unpack": 6},
     points=1,
     wrong=[
@@ -100,7 +102,7 @@ predict(
 # --- Exercise 3.2: predict which hooks run when they nest -----------------------------------
 
 
-def nested_program(hooks_cls=saved_tensors_hooks) -> dict:
+def _nested_program(hooks_cls=saved_tensors_hooks) -> dict:
     """The program of exercise 3.2: (packs, unpacks) of each of three pairs of hooks."""
     calls = {name: [0, 0] for name in ("outer", "inner", "backward")}
 
@@ -131,7 +133,7 @@ predict(
     "3.2",
     name="predicted_nesting",
     title="Predict which hooks run when they nest",
-    truth=nested_program,
+    truth=_nested_program,
     solution={"outer": (3, 3), "inner": (3, 3), "backward": (0, 0)},
     points=1,
     wrong=[
@@ -170,6 +172,22 @@ def storage_bytes(tensors):
         storage = t.untyped_storage()  # a view shares its base's storage
         sizes[storage.data_ptr()] = storage.nbytes()  # the whole buffer stays alive
     return sum(sizes.values())
+
+
+def _bytes_covered(tensors):
+    """The oracle of 3.3, by brute force: how many distinct byte addresses the tensors'
+    storages cover (the union of the intervals [start, start + nbytes)), with no notion of
+    "the same storage" at all. Two live storages never overlap, so this is their total."""
+    covered, total = [], 0
+    for start, end in sorted({(s.data_ptr(), s.data_ptr() + s.nbytes()) for s in
+                              (t.untyped_storage() for t in tensors)}):
+        if covered and start < covered[-1][1]:  # overlaps the previous interval: extend it
+            covered[-1][1] = max(covered[-1][1], end)
+        else:
+            covered.append([start, end])
+    for start, end in covered:
+        total += end - start
+    return total
 
 
 def saved_by_mlp(batch: int = 4, seed: int = 0) -> list[torch.Tensor]:
@@ -267,6 +285,11 @@ def _slices_without_base_case():
     return [w[2:6], w[5:], torch.ones(3, dtype=torch.float64)[1:]]  # and 24 bytes, of which 16 viewed
 
 
+def _expanded_case():
+    b = torch.arange(3.0)  # 12 bytes, seen as 1000 rows by a stride-0 view
+    return [b.expand(1000, 3), b.detach()]
+
+
 def _same_object_case():
     z = torch.ones(2, 3)
     return [z, z, torch.zeros((), dtype=torch.bool), torch.empty(0)]
@@ -277,6 +300,7 @@ exercise(
     name="storage_bytes",
     title="Bytes kept alive by saved tensors, each storage once",
     solution=storage_bytes,
+    oracle=_bytes_covered,
     points=2,
     cases=[case(_views_case(), label="x = torch.zeros(4, 6); [x, x[1:], x.t(), torch.zeros(5, dtype=torch.float64)]")],
     hidden=[
@@ -284,6 +308,8 @@ exercise(
         case(_slices_without_base_case(), label="two slices of a 12-float tensor that is not in the list, "
              "and a slice of a float64 tensor"),
         case(_same_object_case(), label="the same tensor twice, a 0-d bool tensor and an empty tensor"),
+        case(_expanded_case(), label="b.expand(1000, 3) of a 3-float b, and b.detach(): a view bigger "
+             "than its storage"),
         case(saved_by_mlp(), label="what an nn.Sequential MLP saves (saved_by_mlp())"),
         case([], label="no tensors at all"),
     ],
@@ -735,6 +761,8 @@ def run_on_disk(answer, seed: int) -> dict:
     storages that pack was handed or made are still alive (weights and the input batch
     aside). Hooks that really moved the activations to disk leave none.
     """
+    if answer is _torch_and_the_spec:
+        return _torch_and_the_spec(seed)
     with tempfile.TemporaryDirectory() as directory:
         pack, unpack = answer(directory)
         x, Ws = make_mlp(seed)
@@ -748,14 +776,25 @@ def run_on_disk(answer, seed: int) -> dict:
         del loss, pack, unpack, memory
         gc.collect(1)  # young objects only: what the step made (a full collection is slow)
         left = len(os.listdir(directory))
-    exact = exact_grads(seed)  # torch, with no hooks
-    return {
-        "wrote files": wrote > 0,
-        "tensors still in memory after forward": alive,
-        "grads right": all(torch.allclose(a, b) for a, b in zip(first, exact)),
-        "grads right again": all(torch.allclose(a, b) for a, b in zip(second, exact)),
-        "files left": left,
-    }
+    return _on_disk(wrote, alive, first, second, left)
+
+
+def _on_disk(wrote, alive, first, second, left) -> dict:
+    return {"files after forward (one per pack)": wrote, "tensors still in memory after forward": alive,
+            "gradients, first backward": first, "gradients, second backward": second, "files left": left}
+
+
+def _torch_and_the_spec(seed: int) -> dict:
+    """The oracle of 3.5: the gradients are torch's with no hooks at all, the files one per
+    save that torch makes (counted by torch's own saved_tensors_hooks), and the spec's two
+    zeros: no activation left in memory after forward, no file left once the graph is gone.
+    ``run_on_disk`` hands the seed straight here."""
+    x, Ws = make_mlp(seed)
+    saves = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saves.append(1) or t.detach(), lambda t: t):
+        mlp_loss(x, Ws)
+    exact = exact_grads(seed)
+    return _on_disk(len(saves), 0, exact, exact, 0)
 
 
 def _paths_never_deleted(directory):
@@ -831,6 +870,7 @@ exercise(
     name="disk_hooks",
     title="Saved tensors on disk, files removed when the graph lets go",
     solution=disk_hooks,
+    oracle=_torch_and_the_spec,
     run=run_on_disk,
     points=2,
     cases=[case(0, label="run_on_disk(disk_hooks, seed=0)")],

@@ -13,8 +13,9 @@ tensors (every tensor is a host tensor there), so one case per exercise runs the
 **simulated GPU tensor**: a ``FakeTensorMode`` tensor on ``cuda``, which has a device, a
 dtype and a shape but no memory, needs no GPU, and tells a host copy (``device='cpu'``)
 from a clone that stays on the device. The programs the checks run live here too
-(``PROGRAMS``, ``MODELS``, ``PREDICT_NUMBERS``), so the notebook runs exactly what the
-check judges.
+(``PROGRAMS``, ``MODELS``, ``PREDICT_NUMBERS``, ``PAY_SETTINGS``), so the notebook runs
+exactly what the check judges; a prediction's truth (``_forward_bound``, ``_which_pay``) is
+private.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.autograd.graph import saved_tensors_hooks
 
 from course.checks import case, exercise, predict, wrong
-from course.offload.model import MB, predict_step, step_schedule, transfer_times
+from course.offload.model import MB, predict_step, transfer_times
 from course.offload.offloader import Offloader
 
 # --- shared: find the tensors inside a packed value -------------------------------------------
@@ -133,6 +134,13 @@ class SaveOnCPU(saved_tensors_hooks):
             return tensor.to(device)  # back where backward expects it
 
         super().__init__(pack_to_cpu, unpack_from_cpu)
+
+
+def _torch_copying_save_on_cpu():
+    """The oracle of 4.1: torch's own ``save_on_cpu(pin_memory=True)``, whose pack always
+    allocates a host tensor (pinned where a GPU is available) and copies into it, the path the
+    exercise asks for; its unpack moves the copy back to the tensor's device."""
+    return torch.autograd.graph.save_on_cpu(pin_memory=True)
 
 
 def _mlp_program(dtype=torch.float32):
@@ -246,6 +254,7 @@ exercise(
     name="SaveOnCPU",
     title="save_on_cpu from saved_tensors_hooks, with a real copy",
     solution=SaveOnCPU,
+    oracle=_torch_copying_save_on_cpu,
     run=_run_save_on_cpu,
     points=2,
     cases=[case("mlp", label="Linear(6, 8) -> ReLU -> Linear(8, 3), loss = out.pow(2).sum() (PROGRAMS['mlp'])")],
@@ -574,7 +583,7 @@ PREDICT_NUMBERS = {
 }
 
 
-def _predict_inputs(mb: float = MB, keep_last: bool = True):
+def _predict_inputs(mb: float = MB):
     n = PREDICT_NUMBERS
     k = n["layers"]
     return (
@@ -624,73 +633,140 @@ predict(
 )
 
 
-def _synchronous_ms(mb: float = MB, keep_last: bool = True) -> float:
-    """The synchronous step time of the timing model, in milliseconds."""
-    return predict_step(*_predict_inputs(mb), keep_last=keep_last).synchronous * 1e3
+def _setting(copies: str = "one in flight", keep_last: bool = True, **changes) -> dict:
+    return {**PREDICT_NUMBERS, **changes, "copies": copies, "keep_last": keep_last}
 
 
-def _ms(seconds: float) -> float:
-    return round(seconds * 1e3, 2)
+#: The settings of exercise 4.4: the numbers of 4.3 with one or two things changed. Each is
+#: PREDICT_NUMBERS' keys, plus how copies run ("one in flight" on a side stream, or
+#: "synchronous" on the compute stream) and whether the last layer stays on the device.
+PAY_SETTINGS = {
+    "as in 4.3": _setting(),
+    "faster link": _setting(bandwidth_GBs=24.0),
+    "faster link, synchronous": _setting(bandwidth_GBs=24.0, copies="synchronous"),
+    "faster link, last layer too": _setting(bandwidth_GBs=24.0, keep_last=False),
+    "faster link, 16 layers": _setting(bandwidth_GBs=24.0, layers=16),
+    "batch x2": _setting(forward_ms=6.0, backward_ms=12.0, saved_MB=128.0),
+    "16-bit activations": _setting(saved_MB=32.0),
+    "slower layers": _setting(forward_ms=6.0, backward_ms=12.0),
+}
 
 
-def _wrong_step_values() -> dict[str, float]:
-    """The known wrong answers of 4.4, computed (not typed in) so they follow the numbers."""
-    fwd, bwd, saved, bw = _predict_inputs()
-    x = transfer_times(saved, bw)
-    none = sum(fwd) + sum(bwd)
-    return {
-        "decimal MB": round(_synchronous_ms(mb=1e6), 2),
-        "last layer offloaded": round(_synchronous_ms(keep_last=False), 2),
-        "copies out only": _ms(none + sum(x[:-1])),
-        "no offload": _ms(none),
-        "one in flight": _ms(step_schedule(fwd, bwd, saved, bw, in_flight=1).end),
-        "truncated": float(int(_synchronous_ms())),  # written as an int below
-    }
+def _step_with_and_without(s: dict) -> tuple[float, float]:
+    """(seconds without offload, seconds with it) of a setting, by course's timing model."""
+    k = s["layers"]
+    p = predict_step([s["forward_ms"] * 1e-3] * k, [s["backward_ms"] * 1e-3] * k, [s["saved_MB"] * MB] * k,
+                     bandwidth=s["bandwidth_GBs"] * 1e9, keep_last=s["keep_last"])
+    return p.none, p.synchronous if s["copies"] == "synchronous" else p.overlapped
 
 
-_W = _wrong_step_values()
+def _which_pay() -> dict[str, str]:
+    """The truth of 4.4: "free" where offloading adds no time to the step, else "slower"."""
+    verdicts = {}
+    for name, s in PAY_SETTINGS.items():
+        without, with_offload = _step_with_and_without(s)
+        verdicts[name] = "free" if with_offload <= without * (1 + 1e-9) else "slower"
+    return verdicts
+
+
+def _read_verdicts(answer):
+    """Read each verdict in any case and spacing ("Free", " SLOWER")."""
+    if not isinstance(answer, dict):
+        raise ValueError(f'write a dict from each setting to "free" or "slower", not {type(answer).__name__}')
+    read = {}
+    for key, value in answer.items():
+        word = "".join(ch for ch in value.lower() if ch.isalpha()) if isinstance(value, str) else None
+        if word not in ("free", "slower"):
+            raise ValueError(f'write "free" or "slower" for {key!r}, not {value!r}')
+        read[key] = word
+    return read
+
+
+_PAYS = {"as in 4.3": "slower", "faster link": "free", "faster link, synchronous": "slower",
+         "faster link, last layer too": "slower", "faster link, 16 layers": "free", "batch x2": "slower",
+         "16-bit activations": "free", "slower layers": "free"}
+
+
+def _but(*flipped: str) -> dict[str, str]:
+    """The right verdicts with the settings named flipped: a known wrong answer of 4.4."""
+    return {key: {"free": "slower", "slower": "free"}[v] if key in flipped else v for key, v in _PAYS.items()}
+
 
 predict(
     "4.4",
-    name="predicted_synchronous_ms",
-    title="Predict the synchronous step time (copies block compute), in ms",
-    truth=_synchronous_ms,
-    solution=69.55,
-    rtol=1e-3,  # two decimals are enough
-    atol=0.0,
-    right=[69.554, 69.5544, torch.tensor(69.55)],
+    name="predicted_pays",
+    title="Predict where offloading costs no step time, and where it makes the step slower",
+    truth=_which_pay,
+    solution=dict(_PAYS),
+    parse=_read_verdicts,
+    points=2,
+    right=[
+        {key: verdict.upper() for key, verdict in reversed(_PAYS.items())},
+        {key: f" {verdict.capitalize()} " for key, verdict in _PAYS.items()},
+    ],
     wrong=[
         wrong(
-            _W["decimal MB"],
-            "that is the answer with MB = 1e6 bytes; this lesson's MB is 2**20 bytes (the MB "
-            "of the first cell and of every table), so one copy takes 64 * 2**20 / 12e9 s.",
+            dict.fromkeys(_PAYS, "slower"),
+            "a copy on a side stream runs while compute goes on: when one layer's copy takes no "
+            "longer than the compute beside it (the next layer's forward, the later layer's "
+            "backward), it hides and the step is as fast as without offload.",
         ),
         wrong(
-            _W["last layer offloaded"],
-            "the last layer's activations stay on the device: backward starts with that layer, "
-            "so sending them out only to fetch them straight back would leave compute idle. "
-            "Three layers go out and come back.",
+            dict.fromkeys(_PAYS, "free"),
+            "a copy hides only behind compute that runs beside it: one that takes longer than "
+            "the next layer's compute makes compute wait (4.3 is transfer-bound), and a copy "
+            "nothing can run beside adds all of its time.",
         ),
         wrong(
-            _W["copies out only"],
-            "what goes out in forward comes back in backward: each offloaded layer is copied "
-            "twice per step.",
+            _but("as in 4.3"),
+            "in 4.3's numbers one 64 MB copy takes longer than a layer's 3 ms of forward compute "
+            "(MB = 2**20 bytes, GB/s = 1e9 bytes/s): the link sets the pace, compute waits.",
         ),
         wrong(
-            _W["no offload"],
-            "that is the step without offload. Synchronous copies block compute: their time "
-            "adds to it.",
+            _but("faster link", "faster link, 16 layers"),
+            "twice the bandwidth halves each copy's time: compare it again with the 3 ms of "
+            "compute beside it.",
         ),
         wrong(
-            _W["one in flight"],
-            "that is the one-in-flight schedule (copies beside compute). Synchronous means "
-            "each copy waits for compute and compute waits for each copy: nothing hides.",
+            _but("faster link, synchronous"),
+            "synchronous copies run on the compute stream, one after the other with the "
+            "kernels: compute waits for every copy, so every copy's time adds, however fast "
+            "the link.",
         ),
         wrong(
-            int(_W["truncated"]),
-            "right value, but cut to an int: write the float with its decimals (two are enough).",
+            _but("faster link, last layer too"),
+            "the last layer's copy can only start when forward ends, and backward starts with "
+            "that very layer: it waits for the copy out and the copy back, with no compute "
+            "beside either. That is why offloaders keep it on the device.",
+        ),
+        wrong(
+            _but("faster link, 16 layers"),
+            "more layers add as much copying as compute: each copy still hides behind one "
+            "layer's compute, so depth does not change the verdict.",
+        ),
+        wrong(
+            _but("batch x2"),
+            "a batch twice as large doubles each layer's compute and its saved bytes alike: "
+            "the copy is still longer than the compute beside it.",
+        ),
+        wrong(
+            _but("16-bit activations"),
+            "16-bit activations halve the bytes, and a copy's time is bytes / bandwidth: "
+            "compare the halved copy with the compute beside it.",
+        ),
+        wrong(
+            _but("slower layers"),
+            "slower layers give each copy more compute to hide behind: what decides is one "
+            "copy's time against one layer's compute, not how long the step is.",
+        ),
+        wrong(
+            _but("faster link", "faster link, 16 layers", "batch x2"),
+            "only the link's speed decides, you say; but it is one side of a ratio: a copy "
+            "costs bytes / bandwidth and hides behind the compute beside it, so the bytes and "
+            "the compute per layer decide as much.",
         ),
     ],
-    hint="synchronous step = all compute (forward and backward) + every copy's time; a copy "
-    "takes bytes / bandwidth.",
+    hint="for each setting compare, layer by layer, one copy's time (bytes / bandwidth) with "
+    "the compute that can run beside it; a copy that waits for compute, or that has nothing "
+    "beside it, adds its time to the step.",
 )
