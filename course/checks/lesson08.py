@@ -436,6 +436,11 @@ def _fewest_layers_choice(layer_bytes, param_bytes, budget):
     return set(min(fitting, key=lambda c: (len(c), sum(layer_bytes[n] for n in c))))
 
 
+def _none_if_nothing_moves(layer_bytes, param_bytes, budget):
+    """BAD: None instead of the empty set when everything fits."""
+    return choose_offload(layer_bytes, param_bytes, budget) or None
+
+
 def _choose_by_bitmask(layer_bytes, param_bytes, budget):
     """A right answer written differently: subsets as bit masks, the cheapest kept by min()."""
     names = list(layer_bytes)
@@ -507,6 +512,11 @@ exercise(
             _strict,
             "a device holding exactly budget bytes fits: the test is device bytes <= budget, "
             "not < budget.",
+        ),
+        wrong(
+            _none_if_nothing_moves,
+            "when everything fits, nothing has to move: the choice is the empty set. Return "
+            "set(), not None: whoever applies the choice iterates over it.",
         ),
         wrong(
             _all_if_impossible,
