@@ -67,7 +67,7 @@ def _cube_run(answer, x):
         grad = answer(x)
     return {
         "gradient": grad,
-        "gradient requires grad": getattr(grad, "requires_grad", None),
+        "gradient requires grad": bool(getattr(grad, "requires_grad", False)),  # a list requires none
         "autograd ran": nodes.count > 0,
         "x.requires_grad after": x.requires_grad,
         "x.grad after": x.grad,
@@ -88,6 +88,16 @@ def _by_the_formula(x):
 def _by_autograd_grad(x):  # right, written differently: no .backward(), no .grad
     leaf = x.clone().requires_grad_()
     return torch.autograd.grad(leaf.pow(3).sum(), [leaf])[0]
+
+
+def _by_torch_func(x):  # right: torch.func's grad transform, which runs autograd's engine too
+    return torch.func.grad(lambda t: t.pow(3).sum())(x)
+
+
+def _of_the_mean(x):
+    x = x.detach().requires_grad_()
+    (x**3).mean().backward()  # BAD: the mean divides every gradient by x.numel()
+    return x.grad
 
 
 def _by_a_fresh_leaf(x):  # right: a new tensor with the same values
@@ -151,6 +161,11 @@ exercise(
         wrong(_backward_twice, "each .backward() adds into .grad: call it once (or zero .grad in between)."),
         wrong(lambda x: 3 * x, "the derivative of x**3 is 3 * x**2; better still, let autograd compute it."),
         wrong(
+            _of_the_mean,
+            "that is the gradient of the mean: mean() divides by the number of elements, and so "
+            "does every entry of its gradient. The exercise differentiates the sum.",
+        ),
+        wrong(
             _on_the_callers_tensor,
             "your function changed the caller's tensor: x came back with requires_grad=True and "
             "a .grad. Work on a leaf of your own, made from x (x.detach() or x.clone(), then "
@@ -174,7 +189,7 @@ exercise(
             "torch.no_grad(): block, if at all.",
         ),
     ],
-    right=[_by_autograd_grad, _by_a_fresh_leaf],
+    right=[_by_autograd_grad, _by_a_fresh_leaf, _by_torch_func],
     hint="autograd writes a gradient only into a leaf that requires grad, and only when a "
     "backward pass runs from a result that depends on it: make that leaf from x (not x itself).",
 )
@@ -212,6 +227,22 @@ predict(
             RuntimeError,
             "retain_graph=True keeps the graph's saved tensors after the first pass, so the "
             "second .backward() succeeds; without it, it would raise RuntimeError.",
+        ),
+        wrong(
+            "RuntimeError",
+            "retain_graph=True keeps the graph's saved tensors after the first pass, so the "
+            "second .backward() succeeds: no error is raised (and an error is written as its "
+            "class, RuntimeError, not as a string).",
+        ),
+        wrong(
+            None,
+            "a.grad is None only until a backward pass reaches a; here two passes reach it, "
+            "and each writes its gradient into a.grad.",
+        ),
+        wrong(
+            [8.0],
+            "a.grad has a's shape, and a is a 0-d tensor (one number): write the prediction "
+            "as a plain number, not a list or a 1-element tensor.",
         ),
     ],
     hint="count the paths from a to c and remember that .grad accumulates across passes.",

@@ -1,9 +1,13 @@
 """Checks for lesson 8, the capstone: a training step that fits a device-memory budget.
 
 Each exercise is registered once, here: its reference solution (what
-solutions/08_capstone.ipynb writes), the oracle (course's ``Offloader``, whose counters were
-checked against torch's hooks in lesson 4, or a brute force over every subset), visible and
-hidden cases, and the known wrong answers with their hints. See docs/authoring.md.
+solutions/08_capstone.ipynb writes), an oracle that is not the solution, visible and hidden
+cases, and the known wrong answers with their hints. See docs/authoring.md. The oracles:
+
+- 8.1: course's ``Offloader``, whose counters were checked against torch's hooks in lesson 4;
+- 8.2: torch's own 0/1 knapsack (``dp_knapsack``, which the min-cut partitioner can use);
+- 8.3: the offload done by hand with torch's saved-tensor hooks, no ``Offloader``;
+- 8.4 (a prediction): torch's min-cut partitioner on each block, then every subset.
 
 The model the lesson and the checks share lives here too (``Block``, ``make_model``,
 ``MODELS``), so the notebook measures exactly what the checks judge. Everything runs on the
@@ -22,7 +26,7 @@ from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 
 from course.checks import case, exercise, handed, predict, wrong
-from course.offload.offloader import Offloader
+from course.offload.offloader import OffloadStats, Offloader
 
 # --- the model of the lesson --------------------------------------------------------------
 
@@ -71,6 +75,38 @@ def _sliced_model():
     return nn.Sequential(OrderedDict(block0=Block(8, 16), block1=SlicingBlock(8, 32))), torch.randn(4, 8)
 
 
+class ChunkBlock(Block):
+    """A block that saves two views of one storage: ``sin`` saves the first half of ``up(h)``,
+    ``cos`` the second, whose ``data_ptr()`` is not its storage's."""
+
+    def __init__(self, d: int, hidden: int) -> None:
+        super().__init__(d, hidden)
+        self.down = nn.Linear(hidden // 2, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        first, second = self.up(self.norm(x)).chunk(2, dim=-1)  # two views, offsets 0 and hidden // 2
+        return x + self.down(first.sin() * second.cos())
+
+
+class TanhBlock(Block):
+    """A block whose output two blocks save: its own ``tanh`` (which saves its result) and the
+    next block's LayerNorm (which saves its input)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(super().forward(x))
+
+
+def _chunked_model():
+    torch.manual_seed(5)
+    return nn.Sequential(OrderedDict(block0=Block(8, 24), block1=ChunkBlock(8, 32))), torch.randn(4, 8)
+
+
+def _shared_output_model():
+    torch.manual_seed(6)
+    blocks = OrderedDict(block0=TanhBlock(8, 16), block1=Block(8, 40), block2=TanhBlock(8, 8))
+    return nn.Sequential(blocks), torch.randn(3, 8)
+
+
 #: name -> () -> (model, x); the programs exercises 8.1 and 8.3 run.
 MODELS = {
     "lesson": make_model,
@@ -78,11 +114,9 @@ MODELS = {
     "3-d input": lambda: make_model((32, 8, 48), d=12, batch=(2, 5), seed=2),
     "six blocks": lambda: make_model((8, 72, 24, 56, 16, 40), d=8, batch=(6,), seed=3),
     "a saved slice": _sliced_model,
+    "two views of one storage": _chunked_model,
+    "a storage two blocks save": _shared_output_model,
 }
-
-
-def _param_bytes(model: nn.Module) -> int:
-    return sum(p.untyped_storage().nbytes() for p in model.parameters())
 
 
 def _reference_grads(model: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
@@ -154,7 +188,7 @@ def _run_measure(answer, model_name):
 
 
 def _per_layer_variant(count_param, once_per_storage=True, cumulative=False, is_param=None, remove=True,
-                       view_bytes=False):
+                       view_bytes=False, key_by_data_ptr=False, once_per_block=False):
     """The known wrong answers of 8.1, as variations of the same hook."""
 
     def measure(model, x):
@@ -170,7 +204,8 @@ def _per_layer_variant(count_param, once_per_storage=True, cumulative=False, is_
             while base._base is not None:
                 base = base._base
             param = is_param(t) if is_param else (base.is_leaf and base.requires_grad)
-            key = t.untyped_storage().data_ptr()
+            key = t.data_ptr() if key_by_data_ptr else t.untyped_storage().data_ptr()
+            key = (current[0], key) if once_per_block else key
             if (count_param or not param) and (key not in seen or not once_per_storage):
                 seen.add(key)
                 nbytes = t.untyped_storage().nbytes() if once_per_storage and not view_bytes else t.nbytes
@@ -233,6 +268,8 @@ exercise(
         case("3-d input", label="three blocks on an input of shape (2, 5, 12)"),
         case("six blocks", label="six blocks of mixed widths"),
         case("a saved slice", label="a block whose sin saves half of a storage (a view)"),
+        case("two views of one storage", label="a block that saves both halves of one storage (two views)"),
+        case("a storage two blocks save", label="blocks whose tanh output the next block saves again"),
     ],
     wrong=[
         wrong(
@@ -248,9 +285,21 @@ exercise(
         ),
         wrong(
             _per_layer_variant(count_param=False, is_param=lambda t: isinstance(t, nn.Parameter)),
-            "addmm saves weight.t(), a view: a plain Tensor, not an nn.Parameter, so the "
-            "isinstance test lets it through. Walk to its base (t._base) and ask is_leaf and "
-            "requires_grad.",
+            "addmm saves weight.t(), a view of the weight: a plain Tensor computed from a "
+            "leaf, so neither an nn.Parameter test nor is_leaf on the view itself catches it. "
+            "Walk to its base (t._base) and ask the base is_leaf and requires_grad.",
+        ),
+        wrong(
+            _per_layer_variant(count_param=False, key_by_data_ptr=True),
+            "t.data_ptr() is where a view's first element sits, not where its storage "
+            "starts: the second half of a chunk has its own data_ptr but shares the storage. "
+            "Remember t.untyped_storage().data_ptr() instead.",
+        ),
+        wrong(
+            _per_layer_variant(count_param=False, once_per_block=True),
+            "a block's output can be saved twice: by the block itself (tanh saves its result) "
+            "and by the next block (LayerNorm saves its input). It is one storage: count it "
+            "once, in the block that saved it first, with one set for the whole forward.",
         ),
         wrong(
             _per_layer_variant(count_param=False, view_bytes=True),
@@ -321,6 +370,25 @@ def _over_budget(answer, layer_bytes, param_bytes, budget):
     return {"device bytes over budget": max(0, device - budget)}
 
 
+def _oracle_choice(layer_bytes, param_bytes, budget):
+    """torch's own 0/1 knapsack decides: ``dp_knapsack``, the dynamic program the min-cut
+    partitioner can solve ``activation_memory_budget`` with, keeps the most activation bytes
+    that fit beside the parameters; what it does not keep is offloaded.
+
+    It quantizes ``memory * 10000`` to integers, so memory given in units of 10000 bytes is
+    quantized to the exact byte counts: the choice is exact, not approximate.
+    """
+    from torch._functorch._activation_checkpointing.knapsack import dp_knapsack
+
+    if param_bytes > budget:
+        raise ValueError(f"the parameters alone ({param_bytes} bytes) exceed the budget ({budget})")
+    names = list(layer_bytes)
+    units = [layer_bytes[n] / 10_000 for n in names]  # bytes, in dp_knapsack's units
+    values = [float(layer_bytes[n]) for n in names]  # the value of keeping a layer: its bytes
+    _, kept, _ = dp_knapsack(units, values, (budget - param_bytes) / 10_000)
+    return {n for i, n in enumerate(names) if i not in kept}
+
+
 def _greedy(order, strict=False, count_params=True, raise_if_impossible=True):
     """Take layers in ``order`` until the rest fits (the known wrong answers of 8.2)."""
 
@@ -358,6 +426,21 @@ def _all_if_impossible(layer_bytes, param_bytes, budget):
         return set(layer_bytes)
 
 
+def _fewest_layers_choice(layer_bytes, param_bytes, budget):
+    """BAD: the fewest layers that fit (then the fewest bytes): one large layer beats two small ones."""
+    if param_bytes > budget:
+        raise ValueError("does not fit")
+    total = param_bytes + sum(layer_bytes.values())
+    subsets = [c for r in range(len(layer_bytes) + 1) for c in itertools.combinations(layer_bytes, r)]
+    fitting = [c for c in subsets if total - sum(layer_bytes[n] for n in c) <= budget]
+    return set(min(fitting, key=lambda c: (len(c), sum(layer_bytes[n] for n in c))))
+
+
+def _none_if_nothing_moves(layer_bytes, param_bytes, budget):
+    """BAD: None instead of the empty set when everything fits."""
+    return choose_offload(layer_bytes, param_bytes, budget) or None
+
+
 def _choose_by_bitmask(layer_bytes, param_bytes, budget):
     """A right answer written differently: subsets as bit masks, the cheapest kept by min()."""
     names = list(layer_bytes)
@@ -381,6 +464,7 @@ exercise(
     name="choose_offload",
     title="Choose the layers to offload: fit the budget, move the fewest bytes",
     solution=choose_offload,
+    oracle=_oracle_choice,
     run=_judge_choice,
     cost=_over_budget,
     budget={"device bytes over budget": 0},
@@ -419,9 +503,20 @@ exercise(
             "activations you keep, and that sum must be <= budget.",
         ),
         wrong(
+            _fewest_layers_choice,
+            "fewer layers is not fewer bytes: the cost of offloading is the bytes that cross "
+            "the link, so two small layers that just cover the gap beat one large layer. "
+            "Compare choices by the bytes they move.",
+        ),
+        wrong(
             _strict,
             "a device holding exactly budget bytes fits: the test is device bytes <= budget, "
             "not < budget.",
+        ),
+        wrong(
+            _none_if_nothing_moves,
+            "when everything fits, nothing has to move: the choice is the empty set. Return "
+            "set(), not None: whoever applies the choice iterates over it.",
         ),
         wrong(
             _all_if_impossible,
@@ -451,10 +546,56 @@ def offloaded_step(model, x, chosen):
     return off
 
 
+def _oracle_step(model, x, chosen):
+    """What offloading the chosen blocks means, done by hand with torch's saved-tensor hooks
+    (no Offloader): a forward pre-hook and a forward hook say which block is running; a
+    tensor the chosen blocks save, unless its base is a parameter, goes to a host copy (its
+    storage's bytes counted the first time that storage is seen) and is read back from the
+    copy in backward (counted the first time each storage is read). The counts are handed
+    back in the ``OffloadStats`` of an ``Offloader`` that never ran, the type the spec
+    returns, so one ``run`` reads the answer and the oracle alike."""
+    running, alive, out_bytes, back = [None], [], {}, set()
+
+    def pack(t):
+        base = t
+        while base._base is not None:
+            base = base._base
+        if running[0] not in chosen or (base.is_leaf and base.requires_grad):
+            return t, None
+        storage = t.untyped_storage()
+        alive.append(t)  # no address is reused while we count by address
+        out_bytes.setdefault(storage.data_ptr(), storage.nbytes())
+        return t.detach().to("cpu", copy=True), storage.data_ptr()  # the host copy
+
+    def unpack(packed):
+        t, key = packed
+        if key is not None:
+            back.add(key)
+        return t
+
+    def enter(name):
+        return lambda module, args: running.__setitem__(0, name)
+
+    handles = [h for name, block in model.named_children()
+               for h in (block.register_forward_pre_hook(enter(name)),
+                         block.register_forward_hook(lambda module, args, out: running.__setitem__(0, None)))]
+    try:
+        with saved_tensors_hooks(pack, unpack):
+            h = model(x)
+            loss = h.pow(2).sum()  # outside every block: kept
+    finally:
+        for handle in handles:
+            handle.remove()
+    loss.backward()
+    off = Offloader(min_bytes=0, device_type="cpu", mode="copy")
+    off.stats = OffloadStats(d2h_bytes=sum(out_bytes.values()), h2d_bytes=sum(out_bytes[k] for k in back))
+    return off
+
+
 def _run_step(answer, model_name, chosen):
     model, x = MODELS[model_name]()
     reference = _reference_grads(model, x)
-    with handed(x=x):  # the step fills the model's .grad (that is its job), but must not change x
+    with handed(model=model, x=x):  # the step fills the model's .grad (its job: may_leave), nothing else
         off = answer(model, x, set(chosen))
     if not isinstance(off, Offloader):
         raise TypeError(f"offloaded_step should return the Offloader it used, not {type(off).__name__}")
@@ -502,6 +643,48 @@ def _left_entered(model, x, chosen):
     return off
 
 
+def _step_default_threshold(model, x, chosen):
+    """BAD: Offloader's default min_bytes (1 MiB): every storage of these models stays put."""
+    off = Offloader(device_type="cpu", mode="copy")
+    h = x
+    with off:
+        for name, block in model.named_children():
+            with contextlib.nullcontext() if name in chosen else off.exclude():
+                h = block(h)
+    h.pow(2).sum().backward()
+    return off
+
+
+def _step_offloader_per_block(model, x, chosen):
+    """BAD: a new Offloader for each chosen block; the last one is returned."""
+    off, h = Offloader(min_bytes=0, device_type="cpu", mode="copy"), x
+    for name, block in model.named_children():
+        if name in chosen:
+            off = Offloader(min_bytes=0, device_type="cpu", mode="copy")
+            with off:
+                h = block(h)
+        else:
+            h = block(h)
+    h.pow(2).sum().backward()
+    return off
+
+
+def _step_hooks_pick_the_blocks(model, x, chosen):
+    """BAD: forward pre-hooks toggle exclude() block by block, and stay on the model."""
+    off, stack = Offloader(min_bytes=0, device_type="cpu", mode="copy"), contextlib.ExitStack()
+
+    def before(name):
+        return lambda module, args: None if name in chosen else stack.enter_context(off.exclude())
+
+    for name, block in model.named_children():
+        block.register_forward_pre_hook(before(name))
+        block.register_forward_hook(lambda module, args, out: stack.close())
+    with off:
+        h = model(x)
+    h.pow(2).sum().backward()
+    return off
+
+
 def _step_loss_excluded(model, x, chosen):
     """A right answer written differently: the loss inside `with off:`, but excluded."""
     off = Offloader(min_bytes=0, device_type="cpu", mode="copy")
@@ -524,7 +707,9 @@ exercise(
     name="offloaded_step",
     title="Apply the choice: offload only the chosen blocks, same gradients",
     solution=offloaded_step,
+    oracle=_oracle_step,
     run=_run_step,
+    may_leave={"grad"},  # a training step's job: the model's .grad
     points=2,
     cases=[
         case("lesson", ["block0", "block3"], label="the lesson's model, chosen = {'block0', 'block3'}"),
@@ -558,6 +743,24 @@ exercise(
             "compute the loss after it (or inside off.exclude()).",
         ),
         wrong(
+            _step_default_threshold,
+            "nothing was copied: the Offloader keeps every storage smaller than min_bytes, "
+            "1 MiB unless you say otherwise, and every storage of these models is smaller. "
+            "Offload everything the chosen blocks save: min_bytes=0.",
+        ),
+        wrong(
+            _step_offloader_per_block,
+            "the Offloader you returned counted only the last chosen block: each block had "
+            "an Offloader of its own. One Offloader for the whole step, with exclude() for "
+            "the blocks you keep, counts everything that moved.",
+        ),
+        wrong(
+            _step_hooks_pick_the_blocks,
+            "the bytes are right, but your forward hooks stay on the learner's model and run "
+            "on every later forward. Choose the blocks in the loop that runs them (a with "
+            "block per block), or remove the hooks' handles before you return.",
+        ),
+        wrong(
             _step_variant(backward=False),
             "nothing came back and no gradient was made: the step is forward *and* backward; "
             "call .backward() on the loss before returning the Offloader.",
@@ -569,65 +772,134 @@ exercise(
     "out of their reach, and remember the step ends with a backward pass.",
 )
 
-# --- Exercise 8.4: predict what the joint graph saves ---------------------------------------
+# --- Exercise 8.4: recompute, then move: the plan under Inductor's partitioner ---------------
 
 
-def _param_saves_in_joint():
-    """How many SavedForBackwardsAOTOutput values of the partitioned forward are parameters
-    or views of parameters (course.aot.joint, torch's default partitioner)."""
+def _not_param_bytes(fw_module) -> int:
+    """Bytes of a partitioned forward's saved-for-backward values that are neither parameters
+    nor views of them (each node's ``meta["val"]``)."""
     from course.aot.descriptors import ParamAOTInput, SavedForBackwardsAOTOutput, from_torch
-    from course.aot.joint import export_joint
 
-    model, x = make_model()
-    fw = export_joint(model, (x,)).fw_module.graph
-    out = fw.output_node()
-    count = 0
+    out = fw_module.graph.output_node()
+    total = 0
     for node, desc in zip(out.args[0], out.meta["desc"]):
         if not isinstance(from_torch(desc), SavedForBackwardsAOTOutput):
             continue
-        while node.op == "call_function" and getattr(node.target, "is_view", False):
-            node = node.args[0]  # t = aten.t(primals_3): follow the view to what it views
-        count += node.op == "placeholder" and isinstance(from_torch(node.meta["desc"]), ParamAOTInput)
-    return count
+        base = node
+        while base.op == "call_function" and getattr(base.target, "is_view", False):
+            base = base.args[0]  # t = aten.t(primals_3): follow the view to what it views
+        if not (base.op == "placeholder" and isinstance(from_torch(base.meta["desc"]), ParamAOTInput)):
+            total += node.meta["val"].numel() * node.meta["val"].element_size()
+    return total
 
+
+def _plan_under_min_cut():
+    """The lesson's model partitioned by torch's ``min_cut_rematerialization_partition``
+    (what Inductor uses), block by block: what each block's forward still saves besides
+    parameters; then every subset of blocks to offload, the cheapest that fits the budget."""
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    from course.aot.joint import export_joint
+
+    model, x = make_model()
+    saved, h = {}, x
+    for name, block in model.named_children():
+        fw = export_joint(block, (h,), partition_fn=min_cut_rematerialization_partition).fw_module
+        saved[name] = _not_param_bytes(fw)  # the block's input counts: its LayerNorm saves it
+        h = block(h).detach()
+    must_shed = LESSON_PARAM_BYTES + sum(saved.values()) - LESSON_BUDGET
+    subsets = [c for r in range(len(saved) + 1) for c in itertools.combinations(saved, r)]
+    cheapest = min((c for c in subsets if sum(saved[n] for n in c) >= must_shed),
+                   key=lambda c: sum(saved[n] for n in c))
+    return {
+        "saved activation bytes": sum(saved.values()),
+        "offload": sorted(cheapest),
+        "bytes moved": 2 * sum(saved[n] for n in cheapest),
+    }
+
+
+_PLAN_KEYS = ("saved activation bytes", "offload", "bytes moved")
+
+
+def _read_plan(answer):
+    """A plan as ``_plan_under_min_cut`` returns it: the blocks to offload as a sorted list,
+    however the learner wrote the collection (a set, a list, a tuple)."""
+    if not isinstance(answer, dict):
+        raise ValueError(f"write a dict with the keys {', '.join(map(repr, _PLAN_KEYS))}")
+    plan = dict(answer)
+    blocks = plan.get("offload")
+    if isinstance(blocks, str) or not isinstance(blocks, (set, frozenset, list, tuple, type(None))):
+        raise ValueError("write the blocks to offload as a set of names, like {'blockN', ...} (set() for none)")
+    if blocks is not None:
+        if not all(isinstance(b, str) for b in blocks):
+            raise ValueError("name each block to offload as a string, like 'blockN'")
+        plan["offload"] = sorted(blocks)
+    return plan
+
+
+# The catalogue writes each set of blocks as a list in block order (a set's repr, and so
+# docs/exercises.md, would depend on the hash seed); _read_plan reads either the same way.
+_EAGER_PLAN = {"saved activation bytes": 35072, "offload": ["block0", "block3"], "bytes moved": 28928}
 
 predict(
     "8.4",
-    name="predicted_param_saves",
-    title="Predict: how many saved-for-backward values of the joint graph are parameters (or views of them)?",
-    truth=_param_saves_in_joint,
-    solution=20,
+    name="predicted_plan",
+    title="Predict the budget plan once the partitioner recomputes every GELU: what is saved, what moves, at what cost",
+    truth=_plan_under_min_cut,
+    solution={"saved activation bytes": 27392, "offload": {"block1", "block3"}, "bytes moved": 13568},
+    parse=_read_plan,
+    points=2,
     wrong=[
         wrong(
-            32,
-            "not every parameter is needed by backward: a bias's gradient is the sum of the "
-            "output's gradient, and a Linear's weight is needed only as weight.t(). Count the "
-            "parameter saves in the pack trace of one block (a parameter's shape is its "
-            "giveaway), then scale to four blocks.",
+            _EAGER_PLAN,
+            "that is eager's plan (and default_partition's): with the GELU outputs recomputed "
+            "in backward, the forward no longer saves them, so each block hands backward "
+            "fewer bytes, and the budget is short by less.",
         ),
         wrong(
-            8,
-            "that counts LayerNorm's weight and bias (2 per block), but each of the three "
-            "Linear layers also saves weight.t(), a view of its weight: 5 per block.",
+            {**_EAGER_PLAN, "saved activation bytes": 27392},
+            "the saved bytes are right, but the plan is eager's: with smaller blocks and a "
+            "smaller gap to close, the cheapest set of blocks that covers it is another one. "
+            "Work out the gap again (parameters + saved - budget) and try the subsets again.",
         ),
         wrong(
-            12,
-            "that counts the weight.t() of the three Linear layers, but LayerNorm's backward "
-            "needs its weight and bias too: 5 per block.",
+            {"saved activation bytes": 27392, "offload": ["block0", "block3"], "bytes moved": 22784},
+            "block0 and block3 cover the gap, but they are no longer the cheapest choice: "
+            "compare every subset's bytes with the new gap.",
         ),
         wrong(
-            5,
-            "that is one block; the model has four.",
+            {"saved activation bytes": 27392, "offload": ["block1", "block3"], "bytes moved": 6784},
+            "every offloaded byte crosses the link twice: to the host in forward and back "
+            "in backward.",
         ),
         wrong(
-            0,
-            "the partitioned forward returns whatever backward needs, parameters included: "
-            "backward is a separate graph and gets its inputs only from the forward's outputs "
-            "(and the tangents).",
+            {"saved activation bytes": 27392, "offload": set(), "bytes moved": 0},
+            "recomputing shrinks the activations, but the parameters are still on the device: "
+            "parameters plus what the forward saves must fit the budget, and they do not yet.",
+        ),
+        wrong(
+            {"saved activation bytes": 19712, "offload": set(), "bytes moved": 0},
+            "to recompute GELU's output in backward, the backward needs GELU's input, the "
+            "gate's output: it stays saved (GELU's own backward needs it too). Only the "
+            "output leaves the saved set.",
+        ),
+        wrong(
+            {"saved activation bytes": 27392, "offload": ["block2"], "bytes moved": 26752},
+            "largest-first again: block2 alone covers the gap but moves far more than "
+            "needed. The cost is bytes over the link; try every subset.",
+        ),
+        wrong(
+            {"saved activation bytes": 27392, "offload": ["block0"], "bytes moved": 14464},
+            "one block is fewer copies, but the cost is bytes: a set of smaller blocks may "
+            "cover the gap with fewer bytes than one larger block.",
         ),
     ],
-    right=[20.0],
-    hint="count, in the pack trace of block3 above, the saved tensors that are parameters or "
-    "views of them (LayerNorm's weight and bias are (16,), a Linear's weight.t() is its "
-    "weight transposed), then multiply by the number of blocks.",
+    right=[
+        {"offload": ["block3", "block1"], "bytes moved": 13568.0, "saved activation bytes": 27392},
+        {"saved activation bytes": 27392, "offload": ("block1", "block3"), "bytes moved": 2 * 6784},
+    ],
+    hint="three steps, as a budget pass would take them: what the forward still saves once "
+    "the GELU outputs are recomputed (each is a (batch, hidden) float32 tensor), how far "
+    "parameters plus that are over the budget, and the cheapest set of blocks that covers "
+    "the gap, each offloaded byte going out and coming back.",
 )
