@@ -105,7 +105,7 @@ def test_is_the_rerun_prediction_what_runs_with_grad_mode_on_in_backward():
     seed = torch.ones_like(out)
     with _GradModeOps() as seen:
         torch.autograd.grad(out, leaves, seed)
-    assert L.rerun_in_backward() == {op: seen.counts[op] for op in L.PREDICTED_OPS} == {"addmm": 1, "gelu": 1, "sum": 0}
+    assert L._rerun_in_backward() == {op: seen.counts[op] for op in L.PREDICTED_OPS} == {"addmm": 1, "gelu": 1, "sum": 0}
 
 
 def _under_policy(policy, fn, x, leaves):
@@ -174,8 +174,8 @@ def test_is_the_budget_prediction_what_a_compiled_region_at_budget_zero_reruns()
     torch.compile(forward, backend=backend)(x).sum().backward()
     ops = collections.Counter(n.target.overloadpacket.__name__ for n in graphs["bw"].graph.nodes
                               if n.op == "call_function" and hasattr(n.target, "overloadpacket"))
-    assert L.recomputed_at_budget(0.0) == {"addmm": ops["addmm"], "gelu": ops["gelu"]} == {"addmm": 5, "gelu": 3}
-    assert L.recomputed_at_budget(1.0) == {"addmm": 0, "gelu": 0}
+    assert L._recomputed_at_budget(0.0) == {"addmm": ops["addmm"], "gelu": ops["gelu"]} == {"addmm": 5, "gelu": 3}
+    assert L._recomputed_at_budget(1.0) == {"addmm": 0, "gelu": 0}
 
 
 def _run_partitioned(jd, x):
