@@ -587,7 +587,7 @@ def test_check_with_reveal_shows_the_answer_and_the_grader_can_find_the_request(
 SOLUTIONS = sorted((Path(__file__).resolve().parents[1] / "solutions").glob("[0-9][0-9]_*.ipynb"))
 # Lessons whose notebooks other branches own still import a prediction's truth after its check
 # (they are to compute the answer inline instead); strict, so each flips once it is fixed.
-_STILL_IMPORTING = {"02_hooks", "03_saved_tensors", "05_mutation", "09_memory_policies"}
+_STILL_IMPORTING = {"02_hooks", "03_saved_tensors", "05_mutation"}
 
 
 def _names_taken_from_check_modules(source: str) -> list[tuple[str, str]]:

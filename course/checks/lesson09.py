@@ -763,6 +763,7 @@ exercise(
     solution=choose_offload,
     run=_run_choice,
     points=3,
+    timeout=30,  # each case partitions a model; the first also warms up the tracer
     cases=[
         case("lesson", "min_cut", "2", 1024, label="the lesson's model, min-cut, last layer '2', min_bytes=1024"),
         case("lesson", "min_cut", "2", 0, label="the lesson's model, min-cut, last layer '2', min_bytes=0"),
