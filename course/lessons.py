@@ -110,7 +110,7 @@ LESSONS: tuple[Lesson, ...] = (
             "choose what to offload under a budget, with gradients unchanged",
             "explain the joint graph of the step"),
            (3, 4, 6, 7), ("course/offload/offloader.py", "course/aot/joint.py")),
-    Lesson(9, "09_memory_policies", "Memory policies: recompute or offload, from hooks to the compiler", 60,
+    Lesson(9, "09_memory_policies", "Memory policies: recompute or offload, from hooks to the compiler", 75,
            ("write checkpointing as a pair of saved-tensor hooks and predict what it reruns",
             "write a selective-checkpointing policy and measure its memory and recompute",
             "read what torch's partitioners save, and sweep activation_memory_budget",

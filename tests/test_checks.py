@@ -629,9 +629,6 @@ def test_check_with_reveal_shows_the_answer_and_the_grader_can_find_the_request(
 # --- No notebook imports a prediction's answer -------------------------------------------------
 
 SOLUTIONS = sorted((Path(__file__).resolve().parents[1] / "solutions").glob("[0-9][0-9]_*.ipynb"))
-# Lessons whose notebooks other branches own still import a prediction's truth after its check
-# (they are to compute the answer inline instead); strict, so each flips once it is fixed.
-_STILL_IMPORTING = {"09_memory_policies"}
 
 
 def _names_taken_from_check_modules(source: str) -> list[tuple[str, str]]:
@@ -691,12 +688,7 @@ def test_every_solution_notebook_is_searched():
     assert {ex.lesson for ex in EXERCISES if ex.kind == "predict"} <= lessons
 
 
-@pytest.mark.parametrize(
-    "notebook",
-    [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="still imports a prediction's truth after its check (issue 30)"))
-     if p.stem in _STILL_IMPORTING else p for p in SOLUTIONS],
-    ids=[p.stem for p in SOLUTIONS],
-)
+@pytest.mark.parametrize("notebook", SOLUTIONS, ids=[p.stem for p in SOLUTIONS])
 def test_no_notebook_imports_the_truth_of_a_prediction(notebook):
     """A prediction's truth, importable from the notebook, would answer it: the cells after the
     check compute the answer with torch and the course's public API instead."""

@@ -24,7 +24,7 @@ from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_conte
 from torch.utils.flop_counter import FlopCounterMode
 
 from course.checks import lesson09 as L
-from course.fx_utils import get_param_nodes
+from course.fx_utils import get_buffer_nodes, get_param_nodes
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -105,7 +105,7 @@ def test_is_the_rerun_prediction_what_runs_with_grad_mode_on_in_backward():
     seed = torch.ones_like(out)
     with _GradModeOps() as seen:
         torch.autograd.grad(out, leaves, seed)
-    assert L.rerun_in_backward() == {op: seen.counts[op] for op in L.PREDICTED_OPS} == {"addmm": 1, "gelu": 1, "sum": 0}
+    assert L._rerun_in_backward() == {op: seen.counts[op] for op in L.PREDICTED_OPS} == {"addmm": 1, "gelu": 1, "sum": 0}
 
 
 def _under_policy(policy, fn, x, leaves):
@@ -174,8 +174,8 @@ def test_is_the_budget_prediction_what_a_compiled_region_at_budget_zero_reruns()
     torch.compile(forward, backend=backend)(x).sum().backward()
     ops = collections.Counter(n.target.overloadpacket.__name__ for n in graphs["bw"].graph.nodes
                               if n.op == "call_function" and hasattr(n.target, "overloadpacket"))
-    assert L.recomputed_at_budget(0.0) == {"addmm": ops["addmm"], "gelu": ops["gelu"]} == {"addmm": 5, "gelu": 3}
-    assert L.recomputed_at_budget(1.0) == {"addmm": 0, "gelu": 0}
+    assert L._recomputed_at_budget(0.0) == {"addmm": ops["addmm"], "gelu": ops["gelu"]} == {"addmm": 5, "gelu": 3}
+    assert L._recomputed_at_budget(1.0) == {"addmm": 0, "gelu": 0}
 
 
 def _run_partitioned(jd, x):
@@ -214,3 +214,95 @@ def test_does_a_higher_threshold_choose_a_subset(a, b):
     sizes = {n.name: n.meta["val"].nbytes for n in fw.graph.nodes if "val" in n.meta and hasattr(n.meta["val"], "nbytes")}
     at_low, at_high = L.choose_offload(fw, "2", low), L.choose_offload(fw, "2", high)
     assert at_high <= at_low and all(sizes[n] >= high for n in at_high)
+
+
+def _device_puts(gm):
+    return [n for n in gm.graph.nodes if n.op == "call_function" and n.target == torch.ops.prims.device_put.default]
+
+
+@pytest.mark.parametrize("model_name, last_layer", [("lesson", "2"), ("two readers", "1"), ("buffers", "1"), ("float64", "1")])
+@pytest.mark.parametrize("partitioner", ["default", "min_cut"])
+def test_does_the_offload_pass_move_what_torchs_pass_moves_and_keep_eagers_gradients(model_name, partitioner, last_layer):
+    """9.6's reference against torch: the values it copies are the ones torch's own
+    enable_activation_offloading copies when tagged with the same choice; every backward reader
+    of a moved value reads a reload; the graphs give eager's output and gradients."""
+    ours = L.partitioned(model_name, partitioner)
+    L.offload_pass(ours.fw_module, ours.bw_module, ours.num_fwd_outputs, last_layer, 0)
+    moved = {n.args[0].name for n in _device_puts(ours.fw_module)}
+    assert moved == L.choose_offload(L.partitioned(model_name, partitioner).fw_module, last_layer, 0) and moved
+
+    theirs = L.partitioned(model_name, partitioner)
+    for node in theirs.fw_module.graph.output_node().args[0]:
+        node.meta["should_offload"] = node.name in moved
+    static = OrderedSet([*get_param_nodes(theirs.fw_module.graph)])
+    ao.enable_activation_offloading(theirs.fw_module, theirs.bw_module, theirs.num_fwd_outputs, static)
+    assert {n.args[0].name for n in _device_puts(theirs.fw_module)} == moved
+    assert len(_device_puts(ours.bw_module)) == len(_device_puts(theirs.bw_module)) == len(moved)
+
+    held = ours.bw_module.graph.find_nodes(op="placeholder")
+    saved = ours.fw_module.graph.output_node().args[0][ours.num_fwd_outputs:]
+    for node, placeholder in zip(saved, held):
+        if node in _device_puts(ours.fw_module):
+            assert [u.target for u in placeholder.users] == [torch.ops.prims.device_put.default]
+
+    model, x = L.OFFLOAD_MODELS[model_name]()
+    reference = copy.deepcopy(model)
+    out = reference(x)
+    out.pow(2).sum().backward()
+    outs = ours.fw_module(*ours.params.values(), *ours.buffers.values(), x)
+    grads = ours.bw_module(*outs[ours.num_fwd_outputs:], 2 * outs[0])[:len(ours.params)]
+    assert torch.allclose(outs[0], out, atol=1e-6)
+    for g, p in zip(grads, reference.parameters()):
+        assert torch.allclose(g, p.grad, atol=1e-6)
+
+
+def test_is_the_two_reader_case_read_twice_in_the_backward_and_the_buffer_saved():
+    """The hidden cases of 9.6 sit on the boundaries they name, as torch's partitioners build them."""
+    for partitioner in ("default", "min_cut"):
+        jd = L.partitioned("two readers", partitioner)
+        readers = {p.name: len(p.users) for p in jd.bw_module.graph.find_nodes(op="placeholder")}
+        assert readers["gelu"] == 2
+        jd = L.partitioned("buffers", partitioner)
+        saved = jd.fw_module.graph.output_node().args[0][jd.num_fwd_outputs:]
+        buffers = set(get_buffer_nodes(jd.fw_module.graph))
+        assert buffers and buffers <= set(saved)
+    sizes = {n.name: n.meta["val"].nbytes for n in L.partitioned("lesson", "default").fw_module.graph.nodes
+             if n.name in ("add", "add_1")}
+    assert sizes == {"add": 512, "add_1": 512}  # the hidden thresholds 512 and 513 sit on them
+
+
+@pytest.mark.parametrize("budget", [0.25, 0.5])
+def test_does_torchs_solver_rerun_fewer_products_than_lesson_8s_knapsack_at_the_same_bytes(budget):
+    """The lesson's comparison, by another route: lesson 8's knapsack given the bytes torch kept,
+    its choice forced on torch's min-cut partitioner by SAC tags."""
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    from course.aot.joint import export_joint
+    from course.checks.lesson08 import choose_offload as knapsack
+
+    def activations(jd):
+        out = jd.fw_module.graph.output_node()
+        return {n.name: n.meta["val"].nbytes for n in out.args[0][jd.num_fwd_outputs:]
+                if n.op == "call_function" and not n.target.is_view}
+
+    def products(jd):
+        return sum(n.target == torch.ops.aten.addmm.default for n in jd.bw_module.graph.nodes)
+
+    every = activations(L.partitioned("lesson", "min_cut"))
+    with functorch_config.patch(activation_memory_budget=budget):
+        by_torch = L.partitioned("lesson", "min_cut")
+    nbytes = sum(activations(by_torch).values())
+    keep = set(every) - knapsack(every, 0, nbytes)
+
+    def partition(joint, inputs, **kwargs):
+        for node in joint.graph.nodes:
+            if node.op == "call_function":
+                node.meta["recompute"] = CheckpointPolicy.MUST_SAVE if node.name in keep else CheckpointPolicy.PREFER_RECOMPUTE
+                node.meta["ac_graph_id"] = 0
+        return min_cut_rematerialization_partition(joint, inputs, **kwargs)
+
+    model, x = L.make_model()
+    by_course = export_joint(model, (x,), partition_fn=partition)
+    assert set(activations(by_course)) == keep and sum(activations(by_course).values()) == nbytes
+    assert products(by_torch) < products(by_course)

@@ -41,7 +41,7 @@ from torch.utils.checkpoint import (
 
 from course.aot import descriptors as cd
 from course.aot import fx_utils as cf
-from course.checks import case, exercise, predict, wrong
+from course.checks import case, exercise, handed, predict, wrong
 
 # --- the model and the programs of the lesson -----------------------------------------------
 
@@ -323,7 +323,7 @@ exercise(
 PREDICTED_OPS = ("addmm", "gelu", "sum")
 
 
-def rerun_in_backward():
+def _rerun_in_backward():
     """How many more times addmm, gelu and sum run in backward under torch's checkpoint
     (non-reentrant, early stop on, the default) than in a plain backward, for ``block``."""
     fn, args, leaves = PROGRAMS["block"]()
@@ -336,7 +336,7 @@ predict(
     "9.2",
     name="predicted_reruns",
     title="Predict: which of block's forward ops does backward rerun under checkpoint, and how often?",
-    truth=rerun_in_backward,
+    truth=_rerun_in_backward,
     solution={"addmm": 1, "gelu": 1, "sum": 0},
     wrong=[
         wrong({"addmm": 0, "gelu": 0, "sum": 0},
@@ -575,7 +575,7 @@ exercise(
 # --- Exercise 9.4: predict what the min-cut partitioner recomputes --------------------------
 
 
-def recomputed_at_budget(budget: float = 0.0):
+def _recomputed_at_budget(budget: float = 0.0):
     """How many addmm and gelu nodes the backward graph of the lesson's model holds, with
     torch's min-cut partitioner at ``activation_memory_budget=budget``."""
     from torch._functorch import config as functorch_config
@@ -595,7 +595,7 @@ predict(
     "9.4",
     name="predicted_recomputed",
     title="Predict: at activation_memory_budget=0, how many addmm and gelu does the backward graph rerun?",
-    truth=recomputed_at_budget,
+    truth=_recomputed_at_budget,
     solution={"addmm": 5, "gelu": 3},
     wrong=[
         wrong({"addmm": 6, "gelu": 3},
@@ -654,11 +654,43 @@ def choose_offload(fw_module, last_layer, min_bytes):
     return chosen
 
 
-#: name -> () -> (model, x): the models exercise 9.5 partitions.
+class TwoReaders(Block):
+    """A block whose gelu output feeds two Linear layers: ``x + down(g) + side(g)``, so the
+    backward graph reads the saved ``g`` twice (once per weight gradient)."""
+
+    def __init__(self, d: int, hidden: int) -> None:
+        super().__init__(d, hidden)
+        self.side = nn.Linear(hidden, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        g = nn.functional.gelu(self.up(x))  # (..., hidden)
+        return x + self.down(g) + self.side(g)
+
+
+class Scaled(Block):
+    """A block with a buffer: ``x + down(gelu(up(x)) * scale)``; backward needs ``scale``."""
+
+    def __init__(self, d: int, hidden: int) -> None:
+        super().__init__(d, hidden)
+        self.register_buffer("scale", torch.linspace(0.5, 1.5, hidden))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(nn.functional.gelu(self.up(x)) * self.scale)
+
+
+def _made(seed: int, x_shape: tuple, *blocks: nn.Module):
+    torch.manual_seed(seed)
+    model = nn.Sequential(*[make() for make in blocks])
+    return model, torch.randn(*x_shape)
+
+
+#: name -> () -> (model, x): the models exercises 9.5 and 9.6 partition.
 OFFLOAD_MODELS = {
     "lesson": make_model,
     "four blocks": lambda: make_model(layers=4, d=8, hidden=24, batch=(6,), seed=3),
     "float64": lambda: make_model(layers=2, d=8, hidden=16, batch=(4,), dtype=torch.float64, seed=4),
+    "two readers": lambda: _made(5, (4, 16), lambda: TwoReaders(16, 32), lambda: Block(16, 32)),
+    "buffers": lambda: _made(6, (4, 8), lambda: Scaled(8, 32), lambda: Scaled(8, 32)),
 }
 
 
@@ -731,6 +763,7 @@ exercise(
     solution=choose_offload,
     run=_run_choice,
     points=3,
+    timeout=30,  # each case partitions a model; the first also warms up the tracer
     cases=[
         case("lesson", "min_cut", "2", 1024, label="the lesson's model, min-cut, last layer '2', min_bytes=1024"),
         case("lesson", "min_cut", "2", 0, label="the lesson's model, min-cut, last layer '2', min_bytes=0"),
@@ -766,4 +799,243 @@ exercise(
     right=[_choose_by_walking_forward],
     hint="start from the values the forward returns for backward (their descriptors say which), "
     "and keep only the ones whose copy would free device memory in time to matter.",
+)
+
+# --- Exercise 9.6: an offload pass that inserts the copies ----------------------------------
+
+#: The copy both directions use (torch's pass inserts the same op).
+DEVICE_PUT = torch.ops.prims.device_put.default
+HOST = torch.device("cpu")
+
+
+def offload_pass(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
+    """Reference solution: offload what :func:`choose_offload` picks. In the forward, each
+    chosen saved value is copied to the host and the forward returns the copy; in the
+    backward, the copy is put back on the value's device before the first node that reads it,
+    and every reader reads the reloaded value. Both graphs are linted and recompiled."""
+    chosen = choose_offload(fw_module, last_layer, min_bytes)
+    out = fw_module.graph.output_node()
+    returned = list(out.args[0])
+    saved_inputs = bw_module.graph.find_nodes(op="placeholder")  # saved values first, then tangents
+    for k, node in enumerate(returned[num_fwd_outputs:]):
+        if node.name not in chosen:
+            continue
+        with fw_module.graph.inserting_before(out):
+            returned[num_fwd_outputs + k] = fw_module.graph.call_function(DEVICE_PUT, (node, HOST))
+        held = saved_inputs[k]
+        first_reader = next(n for n in bw_module.graph.nodes if held in n.all_input_nodes)
+        with bw_module.graph.inserting_before(first_reader):
+            reload = bw_module.graph.call_function(DEVICE_PUT, (held, node.meta["val"].device))
+        held.replace_all_uses_with(reload, delete_user_cb=lambda user: user is not reload)
+    out.args = (tuple(returned),)
+    for gm in (fw_module, bw_module):
+        gm.graph.lint()
+        gm.recompile()
+
+
+class _CountCopies(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.copies = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.copies += func == DEVICE_PUT
+        return func(*args, **(kwargs or {}))
+
+
+def _is_copy(node) -> bool:
+    return node.op == "call_function" and node.target == DEVICE_PUT
+
+
+def _origin(node) -> str:
+    """The name of the value a chain of copies starts from."""
+    while _is_copy(node):
+        node = node.args[0]
+    return node.name
+
+
+def _torch_refuses(model_name, partitioner, names):
+    """The names among ``names`` that torch's ``choose_offload_sets`` will not offload."""
+    from torch._functorch._activation_offloading import activation_offloading as ao
+    from torch.utils._ordered_set import OrderedSet
+
+    jd = partitioned(model_name, partitioner)
+    fw = jd.fw_module
+    for node in fw.graph.output_node().args[0]:
+        node.meta["should_offload"] = node.name in names
+    static = OrderedSet([*cf.get_param_nodes(fw.graph), *cf.get_buffer_nodes(fw.graph)])
+    ao.choose_offload_sets(fw, jd.num_fwd_outputs, static)
+    return sorted(set(names) - {n.name for n in fw.graph.nodes if n.meta.get("saved_for_offloading")})
+
+
+def _offload_outcome(jd, x):
+    """What the graphs look like after a pass, and what they compute."""
+    fw, bw, k = jd.fw_module, jd.bw_module, jd.num_fwd_outputs
+    returned = list(fw.graph.output_node().args[0])
+    moved = {i: _origin(n) for i, n in enumerate(returned[k:]) if _is_copy(n)}
+    held = bw.graph.find_nodes(op="placeholder")
+    direct = sorted(moved[i] for i in moved if any(not _is_copy(u) for u in held[i].users))
+    try:
+        for gm in (fw, bw):
+            gm.graph.lint()
+    except Exception as e:  # noqa: BLE001 - what lint says becomes the outcome
+        return {"offloaded": sorted(moved.values()), "graphs lint": f"{type(e).__name__}"}
+    with _CountCopies() as fwd_copies:
+        outs = fw(*jd.params.values(), *jd.buffers.values(), x)
+    with _CountCopies() as bwd_copies:
+        grads = bw(*outs[k:], 2 * outs[0])[:len(jd.params)]
+    return {
+        "offloaded": sorted(moved.values()),
+        "graphs lint": True,
+        "forward returns a reloaded copy": sorted(_origin(n) for n in returned[k:] if _is_copy(n) and _is_copy(n.args[0])),
+        "backward readers of the host copy, not the reloaded value": direct,
+        "copies run in forward": fwd_copies.copies,
+        "copies run in backward": bwd_copies.copies,
+        "output": outs[0],
+        "gradients": list(grads),
+    }
+
+
+def _run_pass(answer, model_name, partitioner, last_layer, min_bytes):
+    jd = partitioned(model_name, partitioner)
+    model, x = OFFLOAD_MODELS[model_name]()
+    with handed(params=list(jd.params.values())):
+        answer(jd.fw_module, jd.bw_module, jd.num_fwd_outputs, last_layer, min_bytes)
+    outcome = _offload_outcome(jd, x)
+    outcome["torch's choose_offload_sets refuses"] = _torch_refuses(model_name, partitioner, outcome["offloaded"])
+    return outcome
+
+
+def _pass_variant(choose=choose_offload, every_reader=True, reload_in_forward=False, recompile=True,
+                  insert_reload=True):
+    """Offload passes that go wrong in one way each (exercise 9.6's known wrong answers)."""
+
+    def offload(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
+        chosen = choose(fw_module, last_layer, min_bytes)
+        out = fw_module.graph.output_node()
+        returned = list(out.args[0])
+        held_all = bw_module.graph.find_nodes(op="placeholder")
+        for k, node in enumerate(returned[num_fwd_outputs:]):
+            if node.name not in chosen:
+                continue
+            with fw_module.graph.inserting_before(out):
+                copy = fw_module.graph.call_function(DEVICE_PUT, (node, HOST))
+                if reload_in_forward:
+                    copy = fw_module.graph.call_function(DEVICE_PUT, (copy, node.meta["val"].device))
+            returned[num_fwd_outputs + k] = copy
+            if reload_in_forward:
+                continue
+            held = held_all[k]
+            readers = [n for n in bw_module.graph.nodes if held in n.all_input_nodes]
+            place = bw_module.graph.inserting_before(readers[0]) if insert_reload else contextlib.nullcontext()
+            with place:
+                reload = bw_module.graph.call_function(DEVICE_PUT, (held, node.meta["val"].device))
+            for reader in readers if every_reader else readers[:1]:
+                reader.replace_input_with(held, reload)
+        out.args = (tuple(returned),)
+        if recompile:
+            for gm in (fw_module, bw_module):
+                gm.recompile()
+
+    return offload
+
+
+def _strictly_larger(fw_module, last_layer, min_bytes):
+    return choose_offload(fw_module, last_layer, min_bytes + 1)
+
+
+def _pass_copying_after_each_value(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
+    """A right answer written differently: the rules walked forward once (9.5's other right
+    answer), each offload placed right after its value, each reload right after the last
+    placeholder, and the readers rewired one by one."""
+    chosen = _choose_by_walking_forward(fw_module, last_layer, min_bytes)
+    out = fw_module.graph.output_node()
+    held_all = list(bw_module.graph.find_nodes(op="placeholder"))
+    new_args = []
+    for position, node in enumerate(out.args[0]):
+        if position < num_fwd_outputs or node.name not in chosen:
+            new_args.append(node)
+            continue
+        with fw_module.graph.inserting_after(node):
+            new_args.append(fw_module.graph.call_function(DEVICE_PUT, args=(node, torch.device("cpu"))))
+        held = held_all[position - num_fwd_outputs]
+        with bw_module.graph.inserting_after(held_all[-1]):
+            back = bw_module.graph.call_function(DEVICE_PUT, args=(held, node.meta["val"].device))
+        for user in [u for u in held.users if u is not back]:
+            user.replace_input_with(held, back)
+    out.args = (tuple(new_args),)
+    fw_module.graph.lint()
+    bw_module.graph.lint()
+    fw_module.recompile()
+    bw_module.recompile()
+
+
+exercise(
+    "9.6",
+    name="offload_pass",
+    title="An offload pass: choose the activations, insert the copies, rewire the backward",
+    solution=offload_pass,
+    run=_run_pass,
+    points=4,
+    timeout=30,
+    cases=[
+        case("lesson", "min_cut", "2", 1024, label="the lesson's model, min-cut, last layer '2', min_bytes=1024"),
+    ],
+    hidden=[
+        case("lesson", "default", "2", 512, label="the default partitioner, min_bytes=512: the 512-byte adds move"),
+        case("lesson", "min_cut", "2", 513, label="min_bytes=513: the 512-byte adds sit just under it and stay"),
+        case("two readers", "min_cut", "1", 0, label="a block whose saved gelu output two backward nodes read"),
+        case("buffers", "default", "1", 0, label="blocks with a buffer that backward needs"),
+        case("float64", "min_cut", "1", 0, label="two blocks in float64"),
+    ],
+    wrong=[
+        wrong(
+            _pass_variant(choose=_choice_variant(skip_placeholders=False)),
+            "you moved placeholders: the model's input (and, in a model with buffers, the buffers) "
+            "is held by the caller or the module for the whole step, so a host copy frees nothing; "
+            "torch's choose_offload_sets refuses them too. Offload computed activations only.",
+        ),
+        wrong(
+            _pass_variant(choose=_choice_variant(skip_views=False)),
+            "you moved the views of the weights (aten.t): their memory is the parameters', which "
+            "stay on the device anyway, so the copy frees nothing. Leave views alone.",
+        ),
+        wrong(
+            _pass_variant(choose=_choice_variant(skip_last=False)),
+            "you moved the last layer's activations: backward reads them first, right after forward "
+            "ends, so no compute is left to hide their copies. Leave out what the last layer computes.",
+        ),
+        wrong(
+            _pass_variant(choose=_strictly_larger),
+            "a value of exactly min_bytes is large enough to move: the rule is at least min_bytes.",
+        ),
+        wrong(
+            _pass_variant(every_reader=False),
+            "one backward node reads the reloaded value, but another still reads the host copy: "
+            "when a saved value has several readers in the backward, every one of them must be "
+            "rewired (replace_all_uses_with, keeping the reload's own input).",
+        ),
+        wrong(
+            _pass_variant(reload_in_forward=True),
+            "your forward copies each value to the host and straight back, and returns the device "
+            "copy: the device holds it between forward and backward after all. The reload belongs "
+            "in the backward graph, before the first node that reads the value.",
+        ),
+        wrong(
+            _pass_variant(recompile=False),
+            "your graphs look right but never ran: a GraphModule keeps running the code generated "
+            "when it was built until you call recompile() after changing its graph (see the "
+            "copies run in forward and backward).",
+        ),
+        wrong(
+            _pass_variant(insert_reload=False),
+            "the reload was added at the end of the backward graph, after the nodes that read it, so "
+            "the graph no longer lints (a value used before it is defined). Insert it with "
+            "graph.inserting_before(the first reader), and call graph.lint() to find such mistakes.",
+        ),
+    ],
+    right=[_pass_copying_after_each_value],
+    hint="three parts: the same rules as 9.5 for what to move; in the forward, a copy to the host "
+    "that the forward returns in the value's place; in the backward, a copy back that every node "
+    "reading the value reads instead. Then make the graph modules run their new graphs.",
 )
