@@ -114,7 +114,8 @@ LESSONS: tuple[Lesson, ...] = (
            ("write checkpointing as a pair of saved-tensor hooks and predict what it reruns",
             "write a selective-checkpointing policy and measure its memory and recompute",
             "read what torch's partitioners save, and sweep activation_memory_budget",
-            "choose what an offloading pass moves and apply torch's pass to a partitioned graph"),
+            "choose what an offloading pass moves and apply torch's pass to a partitioned graph",
+            "write an offload pass that inserts the copies and rewires the backward, checked against torch's"),
            (3, 4, 6, 7), ("course/autograd/checkpoint.py", "course/autograd/selective.py", "course/aot/joint.py",
                           "course/aot/fx_utils.py")),
 )
