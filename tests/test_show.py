@@ -29,7 +29,7 @@ from torch._functorch.aot_autograd import aot_export_joint_with_descriptors  # n
 from torch._functorch.partitioners import default_partition  # noqa: E402
 
 from course import show  # noqa: E402
-from course.show.graph import drawn_graph_report  # noqa: E402
+from course.show.boxes import drawn_graph_report  # noqa: E402
 
 pytestmark = pytest.mark.lesson01
 
@@ -473,7 +473,7 @@ def test_does_a_smoothed_route_pass_its_points_and_stay_in_each_segments_box(xs,
     for drop in drops[:len(xs) - 1]:
         ys.append(ys[-1] - drop)
     pts = list(zip(xs, ys))
-    out = show.graph.smooth_route(pts, steps=8)
+    out = show.boxes.smooth_route(pts, steps=8)
     assert out[::8] == pts  # every given point is on the curve, in order
     for k, (p, q) in enumerate(zip(pts, pts[1:])):
         lo, hi = min(p[0], q[0]), max(p[0], q[0])
@@ -481,7 +481,7 @@ def test_does_a_smoothed_route_pass_its_points_and_stay_in_each_segments_box(xs,
     if len(pts) == 2:  # one segment: a straight line
         assert all(abs((x - xs[0]) * (ys[1] - ys[0]) - (y - ys[0]) * (xs[1] - xs[0])) < 1e-6 * (1 + abs(xs[1] - xs[0]))
                    for x, y in out)
-    assert show.graph.smooth_route([(0, 0), (1, 0)]) == [(0, 0), (1, 0)]  # y must fall: left as it is
+    assert show.boxes.smooth_route([(0, 0), (1, 0)]) == [(0, 0), (1, 0)]  # y must fall: left as it is
 
 
 def test_does_segment_crossings_count_only_inner_crossings():

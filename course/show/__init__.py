@@ -37,7 +37,6 @@ from course.show.fx import (
     as_fx_graph,
     descriptor_kind,
     draw_joint_graph,
-    fx_utils,
     group_ends,
     joint_graph_text,
     joint_nx_graph,
@@ -50,12 +49,11 @@ from course.show.graph import (
     autograd_graph,
     collapse_chains,
     draw_autograd_graph,
-    drawn_graph_report,
     graph_summary,
     graph_text,
-    layered_layout,
-    segment_crossings,
 )
+from course.show.boxes import drawn_graph_report, segment_crossings
+from course.show.layout import layered_layout
 from course.show.timeline import (
     Interval,
     draw_timeline,
@@ -67,4 +65,5 @@ from course.show.timeline import (
 
 from course.show import fx, graph, timeline  # noqa: E402  (the submodules, for their __all__)
 
-__all__ = [*graph.__all__, *fx.__all__, *timeline.__all__]
+__all__ = [*graph.__all__, *fx.__all__, *timeline.__all__,
+           "layered_layout", "segment_crossings", "drawn_graph_report"]
