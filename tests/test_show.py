@@ -563,3 +563,104 @@ def test_do_empty_timelines_fail_clearly():
         show.memory_text([])
     with pytest.raises(ValueError, match="ends before it starts"):
         show.timeline_text([("copy", 3, 1, "bad")])
+
+
+# ---- the source viewer (course.show.source) ----------------------------------------------
+
+def test_does_show_source_show_both_sources_as_inspect_reads_them():
+    import inspect
+
+    import torch.autograd.graph as tg
+
+    import course.autograd_graph as cg
+    from course.show.source import show_source
+
+    view = show_source(cg.get_gradient_edge, tg.get_gradient_edge)
+    # The oracle: inspect reads the two files itself; every line shows once, in order.
+    ours = inspect.getsource(cg.get_gradient_edge).splitlines()
+    theirs = inspect.getsource(tg.get_gradient_edge).splitlines()
+    assert list(view.course_lines) == ours and list(view.torch_lines) == theirs
+    assert [i for _, i, _ in view.rows if i is not None] == list(range(len(ours)))
+    assert [j for _, _, j in view.rows if j is not None] == list(range(len(theirs)))
+    line = inspect.getsourcelines(tg.get_gradient_edge)[1]
+    assert view.text.splitlines()[0].endswith(f"torch: torch/autograd/graph.py:{line}")
+    assert repr(view) == ("SourcePair(course.autograd.graph.get_gradient_edge | "
+                          "torch.autograd.graph.get_gradient_edge)")
+
+
+def test_are_the_differences_marked_and_the_shared_lines_not():
+    import torch.autograd.graph as tg
+
+    import course.autograd_graph as cg
+    from course.show.source import show_source
+
+    view = show_source(cg.get_gradient_edge, tg.get_gradient_edge)
+    by_text = {}
+    for op, i, j in view.rows:
+        if i is not None:
+            by_text.setdefault(view.course_lines[i].strip(), set()).add(op)
+        if op == "equal":
+            assert view.course_lines[i].strip() == view.torch_lines[j].strip()
+    assert by_text["if not tensor.requires_grad:"] == {"equal"}  # the same line in both
+    comment = next(s for s in by_text if s.startswith("# Conformance"))
+    assert by_text[comment] <= {"delete", "replace"}  # our comment: not in torch's source
+    counts = view.counts()
+    assert counts["equal"] and counts["delete"] + counts["replace"] and sum(counts.values()) == len(view.rows)
+    page = view._repr_html_()
+    assert page.count('class="course-source-equal"') == counts["equal"]
+    assert page.count('class="course-source-delete"') == counts["delete"]
+    assert "#fff3c4" in page or "#e6f4ea" in page  # changed rows are coloured
+    assert '<span style="color:#008000;font-weight:bold">def</span>' in page  # pygments' keyword
+    assert "&lt;" not in view.text and page == view._repr_html_()  # deterministic
+    marks = {line[73] for line in view.text.splitlines()[1:] if len(line) > 73}
+    assert {"|", "<"} & marks and " " in marks
+
+
+def test_does_the_same_source_on_both_sides_mark_nothing():
+    from course.autograd.graph import node_repr
+    from course.show.source import show_source
+
+    view = show_source(node_repr, node_repr)
+    assert view.counts()["equal"] == len(view.rows) == len(view.course_lines)
+
+
+def test_does_a_torch_builtin_without_python_source_say_so():
+    import course.autograd_graph as cg
+    from course.show.source import show_source
+
+    for builtin, name in ((torch.mul, "torch.mul"), (torch._C._functions.AccumulateGrad,
+                                                        "torch._C._functions.AccumulateGrad")):
+        view = show_source(cg.GradientEdge, builtin)
+        assert view.torch_lines == () and view.course_lines
+        assert view.torch_note.startswith(f"{name} has no Python source: it is a builtin written in C++")
+        assert view.torch_note in view.text and view.torch_note in view._repr_html_()
+    with pytest.raises(TypeError, match="has no Python source"):
+        show_source(torch.mul)
+
+
+def test_does_the_course_side_alone_show_one_column():
+    import course.autograd_graph as cg
+    from course.show.source import show_source
+
+    view = show_source(cg.GradientEdge)
+    assert repr(view) == "SourcePair(course.autograd.graph.GradientEdge | no torch side)"
+    assert view.text.splitlines()[1:] == list(view.course_lines)
+    assert "<th" in view._repr_html_() and view._repr_html_().count("<th") == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["a = 1", "b = 2", "  c = 3", "return a", ""]), max_size=12),
+       st.lists(st.sampled_from(["a = 1", "b = 9", "c = 3", "return a", ""]), min_size=1, max_size=12))
+def test_do_the_rows_keep_every_line_in_order_and_pair_only_equal_lines(ours, theirs):
+    from course.show.source import _rows
+
+    rows = _rows(ours, theirs)
+    assert [i for _, i, _ in rows if i is not None] == list(range(len(ours)))
+    assert [j for _, _, j in rows if j is not None] == list(range(len(theirs)))
+    for op, i, j in rows:
+        if op == "equal":
+            assert ours[i].strip() == theirs[j].strip()
+    # difflib's own ratio agrees with how many lines we call equal
+    import difflib
+    m = difflib.SequenceMatcher(None, [s.strip() for s in ours], [s.strip() for s in theirs], autojunk=False)
+    assert sum(op == "equal" for op, _, _ in rows) == sum(b.size for b in m.get_matching_blocks())

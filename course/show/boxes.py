@@ -105,7 +105,7 @@ def draw_boxes(g, layout: dict, labels: dict, ax, fills: dict, font_size: float 
     from matplotlib.patches import FancyBboxPatch
 
     pos, edge_colors, styles = layout["pos"], edge_colors or {}, styles or {}
-    continued = layout.get("continued", {})
+    continued, cut_names = layout.get("continued", {}), {}
     for (a, b), route in layout["routes"].items():
         style = {"color": "#555555", "linewidth": 0.9, **(edge_styles or {}).get((a, b), {})}
         ha, hb = layout["sizes"][a][1] / 2, layout["sizes"][b][1] / 2
@@ -113,9 +113,9 @@ def draw_boxes(g, layout: dict, labels: dict, ax, fills: dict, font_size: float 
         if (a, b) in continued:  # cut between bands: a stub out of a, a stub into b
             tail = continued[a, b]
             _edge(ax, f"{a}->{b}", smooth_route(start + route[1:]), style, arrow=False)
-            _cut_label(ax, route[-1], f"to {b}", "top", font_size, style)
             _edge(ax, f"{a}->{b}", smooth_route(tail[:-1] + [(tail[-1][0], tail[-1][1] + hb)]), style)
-            _cut_label(ax, tail[0], f"from {a}", "bottom", font_size, style)
+            cut_names.setdefault((route[-1], "top", style["color"]), []).append(str(b))
+            cut_names.setdefault((tail[0], "bottom", style["color"]), []).append(str(a))
             continue
         _edge(ax, f"{a}->{b}", smooth_route(start + route[1:-1] + [(route[-1][0], route[-1][1] + hb)]),
               style)
@@ -131,6 +131,9 @@ def draw_boxes(g, layout: dict, labels: dict, ax, fills: dict, font_size: float 
         text = ax.text(cx, cy, labels[n], ha="center", va="center", family="monospace",
                        fontsize=font_size, linespacing=1.15, zorder=3)
         text.set_gid(f"label:{n}")
+    for (at, va, color), ends in cut_names.items():  # stubs that meet: one name list
+        ends = sorted(set(ends), key=ends.index)
+        _cut_label(ax, at, ("to " if va == "top" else "from ") + ", ".join(ends), va, font_size, color)
     return ax
 
 
@@ -147,10 +150,10 @@ def _edge(ax, gid: str, pts: list, style: dict, arrow: bool = True) -> None:
                                      zorder=1))
 
 
-def _cut_label(ax, at: tuple, text: str, va: str, font_size: float, style: dict) -> None:
+def _cut_label(ax, at: tuple, text: str, va: str, font_size: float, color: str) -> None:
     """Name the far end of a cut edge at its stub (``va="top"``: under a band)."""
     label = ax.text(at[0], at[1], text, ha="center", va=va, fontsize=font_size * 0.9,
-                    family="monospace", color=style["color"], zorder=3)
+                    family="monospace", color=color, zorder=3)
     label.set_gid(f"cut:{text}")
 
 

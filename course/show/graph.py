@@ -268,7 +268,7 @@ def _seq(n: str, d: dict) -> str:
 def draw_autograd_graph(t, names=None, highlight: Iterable = (), ax=None,
                         max_nodes: int = 300, collapse_above: int = 50, ran: Iterable = (),
                         title: str | None = None, highlight_color: str | None = None,
-                        max_rows: int | None = None):
+                        max_rows: int | None = None, row_gap: float = 40.0):
     """Draw the graph in layers (:func:`course.show.layout.layered_layout`), root at the top, each node a box
     sized to its label (the name, the leaf's shape or up to two saved values, and the
     sequence number that orders backward).
@@ -276,7 +276,8 @@ def draw_autograd_graph(t, names=None, highlight: Iterable = (), ax=None,
     AccumulateGrad leaves are green, highlighted nodes orange (or ``highlight_color``) with
     a thick border, nodes in ``ran`` (ids that already ran) grey with a dashed border; edges carry ``output_nr`` where it is not 0.
     ``max_rows``: a deeper graph stands in bands of at most that many rows, side by side
-    (:func:`course.show.layout.fold_rows`), so a long chain uses a screen's width.
+    (:func:`course.show.layout.fold_rows`), so a long chain uses a screen's width;
+    ``row_gap``: the space between rows, in points.
     Above ``collapse_above`` nodes, linear chains are folded (:func:`collapse_chains`);
     above ``max_nodes``, the picture is the :func:`graph_summary`.
 
@@ -305,7 +306,7 @@ def draw_autograd_graph(t, names=None, highlight: Iterable = (), ax=None,
         seq = _seq(n, d)
         labels[n] = "\n".join([f"{n} {d['label']}", *extra] + ([seq] if seq else []))
     sizes = {n: label_size(labels[n], font) for n in g}
-    layout = layered_layout(g, sizes=sizes, max_rows=max_rows)
+    layout = layered_layout(g, sizes=sizes, max_rows=max_rows, row_gap=row_gap)
     if title is None:
         title = "autograd graph: gradients flow from the root (top) down to the leaves"
         if g is not full:

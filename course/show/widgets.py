@@ -165,6 +165,10 @@ def _frames(source, make, *args, **kwargs) -> list[Frame]:
 #: Fill of the current node in a backward frame, by event.
 EVENT_COLORS = {"pre-hook": "#ffe066", "hook": "#f5a742"}
 
+#: Rows of a backward drawing per band, and the gap between rows (points): a graph of up to
+#: eight rows (lesson 01's) stands in two bands that fit under the controls at 1366x768.
+BACKWARD_MAX_ROWS, BACKWARD_ROW_GAP = 4, 26.0
+
 
 def draw_backward_frame(f: Frame):
     """The autograd graph of one :func:`~course.show.frames.backward_order_frames` frame."""
@@ -176,7 +180,8 @@ def draw_backward_frame(f: Frame):
                                 else "orange, has just run (hook)") + "; grey, dashed: ran before")
     return draw_autograd_graph(f.data["graph"], highlight=[node] if node else (),
                                ran=[n for n in f.data["ran"] if n != node], title=title,
-                               highlight_color=EVENT_COLORS.get(event))
+                               highlight_color=EVENT_COLORS.get(event),
+                               max_rows=BACKWARD_MAX_ROWS, row_gap=BACKWARD_ROW_GAP)
 
 
 def backward_order_stepper(t, names=None, gradient=None, inputs=None, drawing: bool = False):
