@@ -56,6 +56,18 @@ __all__ = ["Frame", "Stepper", "fx_utils_stepper", "backward_order_stepper", "sa
            "stage_frames", "stage_diff", "stage_diff_html", "offload_frames"]
 
 
+#: How a stepper fits a laptop screen (1366x768) under JupyterLab's bars: a title without
+#: its margins, the description at text line height rather than a widget row's, and a
+#: drawing never taller than the window below the controls (a taller one is scaled down,
+#: its proportions kept; tests/test_browser.py measures it).
+STEPPER_CSS = (
+    ".course-stepper h4.course-stepper-title {margin: 0 0 2px 0}"
+    " .course-stepper .course-stepper-description .widget-html-content {line-height: 1.35}"
+    " .course-stepper .jp-OutputArea-output img {max-height: calc(100vh - 250px);"
+    " width: auto; max-width: 100%}"
+)
+
+
 def _html_escape(s: str) -> str:
     return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
@@ -103,7 +115,10 @@ class Stepper(widgets.VBox):
         self.prev_button.on_click(lambda _: self._go(self.slider.value - 1))
         self.next_button.on_click(lambda _: self._go(self.slider.value + 1))
         self.slider.observe(lambda change: self._show(change["new"]), names="value")
-        heading = [widgets.HTML(f"<h4>{_html_escape(title)}</h4>")] if title else []
+        # One HTML widget holds the stepper's CSS and its title (ipywidgets' HTML widget
+        # sets innerHTML, so a <style> element applies).
+        heading = [widgets.HTML(f"<style>{STEPPER_CSS}</style>"
+                                + (f'<h4 class="course-stepper-title">{_html_escape(title)}</h4>' if title else ""))]
         controls = widgets.HBox([self.play, self.prev_button, self.next_button, self.slider]
                                 + ([self.listing] if detail is not None else []))
         super().__init__(heading + [controls, self.description, self.output])
@@ -167,7 +182,7 @@ EVENT_COLORS = {"pre-hook": "#ffe066", "hook": "#f5a742"}
 
 #: Rows of a backward drawing per band, and the gap between rows (points): a graph of up to
 #: eight rows (lesson 01's) stands in two bands that fit under the controls at 1366x768.
-BACKWARD_MAX_ROWS, BACKWARD_ROW_GAP = 4, 26.0
+BACKWARD_MAX_ROWS, BACKWARD_ROW_GAP = 4, 20.0
 
 
 def draw_backward_frame(f: Frame):
