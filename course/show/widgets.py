@@ -1,5 +1,7 @@
 """Thin ipywidgets steppers over frames computed in plain Python.
 
+Lessons import these from :mod:`course.widgets` (frames and steppers in one import).
+
 Every stepper is two things: a pure function that returns a list of
 :class:`~course.show.frames.Frame` (tested without any UI), and a :class:`Stepper` that
 shows one frame at a time with Play, previous / next buttons and a slider. Next to the
@@ -49,11 +51,9 @@ from course.show.frames import (
 from course.show.graph import draw_autograd_graph
 from course.show.timeline import draw_timeline
 
-__all__ = ["Frame", "Stepper", "fx_utils_stepper", "backward_order_stepper", "saved_tensors_stepper",
+__all__ = ["Stepper", "fx_utils_stepper", "backward_order_stepper", "saved_tensors_stepper",
            "mutation_stepper", "joint_stages_stepper", "offload_stepper", "draw_backward_frame",
-           # the pure frame functions behind them, re-exported for notebooks
-           "backward_order_frames", "fx_utils_frames", "saved_tensor_frames", "mutation_frames",
-           "stage_frames", "stage_diff", "stage_diff_html", "offload_frames"]
+           "EVENT_COLORS", "STEPPER_CSS"]
 
 
 #: How a stepper fits a laptop screen (1366x768) under JupyterLab's bars: a title without
