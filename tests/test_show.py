@@ -664,3 +664,107 @@ def test_do_the_rows_keep_every_line_in_order_and_pair_only_equal_lines(ours, th
     import difflib
     m = difflib.SequenceMatcher(None, [s.strip() for s in ours], [s.strip() for s in theirs], autojunk=False)
     assert sum(op == "equal" for op, _, _ in rows) == sum(b.size for b in m.get_matching_blocks())
+
+
+# ---- the layout engine (course.show.layout): row order against brute force, folding ----------
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=9),
+       st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=9))
+def test_does_order_rows_find_the_fewest_crossings_that_brute_force_finds(top, bottom):
+    import itertools
+
+    from course.show.layout import count_crossings, order_rows
+
+    # Three rows: a pinned top (t0..t3), a free middle (m0..m3), a free bottom (b0..b3).
+    down = {n: [] for p in "tmb" for n in (f"{p}{i}" for i in range(4))}
+    up = {n: [] for n in down}
+    for (i, j), (a, b) in [(e, ("t", "m")) for e in top] + [(e, ("m", "b")) for e in bottom]:
+        u, v = f"{a}{i}", f"{b}{j}"
+        if v not in down[u]:
+            down[u].append(v)
+            up[v].append(u)
+    rows = [[f"{p}{i}" for i in range(4)] for p in "tmb"]
+    ours, crossings = order_rows(rows, up, down, pinned={0: True})
+    assert crossings == count_crossings(ours, down) and ours[0] == rows[0]
+    assert sorted(ours[1]) == rows[1] and sorted(ours[2]) == rows[2]
+    best = min(count_crossings([rows[0], list(m), list(b)], down)
+               for m in itertools.permutations(rows[1]) for b in itertools.permutations(rows[2]))
+    assert crossings == best
+
+
+def _chain(n: int) -> nx.DiGraph:
+    return nx.path_graph(n, create_using=nx.DiGraph)
+
+
+def test_does_a_long_chain_fold_into_bands_side_by_side():
+    from course.show.boxes import draw_boxes, label_size, new_figure_for
+    from course.show.layout import layered_layout
+
+    g = _chain(9)
+    labels = {n: f"node {n}" for n in g}
+    layout = layered_layout(g, sizes={n: label_size(labels[n], 8.0) for n in g}, max_rows=4)
+    assert layout["bands"] == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]  # 9 rows: three bands of 3
+    assert sorted(layout["continued"]) == [(2, 3), (5, 6)]
+    pos, size = layout["pos"], layout["sizes"]
+    tops = [max(pos[n][1] + size[n][1] / 2 for n in band) for band in layout["bands"]]
+    assert tops == pytest.approx([tops[0]] * 3)  # every band starts at the top
+    spans = [(min(pos[n][0] - size[n][0] / 2 for n in band), max(pos[n][0] + size[n][0] / 2 for n in band))
+             for band in layout["bands"]]
+    assert all(a[1] < b[0] for a, b in zip(spans, spans[1:]))  # left to right, apart
+    for (a, b), tail in layout["continued"].items():  # a cut edge: out of a, into b
+        assert layout["routes"][a, b][0] == pos[a] and tail[-1] == pos[b]
+    fig, ax, font = new_figure_for(layout)
+    draw_boxes(g, layout, labels, ax, fills={}, font_size=font)
+    report = drawn_graph_report(fig)
+    assert report["edges"] == 8 + 2 and report["crossings"] == 0  # a cut edge is two stubs
+    assert report["overflow"] == [] and report["through"] == []
+    assert sorted(t.get_text() for t in ax.texts if (t.get_gid() or "").startswith("cut:")) == [
+        "from 2", "from 5", "to 3", "to 6"]
+    plt.close(fig)
+
+
+def test_does_an_edge_across_two_bands_keep_its_ends():
+    from course.show.layout import layered_layout
+
+    g = _chain(7)
+    g.add_edge(0, 6)  # skips every row
+    layout = layered_layout(g, max_rows=3)
+    assert len(layout["bands"]) == 3 and (0, 6) in layout["continued"]
+    head, tail = layout["routes"][0, 6], layout["continued"][0, 6]
+    assert head[0] == layout["pos"][0] and tail[-1] == layout["pos"][6]
+    # the stub out of band 0 ends below band 0's lowest box; the stub into band 2 starts above its top
+    band0_low = min(layout["pos"][n][1] - layout["sizes"][n][1] / 2 for n in layout["bands"][0])
+    band2_top = max(layout["pos"][n][1] + layout["sizes"][n][1] / 2 for n in layout["bands"][2])
+    assert head[-1][1] < band0_low and tail[0][1] > band2_top
+
+
+def test_does_a_shallow_graph_stay_in_one_band():
+    from course.show.layout import layered_layout
+
+    plain, folded = layered_layout(_chain(4)), layered_layout(_chain(4), max_rows=4)
+    assert folded["bands"] == [[0, 1, 2, 3]] and folded["continued"] == {}
+    assert folded["pos"] == plain["pos"] and folded["routes"] == plain["routes"]
+
+
+def test_does_lesson01s_backward_drawing_fit_a_laptop_under_the_controls():
+    """The browser test measures it in JupyterLab; here the figure's own size: two bands,
+    at most 5.4 inches (540 px as the stepper shows it) tall, the current node drawn."""
+    from course.show.widgets import BACKWARD_MAX_ROWS, EVENT_COLORS, draw_backward_frame
+
+    x, y = torch.randn(4, 3), torch.randn(4, 1)
+    W1, b1 = torch.randn(3, 5, requires_grad=True), torch.zeros(5, requires_grad=True)
+    W2 = torch.randn(5, 1, requires_grad=True)
+    h = torch.relu(x @ W1 + b1)
+    loss = ((h @ W2 - y) ** 2).mean()
+    frames = show.frames.backward_order_frames(loss, names={"W1": W1, "b1": b1, "W2": W2, "h": h})
+    frame = next(f for f in frames if f.title.endswith("pre-hook n8 AccumulateGrad(b1)"))
+    fig = draw_backward_frame(frame)
+    width, height = fig.get_size_inches()
+    assert height <= 5.4 and width <= 9.0, (width, height)
+    yellow = [p for p in fig.axes[0].patches if p.get_gid() == "node:n8"]
+    assert matplotlib.colors.to_hex(yellow[0].get_facecolor()) == EVENT_COLORS["pre-hook"]
+    assert BACKWARD_MAX_ROWS < len(show.layout.assign_rows(frame.data["graph"], [], []))  # folded
+    report = drawn_graph_report(fig)
+    assert report["overflow"] == [] and report["through"] == [] and report["crossings"] == 0
+    plt.close(fig)

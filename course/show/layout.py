@@ -319,7 +319,9 @@ def fold_rows(layout: dict, max_rows: int, gap: float = 36.0) -> dict:
     nodes per band) and ``continued`` added; a layout that fits is returned with one band.
     """
     rows, pos = layout["rows"], layout["pos"]
-    bands = _balanced_bands(len(rows), max_rows) if len(rows) > max_rows else [range(len(rows))]
+    if len(rows) <= max_rows:  # it fits: unchanged
+        return dict(layout, bands=[[n for r in rows for n in r]], continued={})
+    bands = _balanced_bands(len(rows), max_rows)
     band_of = {n: b for b, ks in enumerate(bands) for k in ks for n in rows[k]}
     size = layout["sizes"]
     # A band's top and bottom y, and its x extent, from its boxes and the routes in it.
