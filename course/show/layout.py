@@ -36,6 +36,13 @@ Differences from graphviz's ``dot``: dot ranks by network simplex (shortest tota
 length) and places x the same way; we rank by longest path and place x by least squares
 (:func:`_nearest_in_order`). With the same pinned top and bottom rows we draw no more
 crossings than dot on the lessons' graphs (tests/test_show.py asks dot for its count).
+
+Why not grandalf (a pure-Python Sugiyama layout, 0.8)? We measured it against this engine
+with dot's own count as the oracle, nodes sized alike and no row pinned: on the lessons'
+joint graphs (MLP, 33 nodes; three linear layers, 51) grandalf crosses 7 and 17 times,
+this engine 3 and 5, dot 2 and 7; on three random 23-node DAGs grandalf 33, 35, 41, we 9,
+28, 21, dot 8, 19, 25. Grandalf is faster (0.02 s against 0.2-0.3 s); we keep the fewer
+crossings, and grandalf cannot pin the top and bottom rows in a given order.
 """
 
 from __future__ import annotations
