@@ -610,7 +610,7 @@ def test_are_the_differences_marked_and_the_shared_lines_not():
     assert page.count('class="course-source-equal"') == counts["equal"]
     assert page.count('class="course-source-delete"') == counts["delete"]
     assert "#fff3c4" in page or "#e6f4ea" in page  # changed rows are coloured
-    assert '<span style="color:#008000;font-weight:bold">def</span>' in page  # pygments' keyword
+    assert '<span class="k">def</span>' in page and ".course-source .k { color: #008000; font-weight: bold }" in page
     assert "&lt;" not in view.text and page == view._repr_html_()  # deterministic
     marks = {line[73] for line in view.text.splitlines()[1:] if len(line) > 73}
     assert {"|", "<"} & marks and " " in marks
@@ -768,3 +768,23 @@ def test_does_lesson01s_backward_drawing_fit_a_laptop_under_the_controls():
     report = drawn_graph_report(fig)
     assert report["overflow"] == [] and report["through"] == [] and report["crossings"] == 0
     plt.close(fig)
+
+
+def test_does_docstrings_false_leave_out_exactly_the_docstrings():
+    import inspect
+
+    import torch.autograd.graph as tg
+
+    import course.autograd_graph as cg
+    from course.show.source import show_source
+
+    for ours, theirs in ((cg.get_gradient_edge, tg.get_gradient_edge), (cg.GradientEdge, tg.GradientEdge)):
+        full, code = show_source(ours, theirs), show_source(ours, theirs, docstrings=False)
+        for obj, lines, numbers in ((ours, code.course_lines, code.course_numbers),
+                                    (theirs, code.torch_lines, code.torch_numbers)):
+            source = inspect.getsource(obj).splitlines()
+            assert [source[k - 1] for k in numbers] == list(lines)  # numbers: the whole source's
+            doc = inspect.getdoc(obj).splitlines()
+            assert not any(d.strip() and d.strip() in (s.strip() for s in lines) for d in doc[1:] if len(d) > 30)
+            assert len(lines) < len(source)
+        assert code.counts()["equal"] >= 1 and len(code.rows) < len(full.rows)

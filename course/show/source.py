@@ -30,14 +30,17 @@ indentation, so a method moved into a class still counts as the same line.
 
 from __future__ import annotations
 
+import ast
 import difflib
 import html
 import inspect
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
-from pygments.styles import get_style_by_name
+from pygments.token import STANDARD_TYPES
 
 __all__ = ["SourcePair", "show_source", "source_of"]
 
@@ -45,6 +48,8 @@ __all__ = ["SourcePair", "show_source", "source_of"]
 ROW_COLORS = {"replace": "#fff3c4", "delete": "#e6f4ea", "insert": "#fdecea", "equal": ""}
 _MARKS = {"replace": "|", "delete": "<", "insert": ">", "equal": " "}
 _WIDTH = 72  # characters of each column in the text form
+#: The colours of pygments' default style, for the tokens inside a view only.
+CSS = HtmlFormatter(style="default").get_style_defs(".course-source")
 
 
 def _name(obj) -> str:
@@ -93,23 +98,40 @@ def source_of(obj) -> tuple[list[str], str, str]:
     return [line.rstrip("\n") for line in lines], f"{_short_path(path)}:{max(first, 1)}", ""
 
 
+def _css_class(ttype) -> str:
+    """Pygments' short CSS class for a token type (``"k"`` for a keyword), from its family."""
+    while ttype not in STANDARD_TYPES:
+        ttype = ttype.parent
+    return STANDARD_TYPES[ttype]
+
+
 def _highlighted(lines: list[str]) -> list[str]:
-    """Each line as HTML, coloured with pygments' default style (inline, so no CSS needed)."""
-    style, out, line = get_style_by_name("default"), [], []
+    """Each line as HTML, its tokens in spans of pygments' classes (styled by :data:`CSS`)."""
+    out, line = [], []
     for ttype, value in PythonLexer(stripnl=False, ensurenl=False).get_tokens("\n".join(lines)):
-        rule = style.style_for_token(ttype)
-        css = ";".join(c for c in (f"color:#{rule['color']}" if rule["color"] else "",
-                                   "font-weight:bold" if rule["bold"] else "",
-                                   "font-style:italic" if rule["italic"] else "") if c)
+        css = _css_class(ttype)
         for k, piece in enumerate(value.split("\n")):
             if k:
                 out.append("".join(line))
                 line = []
             if piece:
                 text = html.escape(piece)
-                line.append(f'<span style="{css}">{text}</span>' if css else text)
+                line.append(f'<span class="{css}">{text}</span>' if css else text)
     out.append("".join(line))
     return (out + [""] * len(lines))[:len(lines)]
+
+
+def _without_docstrings(lines: list[str]) -> list[int]:
+    """The indices of ``lines`` that are not in a docstring (of the object or anything in it)."""
+    tree = ast.parse(textwrap.dedent("\n".join(lines)))
+    drop = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)) \
+                and node.body and isinstance(node.body[0], ast.Expr) \
+                and isinstance(getattr(node.body[0], "value", None), ast.Constant) \
+                and isinstance(node.body[0].value.value, str):
+            drop.update(range(node.body[0].lineno - 1, node.body[0].end_lineno))
+    return [i for i in range(len(lines)) if i not in drop]
 
 
 @dataclass(frozen=True)
@@ -126,6 +148,8 @@ class SourcePair:
     torch_where: str
     torch_note: str
     rows: tuple[tuple[str, int | None, int | None], ...]
+    course_numbers: tuple[int, ...] = ()  # each shown line's number in the object's source
+    torch_numbers: tuple[int, ...] = ()
 
     def __repr__(self) -> str:
         # What a saved notebook keeps as text/plain: no line numbers, which move between releases.
@@ -170,10 +194,10 @@ class SourcePair:
         body = []
         for op, i, j in self.rows:
             bg = f"background:{ROW_COLORS[op]};" if ROW_COLORS[op] else ""
-            tds = [f'<td style="{num}">{"" if i is None else i + 1}</td>',
+            tds = [f'<td style="{num}">{"" if i is None else self.course_numbers[i]}</td>',
                    f'<td style="{bg}{cell}">{"" if i is None else ours[i]}</td>']
             if two:
-                tds += [f'<td style="{num}">{"" if j is None else j + 1}</td>',
+                tds += [f'<td style="{num}">{"" if j is None else self.torch_numbers[j]}</td>',
                         f'<td style="{bg}{cell}">{"" if j is None else theirs[j]}</td>']
             body.append(f'<tr class="course-source-{op}">' + "".join(tds) + "</tr>")
         if two and not self.torch_lines:
@@ -181,7 +205,8 @@ class SourcePair:
                         f'{html.escape(self.torch_note)}</i></td></tr>')
         legend = ("<div><small>yellow: changed on both sides; green: only the course; "
                   "red: only torch</small></div>") if two else ""
-        return (f'<div class="course-source" style="max-height:70vh;overflow:auto">{legend}'
+        return (f'<style>{CSS}</style>'
+                f'<div class="course-source" style="max-height:70vh;overflow:auto">{legend}'
                 f'<table style="border-collapse:collapse;font-size:12px">'
                 f"<tr>{head}</tr>{''.join(body)}</table></div>")
 
@@ -205,13 +230,15 @@ def _rows(ours: list[str], theirs: list[str]) -> list[tuple[str, int | None, int
     return rows
 
 
-def show_source(course_obj, torch_obj=None) -> SourcePair:
+def show_source(course_obj, torch_obj=None, docstrings: bool = True) -> SourcePair:
     """The source of ``course_obj`` (a function, class or module) beside ``torch_obj``'s.
 
     Args:
         course_obj: the course's object, e.g. ``course.autograd_graph.GradientEdge``.
         torch_obj: torch's counterpart (``torch.autograd.graph.GradientEdge``), or None to
             show the course's source alone.
+        docstrings: False leaves every docstring out on both sides, so the code is
+            compared with the code (line numbers stay those of the whole source).
 
     Returns:
         A :class:`SourcePair`: the last expression of a cell shows it as HTML in JupyterLab;
@@ -219,11 +246,25 @@ def show_source(course_obj, torch_obj=None) -> SourcePair:
 
     Raises:
         TypeError: ``course_obj`` has no Python source (it must be the course's own code).
+
+    Example:
+        >>> import torch.autograd.graph as tg
+        >>> import course.autograd_graph as cg
+        >>> code = show_source(cg.get_gradient_edge, tg.get_gradient_edge, docstrings=False)
+        >>> any("Returns:" in line for line in code.course_lines)   # the docstring's
+        False
+        >>> code.course_lines[1].strip()
+        'if not tensor.requires_grad:'
     """
     ours, course_where, note = source_of(course_obj)
     if note:
         raise TypeError(f"show_source shows the course's Python code; {note}")
     theirs, torch_where, torch_note = source_of(torch_obj) if torch_obj is not None else ([], "", "")
+    keep_ours, keep_theirs = range(len(ours)), range(len(theirs))
+    if not docstrings:
+        keep_ours, keep_theirs = _without_docstrings(ours), _without_docstrings(theirs) if theirs else []
+    ours, theirs = [ours[i] for i in keep_ours], [theirs[j] for j in keep_theirs]
     return SourcePair(_name(course_obj), _name(torch_obj) if torch_obj is not None else "",
                       tuple(ours), tuple(theirs), course_where, torch_where, torch_note,
-                      tuple(_rows(ours, theirs)))
+                      tuple(_rows(ours, theirs)), tuple(i + 1 for i in keep_ours),
+                      tuple(j + 1 for j in keep_theirs))
