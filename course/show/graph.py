@@ -276,7 +276,7 @@ def draw_autograd_graph(t, names=None, highlight: Iterable = (), ax=None,
     AccumulateGrad leaves are green, highlighted nodes orange (or ``highlight_color``) with
     a thick border, nodes in ``ran`` (ids that already ran) grey with a dashed border; edges carry ``output_nr`` where it is not 0.
     ``max_rows``: a deeper graph stands in bands of at most that many rows, side by side
-    (:func:`course.show.layout.fold_rows`), so a long chain uses a screen's width;
+    (:func:`course.show.fold.fold_rows`), so a long chain uses a screen's width;
     ``row_gap``: the space between rows, in points.
     Above ``collapse_above`` nodes, linear chains are folded (:func:`collapse_chains`);
     above ``max_nodes``, the picture is the :func:`graph_summary`.
