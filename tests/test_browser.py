@@ -7,7 +7,9 @@ save screenshots to artifacts/: the page (browser_stepper.png), the backward ste
 drawing (browser_backward_stepper.png) and the joint-graph drawing (browser_joint_graph.png).
 Then, as on a laptop (1366x768), lesson 01's stepper stepped mid-way with its own buttons
 (browser_stepper_1366x768.png): its controls, its whole drawing and the highlighted node
-(found by its fill colour in the screenshot) lie inside the window.
+(found by its fill colour in the screenshot) lie inside the window. The source viewer
+(``course.show.show_source``) renders as a table with its rows marked and pygments'
+colours applied (browser_source.png).
 
 Skipped only when /usr/bin/chromium is missing and COURSE_REQUIRE_BROWSER is not "1"
 (CI sets it, so there a missing browser fails).
@@ -139,6 +141,7 @@ def test_stepper_renders_and_next_changes_description(tmp_path):
                 joint_png.screenshot(path=str(shots / "browser_joint_graph.png"))
                 box = joint_png.bounding_box()
                 assert box and box["width"] > 400 and box["height"] > 400, box
+                source = _source_check(page, shots)
                 laptop = _laptop_check(page, page.locator(".course-stepper").nth(1), shots)
             except Exception:
                 page.screenshot(path=str(shots / "browser_stepper_failure.png"), full_page=True)
@@ -148,6 +151,8 @@ def test_stepper_renders_and_next_changes_description(tmp_path):
         assert "before backward" in before
         assert after.startswith("step 1/") and "pre-hook" in after, after
         _assert_fits(laptop)
+        assert source["equal"] >= 5 and source["changed"] >= 1, source
+        assert source["keyword"] == "rgb(0, 128, 0)", source  # pygments' colour for "def", applied
     finally:
         proc.terminate()
         try:
@@ -192,6 +197,21 @@ def _laptop_check(page, stepper, shots: Path) -> dict:
                           ("next", "button:has-text('next')"), ("slider", ".widget-slider"),
                           ("description", ".course-stepper-description"))},
             "image": image.bounding_box()}
+
+
+def _source_check(page, shots: Path) -> dict:
+    """The source viewer's table as JupyterLab shows it: rows by kind, a keyword's colour."""
+    from playwright.sync_api import expect
+
+    view = page.locator(".course-source").first
+    expect(view).to_be_visible(timeout=10_000)
+    view.scroll_into_view_if_needed()
+    view.screenshot(path=str(shots / "browser_source.png"))
+    keyword = view.locator("span.k", has_text="def").first
+    return {"equal": view.locator("tr.course-source-equal").count(),
+            "changed": view.locator("tr.course-source-replace, tr.course-source-delete, "
+                                    "tr.course-source-insert").count(),
+            "keyword": keyword.evaluate("el => getComputedStyle(el).color")}
 
 
 def _highlight_pixels(path: Path, color: str, box: dict) -> tuple[int, int]:
