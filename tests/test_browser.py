@@ -5,6 +5,11 @@ holding a copy of tests/data/browser_stepper.ipynb, open it with Playwright, run
 check the widget's slider is there and that clicking "next" changes the description, and
 save screenshots to artifacts/: the page (browser_stepper.png), the backward stepper's
 drawing (browser_backward_stepper.png) and the joint-graph drawing (browser_joint_graph.png).
+Then, as on a laptop (1366x768), lesson 01's stepper stepped mid-way with its own buttons
+(browser_stepper_1366x768.png): its controls, its whole drawing and the highlighted node
+(found by its fill colour in the screenshot) lie inside the window. The source viewer
+(``course.show.show_source``) renders as a table with its rows marked and pygments'
+colours applied (browser_source.png).
 
 Skipped only when /usr/bin/chromium is missing and COURSE_REQUIRE_BROWSER is not "1"
 (CI sets it, so there a missing browser fails).
@@ -136,6 +141,8 @@ def test_stepper_renders_and_next_changes_description(tmp_path):
                 joint_png.screenshot(path=str(shots / "browser_joint_graph.png"))
                 box = joint_png.bounding_box()
                 assert box and box["width"] > 400 and box["height"] > 400, box
+                source = _source_check(page, shots)
+                laptop = _laptop_check(page, page.locator(".course-stepper").nth(1), shots)
             except Exception:
                 page.screenshot(path=str(shots / "browser_stepper_failure.png"), full_page=True)
                 raise
@@ -143,6 +150,9 @@ def test_stepper_renders_and_next_changes_description(tmp_path):
                 browser.close()
         assert "before backward" in before
         assert after.startswith("step 1/") and "pre-hook" in after, after
+        _assert_fits(laptop)
+        assert source["equal"] >= 5 and source["changed"] >= 1, source
+        assert source["keyword"] == "rgb(0, 128, 0)", source  # pygments' colour for "def", applied
     finally:
         proc.terminate()
         try:
@@ -150,6 +160,86 @@ def test_stepper_renders_and_next_changes_description(tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+LAPTOP = {"width": 1366, "height": 768}
+STEPS = 15  # lesson 01: 21 frames; frame 15 is the pre-hook of n8, two thirds down the graph
+
+
+def _inside(box, view=LAPTOP) -> bool:
+    return (box is not None and box["x"] >= 0 and box["y"] >= 0
+            and box["x"] + box["width"] <= view["width"] and box["y"] + box["height"] <= view["height"])
+
+
+def _laptop_check(page, stepper, shots: Path) -> dict:
+    """Lesson 01's stepper at 1366x768, scrolled as a learner would (its top at the top of
+    the notebook), stepped ``STEPS`` times with its own next button; a screenshot of the
+    window, and what lies where."""
+    from playwright.sync_api import expect
+
+    page.set_viewport_size(LAPTOP)
+    stepper.evaluate("el => el.scrollIntoView({block: 'start'})")
+    description = stepper.locator(".course-stepper-description .widget-html-content")
+    for k in range(1, STEPS + 1):
+        stepper.locator("button", has_text="next").click()
+        page.wait_for_function("([el, k]) => el.innerText.startsWith(`step ${k}/`)",
+                               arg=[description.element_handle(), k], timeout=20_000)
+    expect(page.locator(".jp-StatusBar-Widget").first).to_contain_text("| Idle", timeout=30_000)
+    image = stepper.locator("img").first
+    page.wait_for_function("el => el.complete && el.naturalHeight > 0", arg=image.element_handle(),
+                           timeout=10_000)
+    page.wait_for_timeout(300)  # laid out
+    path = shots / "browser_stepper_1366x768.png"
+    page.screenshot(path=str(path))
+    return {"shot": path, "title": description.inner_text(),
+            "controls": {name: stepper.locator(sel).first.bounding_box() for name, sel in
+                         (("play", ".widget-play"), ("previous", "button:has-text('previous')"),
+                          ("next", "button:has-text('next')"), ("slider", ".widget-slider"),
+                          ("description", ".course-stepper-description"))},
+            "image": image.bounding_box()}
+
+
+def _source_check(page, shots: Path) -> dict:
+    """The source viewer's table as JupyterLab shows it: rows by kind, a keyword's colour."""
+    from playwright.sync_api import expect
+
+    view = page.locator(".course-source").first
+    expect(view).to_be_visible(timeout=10_000)
+    view.scroll_into_view_if_needed()
+    view.screenshot(path=str(shots / "browser_source.png"))
+    keyword = view.locator("span.k", has_text="def").first
+    return {"equal": view.locator("tr.course-source-equal").count(),
+            "changed": view.locator("tr.course-source-replace, tr.course-source-delete, "
+                                    "tr.course-source-insert").count(),
+            "keyword": keyword.evaluate("el => getComputedStyle(el).color")}
+
+
+def _highlight_pixels(path: Path, color: str, box: dict) -> tuple[int, int]:
+    """(pixels of ``color`` inside ``box``, outside it) in the screenshot at ``path``."""
+    from PIL import Image
+
+    want = tuple(int(color[k:k + 2], 16) for k in (1, 3, 5))
+    img = Image.open(path).convert("RGB")
+    inside = outside = 0
+    for i, px in enumerate(img.getdata()):
+        if all(abs(a - b) <= 4 for a, b in zip(px, want)):
+            x, y = i % img.width, i // img.width
+            if box["x"] <= x < box["x"] + box["width"] and box["y"] <= y < box["y"] + box["height"]:
+                inside += 1
+            else:
+                outside += 1
+    return inside, outside
+
+
+def _assert_fits(laptop: dict) -> None:
+    from course.show.widgets import EVENT_COLORS
+
+    assert laptop["title"].startswith(f"step {STEPS}/") and "pre-hook n8" in laptop["title"], laptop["title"]
+    outside = {k: b for k, b in laptop["controls"].items() if not _inside(b)}
+    assert outside == {}, f"controls outside the 1366x768 window: {outside}"
+    assert _inside(laptop["image"]), f"the drawing does not fit under the controls: {laptop['image']}"
+    inside, elsewhere = _highlight_pixels(laptop["shot"], EVENT_COLORS["pre-hook"], laptop["image"])
+    assert inside > 300 and elsewhere == 0, (inside, elsewhere)  # the highlighted node, in view
 
 
 def test_is_a_missing_browser_a_skip_only_when_not_required(monkeypatch):

@@ -29,7 +29,7 @@ from torch._functorch.aot_autograd import aot_export_joint_with_descriptors  # n
 from torch._functorch.partitioners import default_partition  # noqa: E402
 
 from course import show  # noqa: E402
-from course.show.graph import drawn_graph_report  # noqa: E402
+from course.show.boxes import drawn_graph_report  # noqa: E402
 
 pytestmark = pytest.mark.lesson01
 
@@ -473,7 +473,7 @@ def test_does_a_smoothed_route_pass_its_points_and_stay_in_each_segments_box(xs,
     for drop in drops[:len(xs) - 1]:
         ys.append(ys[-1] - drop)
     pts = list(zip(xs, ys))
-    out = show.graph.smooth_route(pts, steps=8)
+    out = show.boxes.smooth_route(pts, steps=8)
     assert out[::8] == pts  # every given point is on the curve, in order
     for k, (p, q) in enumerate(zip(pts, pts[1:])):
         lo, hi = min(p[0], q[0]), max(p[0], q[0])
@@ -481,7 +481,7 @@ def test_does_a_smoothed_route_pass_its_points_and_stay_in_each_segments_box(xs,
     if len(pts) == 2:  # one segment: a straight line
         assert all(abs((x - xs[0]) * (ys[1] - ys[0]) - (y - ys[0]) * (xs[1] - xs[0])) < 1e-6 * (1 + abs(xs[1] - xs[0]))
                    for x, y in out)
-    assert show.graph.smooth_route([(0, 0), (1, 0)]) == [(0, 0), (1, 0)]  # y must fall: left as it is
+    assert show.boxes.smooth_route([(0, 0), (1, 0)]) == [(0, 0), (1, 0)]  # y must fall: left as it is
 
 
 def test_does_segment_crossings_count_only_inner_crossings():
@@ -563,3 +563,228 @@ def test_do_empty_timelines_fail_clearly():
         show.memory_text([])
     with pytest.raises(ValueError, match="ends before it starts"):
         show.timeline_text([("copy", 3, 1, "bad")])
+
+
+# ---- the source viewer (course.show.source) ----------------------------------------------
+
+def test_does_show_source_show_both_sources_as_inspect_reads_them():
+    import inspect
+
+    import torch.autograd.graph as tg
+
+    import course.autograd_graph as cg
+    from course.show.source import show_source
+
+    view = show_source(cg.get_gradient_edge, tg.get_gradient_edge)
+    # The oracle: inspect reads the two files itself; every line shows once, in order.
+    ours = inspect.getsource(cg.get_gradient_edge).splitlines()
+    theirs = inspect.getsource(tg.get_gradient_edge).splitlines()
+    assert list(view.course_lines) == ours and list(view.torch_lines) == theirs
+    assert [i for _, i, _ in view.rows if i is not None] == list(range(len(ours)))
+    assert [j for _, _, j in view.rows if j is not None] == list(range(len(theirs)))
+    line = inspect.getsourcelines(tg.get_gradient_edge)[1]
+    assert view.text.splitlines()[0].endswith(f"torch: torch/autograd/graph.py:{line}")
+    assert repr(view) == ("SourcePair(course.autograd.graph.get_gradient_edge | "
+                          "torch.autograd.graph.get_gradient_edge)")
+
+
+def test_are_the_differences_marked_and_the_shared_lines_not():
+    import torch.autograd.graph as tg
+
+    import course.autograd_graph as cg
+    from course.show.source import show_source
+
+    view = show_source(cg.get_gradient_edge, tg.get_gradient_edge)
+    by_text = {}
+    for op, i, j in view.rows:
+        if i is not None:
+            by_text.setdefault(view.course_lines[i].strip(), set()).add(op)
+        if op == "equal":
+            assert view.course_lines[i].strip() == view.torch_lines[j].strip()
+    assert by_text["if not tensor.requires_grad:"] == {"equal"}  # the same line in both
+    comment = next(s for s in by_text if s.startswith("# Conformance"))
+    assert by_text[comment] <= {"delete", "replace"}  # our comment: not in torch's source
+    counts = view.counts()
+    assert counts["equal"] and counts["delete"] + counts["replace"] and sum(counts.values()) == len(view.rows)
+    page = view._repr_html_()
+    assert page.count('class="course-source-equal"') == counts["equal"]
+    assert page.count('class="course-source-delete"') == counts["delete"]
+    assert "#fff3c4" in page or "#e6f4ea" in page  # changed rows are coloured
+    assert '<span class="k">def</span>' in page and ".course-source .k { color: #008000; font-weight: bold }" in page
+    assert "&lt;" not in view.text and page == view._repr_html_()  # deterministic
+    marks = {line[73] for line in view.text.splitlines()[1:] if len(line) > 73}
+    assert {"|", "<"} & marks and " " in marks
+
+
+def test_does_the_same_source_on_both_sides_mark_nothing():
+    from course.autograd.graph import node_repr
+    from course.show.source import show_source
+
+    view = show_source(node_repr, node_repr)
+    assert view.counts()["equal"] == len(view.rows) == len(view.course_lines)
+
+
+def test_does_a_torch_builtin_without_python_source_say_so():
+    import course.autograd_graph as cg
+    from course.show.source import show_source
+
+    for builtin, name in ((torch.mul, "torch.mul"), (torch._C._functions.AccumulateGrad,
+                                                        "torch._C._functions.AccumulateGrad")):
+        view = show_source(cg.GradientEdge, builtin)
+        assert view.torch_lines == () and view.course_lines
+        assert view.torch_note.startswith(f"{name} has no Python source: it is a builtin written in C++")
+        assert view.torch_note in view.text and view.torch_note in view._repr_html_()
+    with pytest.raises(TypeError, match="has no Python source"):
+        show_source(torch.mul)
+
+
+def test_does_the_course_side_alone_show_one_column():
+    import course.autograd_graph as cg
+    from course.show.source import show_source
+
+    view = show_source(cg.GradientEdge)
+    assert repr(view) == "SourcePair(course.autograd.graph.GradientEdge | no torch side)"
+    assert view.text.splitlines()[1:] == list(view.course_lines)
+    assert "<th" in view._repr_html_() and view._repr_html_().count("<th") == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["a = 1", "b = 2", "  c = 3", "return a", ""]), max_size=12),
+       st.lists(st.sampled_from(["a = 1", "b = 9", "c = 3", "return a", ""]), min_size=1, max_size=12))
+def test_do_the_rows_keep_every_line_in_order_and_pair_only_equal_lines(ours, theirs):
+    from course.show.source import _rows
+
+    rows = _rows(ours, theirs)
+    assert [i for _, i, _ in rows if i is not None] == list(range(len(ours)))
+    assert [j for _, _, j in rows if j is not None] == list(range(len(theirs)))
+    for op, i, j in rows:
+        if op == "equal":
+            assert ours[i].strip() == theirs[j].strip()
+    # difflib's own ratio agrees with how many lines we call equal
+    import difflib
+    m = difflib.SequenceMatcher(None, [s.strip() for s in ours], [s.strip() for s in theirs], autojunk=False)
+    assert sum(op == "equal" for op, _, _ in rows) == sum(b.size for b in m.get_matching_blocks())
+
+
+# ---- the layout engine (course.show.layout): row order against brute force, folding ----------
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=9),
+       st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=9))
+def test_does_order_rows_find_the_fewest_crossings_that_brute_force_finds(top, bottom):
+    import itertools
+
+    from course.show.layout import count_crossings, order_rows
+
+    # Three rows: a pinned top (t0..t3), a free middle (m0..m3), a free bottom (b0..b3).
+    down = {n: [] for p in "tmb" for n in (f"{p}{i}" for i in range(4))}
+    up = {n: [] for n in down}
+    for (i, j), (a, b) in [(e, ("t", "m")) for e in top] + [(e, ("m", "b")) for e in bottom]:
+        u, v = f"{a}{i}", f"{b}{j}"
+        if v not in down[u]:
+            down[u].append(v)
+            up[v].append(u)
+    rows = [[f"{p}{i}" for i in range(4)] for p in "tmb"]
+    ours, crossings = order_rows(rows, up, down, pinned={0: True})
+    assert crossings == count_crossings(ours, down) and ours[0] == rows[0]
+    assert sorted(ours[1]) == rows[1] and sorted(ours[2]) == rows[2]
+    best = min(count_crossings([rows[0], list(m), list(b)], down)
+               for m in itertools.permutations(rows[1]) for b in itertools.permutations(rows[2]))
+    assert crossings == best
+
+
+def _chain(n: int) -> nx.DiGraph:
+    return nx.path_graph(n, create_using=nx.DiGraph)
+
+
+def test_does_a_long_chain_fold_into_bands_side_by_side():
+    from course.show.boxes import draw_boxes, label_size, new_figure_for
+    from course.show.layout import layered_layout
+
+    g = _chain(9)
+    labels = {n: f"node {n}" for n in g}
+    layout = layered_layout(g, sizes={n: label_size(labels[n], 8.0) for n in g}, max_rows=4)
+    assert layout["bands"] == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]  # 9 rows: three bands of 3
+    assert sorted(layout["continued"]) == [(2, 3), (5, 6)]
+    pos, size = layout["pos"], layout["sizes"]
+    tops = [max(pos[n][1] + size[n][1] / 2 for n in band) for band in layout["bands"]]
+    assert tops == pytest.approx([tops[0]] * 3)  # every band starts at the top
+    spans = [(min(pos[n][0] - size[n][0] / 2 for n in band), max(pos[n][0] + size[n][0] / 2 for n in band))
+             for band in layout["bands"]]
+    assert all(a[1] < b[0] for a, b in zip(spans, spans[1:]))  # left to right, apart
+    for (a, b), tail in layout["continued"].items():  # a cut edge: out of a, into b
+        assert layout["routes"][a, b][0] == pos[a] and tail[-1] == pos[b]
+    fig, ax, font = new_figure_for(layout)
+    draw_boxes(g, layout, labels, ax, fills={}, font_size=font)
+    report = drawn_graph_report(fig)
+    assert report["edges"] == 8 + 2 and report["crossings"] == 0  # a cut edge is two stubs
+    assert report["overflow"] == [] and report["through"] == []
+    assert sorted(t.get_text() for t in ax.texts if (t.get_gid() or "").startswith("cut:")) == [
+        "from 2", "from 5", "to 3", "to 6"]
+    plt.close(fig)
+
+
+def test_does_an_edge_across_two_bands_keep_its_ends():
+    from course.show.layout import layered_layout
+
+    g = _chain(7)
+    g.add_edge(0, 6)  # skips every row
+    layout = layered_layout(g, max_rows=3)
+    assert len(layout["bands"]) == 3 and (0, 6) in layout["continued"]
+    head, tail = layout["routes"][0, 6], layout["continued"][0, 6]
+    assert head[0] == layout["pos"][0] and tail[-1] == layout["pos"][6]
+    # the stub out of band 0 ends below band 0's lowest box; the stub into band 2 starts above its top
+    band0_low = min(layout["pos"][n][1] - layout["sizes"][n][1] / 2 for n in layout["bands"][0])
+    band2_top = max(layout["pos"][n][1] + layout["sizes"][n][1] / 2 for n in layout["bands"][2])
+    assert head[-1][1] < band0_low and tail[0][1] > band2_top
+
+
+def test_does_a_shallow_graph_stay_in_one_band():
+    from course.show.layout import layered_layout
+
+    plain, folded = layered_layout(_chain(4)), layered_layout(_chain(4), max_rows=4)
+    assert folded["bands"] == [[0, 1, 2, 3]] and folded["continued"] == {}
+    assert folded["pos"] == plain["pos"] and folded["routes"] == plain["routes"]
+
+
+def test_does_lesson01s_backward_drawing_fit_a_laptop_under_the_controls():
+    """The browser test measures it in JupyterLab; here the figure's own size: two bands,
+    at most 5.4 inches (540 px as the stepper shows it) tall, the current node drawn."""
+    from course.show.widgets import BACKWARD_MAX_ROWS, EVENT_COLORS, draw_backward_frame
+
+    x, y = torch.randn(4, 3), torch.randn(4, 1)
+    W1, b1 = torch.randn(3, 5, requires_grad=True), torch.zeros(5, requires_grad=True)
+    W2 = torch.randn(5, 1, requires_grad=True)
+    h = torch.relu(x @ W1 + b1)
+    loss = ((h @ W2 - y) ** 2).mean()
+    frames = show.frames.backward_order_frames(loss, names={"W1": W1, "b1": b1, "W2": W2, "h": h})
+    frame = next(f for f in frames if f.title.endswith("pre-hook n8 AccumulateGrad(b1)"))
+    fig = draw_backward_frame(frame)
+    width, height = fig.get_size_inches()
+    assert height <= 5.4 and width <= 9.0, (width, height)
+    yellow = [p for p in fig.axes[0].patches if p.get_gid() == "node:n8"]
+    assert matplotlib.colors.to_hex(yellow[0].get_facecolor()) == EVENT_COLORS["pre-hook"]
+    assert BACKWARD_MAX_ROWS < len(show.layout.assign_rows(frame.data["graph"], [], []))  # folded
+    report = drawn_graph_report(fig)
+    assert report["overflow"] == [] and report["through"] == [] and report["crossings"] == 0
+    plt.close(fig)
+
+
+def test_does_docstrings_false_leave_out_exactly_the_docstrings():
+    import inspect
+
+    import torch.autograd.graph as tg
+
+    import course.autograd_graph as cg
+    from course.show.source import show_source
+
+    for ours, theirs in ((cg.get_gradient_edge, tg.get_gradient_edge), (cg.GradientEdge, tg.GradientEdge)):
+        full, code = show_source(ours, theirs), show_source(ours, theirs, docstrings=False)
+        for obj, lines, numbers in ((ours, code.course_lines, code.course_numbers),
+                                    (theirs, code.torch_lines, code.torch_numbers)):
+            source = inspect.getsource(obj).splitlines()
+            assert [source[k - 1] for k in numbers] == list(lines)  # numbers: the whole source's
+            doc = inspect.getdoc(obj).splitlines()
+            assert not any(d.strip() and d.strip() in (s.strip() for s in lines) for d in doc[1:] if len(d) > 30)
+            assert len(lines) < len(source)
+        assert code.counts()["equal"] >= 1 and len(code.rows) < len(full.rows)

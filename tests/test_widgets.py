@@ -208,7 +208,8 @@ def test_does_the_backward_drawing_shade_what_ran_and_tell_pre_hook_from_hook():
     from course.show.widgets import EVENT_COLORS, draw_backward_frame
     import matplotlib.colors as mcolors
     import matplotlib.pyplot as plt
-    from course.show.graph import AUTOGRAD_COLORS, drawn_graph_report
+    from course.show.boxes import drawn_graph_report
+    from course.show.graph import AUTOGRAD_COLORS
 
     w = torch.ones(2, requires_grad=True)
     frames = backward_order_frames((w * 2).sin().sum(), names={"w": w})

@@ -12,9 +12,12 @@ streams and memory over time      :func:`timeline_text`, `memory_text`   :func:`
 ================================  =====================================  ==================
 
 The code lives in :mod:`course.show.graph`, :mod:`course.show.fx` and
-:mod:`course.show.timeline` (with :mod:`course.show.frames` and :mod:`course.show.widgets`
-for the steppers); this module only re-exports the first three. Nothing printed holds a memory address: autograd nodes are named ``n0, n1,
-...`` in topological order and FX nodes by their FX names.
+:mod:`course.show.timeline`; the layered layout they share in :mod:`course.show.layout`
+(drawn by :mod:`course.show.boxes`); :func:`show_source` (the course's source beside
+torch's, :mod:`course.show.source`). Frames and steppers are imported from
+:mod:`course.widgets`. This module only re-exports. Nothing printed holds a memory
+address: autograd nodes are named ``n0, n1, ...`` in topological order and FX nodes by
+their FX names.
 
 Example:
     >>> import torch
@@ -37,7 +40,6 @@ from course.show.fx import (
     as_fx_graph,
     descriptor_kind,
     draw_joint_graph,
-    fx_utils,
     group_ends,
     joint_graph_text,
     joint_nx_graph,
@@ -50,12 +52,12 @@ from course.show.graph import (
     autograd_graph,
     collapse_chains,
     draw_autograd_graph,
-    drawn_graph_report,
     graph_summary,
     graph_text,
-    layered_layout,
-    segment_crossings,
 )
+from course.show.boxes import drawn_graph_report, segment_crossings
+from course.show.layout import layered_layout
+from course.show.source import SourcePair, show_source
 from course.show.timeline import (
     Interval,
     draw_timeline,
@@ -67,4 +69,5 @@ from course.show.timeline import (
 
 from course.show import fx, graph, timeline  # noqa: E402  (the submodules, for their __all__)
 
-__all__ = [*graph.__all__, *fx.__all__, *timeline.__all__]
+__all__ = [*graph.__all__, *fx.__all__, *timeline.__all__,
+           "layered_layout", "segment_crossings", "drawn_graph_report", "SourcePair", "show_source"]

@@ -10,9 +10,8 @@ draw those pairs::
     ParamAOTInput(target='0.weight'): primals_1 -> grad t_8
     PlainAOTOutput(idx=0): addmm_1 <- tangent tangents_1
 
-We use ``course.aot.fx_utils`` when it is importable and torch's own
-``torch._functorch._aot_autograd.fx_utils`` otherwise; both accept graphs holding torch's
-descriptors.
+We pair them with ``course.aot.fx_utils``, which accepts graphs holding torch's
+descriptors or the course's.
 
 Example:
     >>> import contextlib, torch
@@ -33,20 +32,14 @@ from collections import Counter
 
 import networkx as nx
 
+from course.aot import fx_utils
+from course.show.boxes import draw_boxes, label_size, new_figure_for
 from course.show.graph import collapse_chains
+from course.show.layout import layered_layout
 
-__all__ = ["fx_utils", "KIND_COLORS", "descriptor_kind", "joint_pairs", "joint_graph_text",
+__all__ = ["KIND_COLORS", "descriptor_kind", "joint_pairs", "joint_graph_text",
            "joint_nx_graph", "summarise_joint", "draw_joint_graph", "as_fx_graph", "PAIR_COLORS",
            "partition_cut", "CUT_STYLE", "group_ends"]
-
-
-def fx_utils():
-    """The fx_utils module in use: ``course.aot.fx_utils`` if present, else torch's."""
-    try:
-        from course.aot import fx_utils as mod
-    except ImportError:
-        from torch._functorch._aot_autograd import fx_utils as mod
-    return mod
 
 
 #: Fill colour per descriptor class name; anything else is grey.
@@ -75,14 +68,14 @@ def joint_pairs(g) -> list[tuple[str, object, object, object]]:
     plain output. The second node is None where there is no partner. A partitioned half
     of a joint graph, whose grads or tangents lack their partners, gives no pairs of that
     kind rather than an error."""
-    mod, graph = fx_utils(), _graph(g)
+    graph = _graph(g)
     has_desc = any("desc" in n.meta for n in graph.nodes if n.op in ("placeholder", "output"))
     if not has_desc:
         return []
     pairs = []
-    for how, get in (("grad", mod.get_param_and_grad_nodes),
-                     ("grad", mod.get_plain_input_and_grad_nodes),
-                     ("tangent", mod.get_plain_output_and_tangent_nodes)):
+    for how, get in (("grad", fx_utils.get_param_and_grad_nodes),
+                     ("grad", fx_utils.get_plain_input_and_grad_nodes),
+                     ("tangent", fx_utils.get_plain_output_and_tangent_nodes)):
         try:
             pairs += [(how, d, n, m) for d, (n, m) in get(graph).items()]
         except (KeyError, LookupError, AssertionError, ValueError):
@@ -324,7 +317,7 @@ def draw_joint_graph(g, ax=None, max_nodes: int = 300, collapse_above: int = 50,
                      title: str | None = None, input_order: str = "placeholder"):
     """Draw a joint graph in layers: placeholders on the top row in placeholder order,
     outputs on the bottom row in output order, the ops in between placed to cut edge
-    crossings (:func:`course.show.graph.layered_layout`), each box sized to its label.
+    crossings (:func:`course.show.layout.layered_layout`), each box sized to its label.
 
     Placeholders and outputs are filled by descriptor kind (:data:`KIND_COLORS`); forward
     ops are white, backward ops light orange: those the backward graph runs when torch's
@@ -357,8 +350,6 @@ def draw_joint_graph(g, ax=None, max_nodes: int = 300, collapse_above: int = 50,
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
-
-    from course.show.graph import draw_boxes, label_size, layered_layout, new_figure_for
 
     graph = as_fx_graph(g)
     full = joint_nx_graph(graph)

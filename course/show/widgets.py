@@ -1,5 +1,7 @@
 """Thin ipywidgets steppers over frames computed in plain Python.
 
+Lessons import these from :mod:`course.widgets` (frames and steppers in one import).
+
 Every stepper is two things: a pure function that returns a list of
 :class:`~course.show.frames.Frame` (tested without any UI), and a :class:`Stepper` that
 shows one frame at a time with Play, previous / next buttons and a slider. Next to the
@@ -49,11 +51,21 @@ from course.show.frames import (
 from course.show.graph import draw_autograd_graph
 from course.show.timeline import draw_timeline
 
-__all__ = ["Frame", "Stepper", "fx_utils_stepper", "backward_order_stepper", "saved_tensors_stepper",
+__all__ = ["Stepper", "fx_utils_stepper", "backward_order_stepper", "saved_tensors_stepper",
            "mutation_stepper", "joint_stages_stepper", "offload_stepper", "draw_backward_frame",
-           # the pure frame functions behind them, re-exported for notebooks
-           "backward_order_frames", "fx_utils_frames", "saved_tensor_frames", "mutation_frames",
-           "stage_frames", "stage_diff", "stage_diff_html", "offload_frames"]
+           "EVENT_COLORS", "STEPPER_CSS"]
+
+
+#: How a stepper fits a laptop screen (1366x768) under JupyterLab's bars: a title without
+#: its margins, the description at text line height rather than a widget row's, and a
+#: drawing never taller than the window below the controls (a taller one is scaled down,
+#: its proportions kept; tests/test_browser.py measures it).
+STEPPER_CSS = (
+    ".course-stepper h4.course-stepper-title {margin: 0 0 2px 0}"
+    " .course-stepper .course-stepper-description .widget-html-content {line-height: 1.35}"
+    " .course-stepper .jp-OutputArea-output img {max-height: calc(100vh - 250px);"
+    " width: auto; max-width: 100%}"
+)
 
 
 def _html_escape(s: str) -> str:
@@ -103,7 +115,10 @@ class Stepper(widgets.VBox):
         self.prev_button.on_click(lambda _: self._go(self.slider.value - 1))
         self.next_button.on_click(lambda _: self._go(self.slider.value + 1))
         self.slider.observe(lambda change: self._show(change["new"]), names="value")
-        heading = [widgets.HTML(f"<h4>{_html_escape(title)}</h4>")] if title else []
+        # One HTML widget holds the stepper's CSS and its title (ipywidgets' HTML widget
+        # sets innerHTML, so a <style> element applies).
+        heading = [widgets.HTML(f"<style>{STEPPER_CSS}</style>"
+                                + (f'<h4 class="course-stepper-title">{_html_escape(title)}</h4>' if title else ""))]
         controls = widgets.HBox([self.play, self.prev_button, self.next_button, self.slider]
                                 + ([self.listing] if detail is not None else []))
         super().__init__(heading + [controls, self.description, self.output])
@@ -165,6 +180,10 @@ def _frames(source, make, *args, **kwargs) -> list[Frame]:
 #: Fill of the current node in a backward frame, by event.
 EVENT_COLORS = {"pre-hook": "#ffe066", "hook": "#f5a742"}
 
+#: Rows of a backward drawing per band, and the gap between rows (points): a graph of up to
+#: eight rows (lesson 01's) stands in two bands that fit under the controls at 1366x768.
+BACKWARD_MAX_ROWS, BACKWARD_ROW_GAP = 4, 20.0
+
 
 def draw_backward_frame(f: Frame):
     """The autograd graph of one :func:`~course.show.frames.backward_order_frames` frame."""
@@ -176,7 +195,8 @@ def draw_backward_frame(f: Frame):
                                 else "orange, has just run (hook)") + "; grey, dashed: ran before")
     return draw_autograd_graph(f.data["graph"], highlight=[node] if node else (),
                                ran=[n for n in f.data["ran"] if n != node], title=title,
-                               highlight_color=EVENT_COLORS.get(event))
+                               highlight_color=EVENT_COLORS.get(event),
+                               max_rows=BACKWARD_MAX_ROWS, row_gap=BACKWARD_ROW_GAP)
 
 
 def backward_order_stepper(t, names=None, gradient=None, inputs=None, drawing: bool = False):
