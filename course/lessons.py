@@ -98,7 +98,7 @@ LESSONS: tuple[Lesson, ...] = (
            ("step through AOTAutograd's stages: trace, functionalize, tangents, joint, partition",
             "build a joint graph by hand with make_fx",
             "predict a module's placeholders and find input-mutation outputs"),
-           (1,), ("course/aot/joint.py", "course/aot/staged.py")),
+           (1,), ("course/aot/joint.py", "course/aot/steps.py")),
     Lesson(7, "07_descriptors", "Descriptors and fx_utils", (100, 120),
            ("name every placeholder and output of a joint graph by its descriptor",
             "pair parameters with gradients and outputs with tangents",

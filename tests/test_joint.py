@@ -448,7 +448,7 @@ _JOINT_STAGES = {"traced_joint", "descriptors"}  # what the export itself builds
 
 def test_export_builds_only_the_joint_until_stages_are_asked_for(monkeypatch):
     """Does export_joint trace only what the joint needs, building stages 1-3 and 6-7 on demand?"""
-    from course.aot import staged as joint_trace
+    from course.aot import steps as joint_trace
 
     calls = {"trace_forward": 0, "partition": 0}
     for fname in calls:

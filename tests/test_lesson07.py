@@ -200,7 +200,7 @@ def test_the_oracle_of_7_3_runs_no_graph_and_tells_a_wrong_answer_from_a_right_o
 def test_7_2s_truth_is_torchs_nesting_and_every_one_of_them_validates():
     """7.2's truth is read off torch's graphs (found by its parts, whatever their order): the
     outer wrapper is always the later stage, and course's validate accepts each."""
-    from course.checks.spelling import descriptor_repr
+    from course.checks.descriptor_answers import descriptor_repr
 
     truth = get("7.2").oracle()
     assert len(truth) == 4

@@ -2,7 +2,7 @@
 
 - :mod:`course.aot.descriptors`: every ``AOTInput`` / ``AOTOutput`` class;
 - :mod:`course.aot.fx_utils`: the nine ``get_*`` functions over a joint graph;
-- :mod:`course.aot.staged`: one function per stage of the export (trace, functionalize,
+- :mod:`course.aot.steps`: one function per stage of the export (trace, functionalize,
   tangents, joint, descriptors, partition);
 - :mod:`course.aot.stage`: a stage's snapshot and the lazy builder of the teaching stages;
 - :mod:`course.aot.joint`: ``export_joint``, the course's ``aot_export_joint_with_descriptors``;

@@ -1,6 +1,6 @@
 """A joint graph built in stages you can step through: a small, visible AOTAutograd.
 
-This module tells the story of the export, once (:mod:`course.aot.staged` holds its pieces,
+This module tells the story of the export, once (:mod:`course.aot.steps` holds its pieces,
 :mod:`course.aot.stage` the snapshots). What is torch's: every tracer and transform it runs
 (``make_fx``, ``FunctionalTensorMode``, ``torch.autograd.grad``, the partitioner). What is
 the course's: :func:`export_joint` itself, the order and bookkeeping of the steps, the
@@ -59,7 +59,7 @@ Differences from torch
   stage's graph: a custom ``autograd.Function``, a ``no_grad`` block or a hook changes
   gradients without leaving an aten op behind. The joint is traced without
   ``FunctionalTensorMode`` when the metadata pass saw no in-place op (NOTE [Functionalizing
-  the joint only when needed] in :mod:`course.aot.staged`).
+  the joint only when needed] in :mod:`course.aot.steps`).
 * torch clones a mutated input before the forward (``clone``, ``clone_1``); our joint
   returns the mutated wrapper's new value directly and has no such clones.
 * We build only plain-tensor graphs. Tensor subclasses (SubclassGetAttrAOTInput, ...),
@@ -93,7 +93,7 @@ from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from course.aot import descriptors
 from course import require_supported_torch
-from course.aot import staged
+from course.aot import steps
 from course.aot.stage import Stage, StageBuilder, fakes
 
 require_supported_torch("course.aot.joint")
@@ -184,7 +184,7 @@ def _flat_inputs(args: tuple, kwargs: dict) -> list[torch.Tensor]:
         if is_traceable_wrapper_subclass(a) or type(a) not in (torch.Tensor, torch.nn.Parameter):
             raise NotImplementedError(
                 f"input {i} is a tensor subclass ({type(a).__name__}): torch flattens it into "
-                "SubclassGetAttrAOTInput placeholders" + staged.NOT_BUILT
+                "SubclassGetAttrAOTInput placeholders" + steps.NOT_BUILT
             )
     return flat
 
@@ -256,7 +256,7 @@ def export_joint(
     _, in_spec = pytree.tree_flatten((tuple(args), kwargs))
     for name, t in {**params, **buffers}.items():
         if is_traceable_wrapper_subclass(t):
-            raise NotImplementedError(f"{name} is a tensor subclass" + staged.NOT_BUILT)
+            raise NotImplementedError(f"{name} is a tensor subclass" + steps.NOT_BUILT)
     real = [*params.values(), *buffers.values(), *flat_args]
     requires_grad = [t.requires_grad for t in real]
     primal_descs = [descriptors.ParamAOTInput(k) for k in params] + [descriptors.BufferAOTInput(k) for k in buffers]
@@ -268,7 +268,7 @@ def export_joint(
     mode, primals = fakes(real)
     try:
         with mode:
-            meta, mutates, outs = staged.collect_metadata(fn, primals)
+            meta, mutates, outs = steps.collect_metadata(fn, primals)
     except NotImplementedError:
         _check_forward(fn, real)  # in the staged build, stage 1's errors come first
         raise
@@ -290,11 +290,11 @@ def export_joint(
     with mode:
         clock = time.perf_counter()
         tangents = _tangents(meta, outs)
-        joint = staged.trace_joint(fn, meta, primals, tangents, mutates=mutates,
+        joint = steps.trace_joint(fn, meta, primals, tangents, mutates=mutates,
                               decompositions=decompositions)
         timings["traced_joint"] = time.perf_counter() - clock
     clock = time.perf_counter()
-    staged.attach_descriptors(joint, primal_descs, meta, requires_grad)
+    steps.attach_descriptors(joint, primal_descs, meta, requires_grad)
     timings["descriptors"] = time.perf_counter() - clock
     return JointWithDescriptors(
         graph_module=joint,
@@ -314,7 +314,7 @@ def export_joint(
     )
 
 
-def _tangents(meta: staged.ForwardMeta, outs: list[torch.Tensor]) -> list[torch.Tensor]:
+def _tangents(meta: steps.ForwardMeta, outs: list[torch.Tensor]) -> list[torch.Tensor]:
     """One fake tangent per forward output that gets one (contiguous, like torch's)."""
     return [torch.empty_like(o, memory_format=torch.contiguous_format)
             for o, m in zip(outs, meta.tangent_mask) if m]
@@ -325,10 +325,10 @@ def _check_forward(fn: Callable, real: list[torch.Tensor]) -> None:
     grad) and, under ``functionalize_rng_ops``, random ops we would need seeds for."""
     mode, primals = fakes(real)
     with mode:
-        fw, _ = staged.trace_forward(fn, primals)
+        fw, _ = steps.trace_forward(fn, primals)
     seeded = (torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ()) for n in fw.graph.nodes)
     if torch._functorch.config.functionalize_rng_ops and any(seeded):
         raise NotImplementedError(
             "random ops with functionalize_rng_ops=True: torch adds Philox seed and offset "
-            "inputs (PhiloxForwardSeedAOTInput)" + staged.NOT_BUILT
+            "inputs (PhiloxForwardSeedAOTInput)" + steps.NOT_BUILT
         )

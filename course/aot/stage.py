@@ -30,7 +30,7 @@ import torch
 import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from course.aot import staged
+from course.aot import steps
 
 __all__ = ["STAGE_NAMES", "Stage", "StageBuilder", "make_stage"]
 
@@ -191,22 +191,22 @@ class StageBuilder:
             def traced():  # stage 1 runs the in-place ops for real (on fakes): fakes of its own
                 mode, primals = fakes(self._real)
                 with mode:
-                    return staged.trace_forward(self._fn, primals)
+                    return steps.trace_forward(self._fn, primals)
 
             fw, fw_meta = self._timed("traced_forward", traced)
             self._built["traced_forward"] = make_stage("traced_forward", fw)
 
             def functionalized():
-                mutating = any(map(staged.is_mutating, fw.graph.nodes))  # else stage 2 is stage 1
+                mutating = any(map(steps.is_mutating, fw.graph.nodes))  # else stage 2 is stage 1
                 mode, primals = fakes(self._real) if mutating else (nullcontext(), None)
                 with mode:
-                    return staged.trace_functionalized_forward(self._fn, fw, primals, fw_meta)
+                    return steps.trace_functionalized_forward(self._fn, fw, primals, fw_meta)
 
             ffw, meta = self._timed("functionalized_forward", functionalized)
             self._built["functionalized_forward"] = make_stage("functionalized_forward", ffw)
         if meta != self._meta:  # the traced stages and the export's metadata pass must agree
             raise AssertionError(f"export_joint: stage 2 found {meta}, the export {self._meta}")
-        joint_fn = self._timed("joint_function", lambda: staged.add_tangent_placeholders(ffw, meta))
+        joint_fn = self._timed("joint_function", lambda: steps.add_tangent_placeholders(ffw, meta))
         self._built["joint_function"] = make_stage("joint_function", joint_fn)
 
     def _build_partition(self) -> None:
@@ -215,7 +215,7 @@ class StageBuilder:
 
         def partitioned():
             with self._fake_mode:
-                return staged.partition(self._joint, self._joint_inputs, n_fwd, self._partition_fn)
+                return steps.partition(self._joint, self._joint_inputs, n_fwd, self._partition_fn)
 
         fw, bw = self._timed("partitioned_forward", partitioned)
         self._built["partitioned_forward"] = make_stage("partitioned_forward", fw, with_descs=True)

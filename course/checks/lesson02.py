@@ -304,15 +304,15 @@ def _which_fire():
     return {key: _multi_grad_firings(program) for key, program in MULTI_PROGRAMS.items()}
 
 
-_TT, _TF, _FT = (True, True), (True, False), (False, True)
+_BOTH_GRADS, _FIRST_GRAD_ONLY, _SECOND_GRAD_ONLY = (True, True), (True, False), (False, True)
 _RIGHT_FIRINGS = {
-    "e.sum().backward()": [_TT],
-    "c.sum().backward()": [_TF],
-    "e.sum().backward(inputs=[a])": [_TT],
-    "autograd.grad(e.sum(), c)": [_TF],
-    "autograd.grad(d.sum(), a)": [_FT],
+    "e.sum().backward()": [_BOTH_GRADS],
+    "c.sum().backward()": [_FIRST_GRAD_ONLY],
+    "e.sum().backward(inputs=[a])": [_BOTH_GRADS],
+    "autograd.grad(e.sum(), c)": [_FIRST_GRAD_ONLY],
+    "autograd.grad(d.sum(), a)": [_SECOND_GRAD_ONLY],
     "(a * 2).sum().backward()": [],
-    "e.sum().backward() twice": [_TT, _TT],
+    "e.sum().backward() twice": [_BOTH_GRADS, _BOTH_GRADS],
 }
 
 predict(
@@ -324,7 +324,7 @@ predict(
     points=2,
     wrong=[
         wrong(
-            {k: [_TT] * len(v) if v else [] for k, v in _RIGHT_FIRINGS.items()},
+            {k: [_BOTH_GRADS] * len(v) if v else [] for k, v in _RIGHT_FIRINGS.items()},
             "fn gets None for a tensor whose gradient this backward does not compute: c.sum() "
             "does not reach d, and autograd.grad computes only what its inputs need.",
         ),
@@ -336,7 +336,7 @@ predict(
             "None for the others.",
         ),
         wrong(
-            {**_RIGHT_FIRINGS, "autograd.grad(e.sum(), c)": [_TT]},
+            {**_RIGHT_FIRINGS, "autograd.grad(e.sum(), c)": [_BOTH_GRADS]},
             "autograd.grad(e.sum(), c) runs only the nodes on the way from e to c: d's "
             "gradient is never computed (d is in the graph, but not needed), so fn gets None.",
         ),
@@ -351,7 +351,7 @@ predict(
             "fires at all (fn is never called with all Nones).",
         ),
         wrong(
-            {**_RIGHT_FIRINGS, "e.sum().backward() twice": [_TT]},
+            {**_RIGHT_FIRINGS, "e.sum().backward() twice": [_BOTH_GRADS]},
             "'once' means once per graph task, and every backward() call is a new graph "
             "task: retain_graph=True lets the second call run, and fn fires again.",
         ),

@@ -12,7 +12,7 @@ wrong answers with the hint each deserves. See docs/authoring.md.
   not wiped).
 - 6.2 and 6.3 are predictions; the truth is torch's ``aot_export_joint_with_descriptors``.
   6.3 reads descriptors in any spelling (either quotes, spaces, course's or torch's objects)
-  through ``course.checks.spelling.descriptor_reprs`` before comparing.
+  through ``course.checks.descriptor_answers.descriptor_reprs`` before comparing.
 - 6.4 (``apply_mutations``) plays torch's runtime epilogue: given a joint graph (exported
   inside the check, by torch's exporter or by ``course.aot.joint.export_joint``, so torch's
   descriptor classes and course's) and its forward outputs, copy each mutation into the
@@ -37,7 +37,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from course.aot import descriptors as cd
 from course.checks import case, exercise, handed, predict, wrong
-from course.checks.spelling import descriptor_reprs
+from course.checks.descriptor_answers import descriptor_reprs
 from course.checks.zoo import export_graph_module
 from course.aot.joint import export_joint
 
@@ -338,7 +338,7 @@ def _accumulate_placeholders():
     return [repr(n.meta["desc"]) for n in gm.graph.find_nodes(op="placeholder")]
 
 
-_W, _S = "ParamAOTInput(target='w')", "BufferAOTInput(target='steps')"
+_WEIGHT, _STEPS = "ParamAOTInput(target='w')", "BufferAOTInput(target='steps')"
 _X, _H = "PlainAOTInput(idx=0)", "PlainAOTInput(idx=1)"
 _T_H = "TangentAOTInput(output=InputMutationAOTOutput(mutated_input=PlainAOTInput(idx=1)))"
 _T_S = "TangentAOTInput(output=InputMutationAOTOutput(mutated_input=BufferAOTInput(target='steps')))"
@@ -374,22 +374,22 @@ predict(
     name="predicted_placeholders",
     title="Predict the joint's placeholders when inputs are mutated",
     truth=_accumulate_placeholders,
-    solution=[_W, _S, _X, _H, _T_H, _T_OUT],
+    solution=[_WEIGHT, _STEPS, _X, _H, _T_H, _T_OUT],
     wrong=[
-        wrong([_W, _S, _X, _H, _T_OUT],
+        wrong([_WEIGHT, _STEPS, _X, _H, _T_OUT],
               "h.mul_(self.w) makes h's new value depend on w, so it requires grad: the "
               "mutation is an output (InputMutationAOTOutput) that can carry a gradient, and it "
               "gets a tangent like any other differentiable output."),
-        wrong([_W, _S, _X, _H, _T_S, _T_H, _T_OUT],
+        wrong([_WEIGHT, _STEPS, _X, _H, _T_S, _T_H, _T_OUT],
               "steps is an integer counter (add_(1)): its new value cannot carry a gradient, "
               "so its mutation output gets no tangent (as BatchNorm's running stats)."),
-        wrong([_W, _S, _X, _H, _T_OUT, _T_H],
+        wrong([_WEIGHT, _STEPS, _X, _H, _T_OUT, _T_H],
               "tangents follow the forward outputs' order, and mutations come first: the "
               "mutated inputs' new values, then the user outputs."),
-        wrong([_W, _X, _H, _T_H, _T_OUT],
+        wrong([_WEIGHT, _X, _H, _T_H, _T_OUT],
               "a buffer is an input of the functional program even when forward only updates "
               "it: BufferAOTInput(target='steps'), after the parameters."),
-        wrong([_W, _S, _X, _T_H, _T_OUT],
+        wrong([_WEIGHT, _STEPS, _X, _T_H, _T_OUT],
               "h is still an input (PlainAOTInput(idx=1)); mutating it does not remove it, it "
               "adds an output holding its new value."),
     ],

@@ -16,7 +16,7 @@ the module, the parameters whose ``.grad`` stays None.
 
 The lesson's descriptor zoo (the smallest program for each descriptor class) lives in
 :mod:`course.checks.zoo`; exercise 7.5 predicts the outputs of one more such program. The descriptor predictions (7.1, 7.5) are read in any spelling
-(:mod:`course.checks.spelling`).
+(:mod:`course.checks.descriptor_answers`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from torch import nn
 from course.aot import descriptors as cd
 from course.aot import fx_utils as cf
 from course.checks import case, exercise, predict, wrong
-from course.checks.spelling import read_descriptors
+from course.checks.descriptor_answers import read_descriptors
 from course.checks.zoo import Fn, export_graph_module
 
 # --- The modules the checks export --------------------------------------------------------
@@ -205,8 +205,8 @@ def _predict_me_placeholders():
     return [repr(n.meta["desc"]) for n in gm.graph.find_nodes(op="placeholder")]
 
 
-_W, _B = "ParamAOTInput(target='lin.weight')", "ParamAOTInput(target='lin.bias')"
-_S, _X, _Y = "BufferAOTInput(target='scale')", "PlainAOTInput(idx=0)", "PlainAOTInput(idx=1)"
+_WEIGHT, _BIAS = "ParamAOTInput(target='lin.weight')", "ParamAOTInput(target='lin.bias')"
+_SCALE, _INPUT0, _INPUT1 = "BufferAOTInput(target='scale')", "PlainAOTInput(idx=0)", "PlainAOTInput(idx=1)"
 _T0, _T1 = "TangentAOTInput(output=PlainAOTOutput(idx=0))", "TangentAOTInput(output=PlainAOTOutput(idx=1))"
 
 predict(
@@ -214,7 +214,7 @@ predict(
     name="predicted_placeholders",
     title="Predict the placeholder descriptors of a small module",
     truth=_predict_me_placeholders,
-    solution=[_W, _B, _S, _X, _Y, _T0],
+    solution=[_WEIGHT, _BIAS, _SCALE, _INPUT0, _INPUT1, _T0],
     parse=read_descriptors,
     right=[
         ['ParamAOTInput(target="lin.weight")', 'ParamAOTInput( target = "lin.bias" )',
@@ -222,24 +222,24 @@ predict(
          "TangentAOTInput(PlainAOTOutput(0))"],
         (cd.ParamAOTInput("lin.weight"), cd.ParamAOTInput("lin.bias"), cd.BufferAOTInput("scale"),
          cd.PlainAOTInput(0), cd.PlainAOTInput(1), cd.TangentAOTInput(cd.PlainAOTOutput(0))),
-        [cd.to_torch(cd.ParamAOTInput("lin.weight")), _B, _S, _X, _Y, _T0],
+        [cd.to_torch(cd.ParamAOTInput("lin.weight")), _BIAS, _SCALE, _INPUT0, _INPUT1, _T0],
     ],
     wrong=[
-        wrong([_X, _Y, _W, _B, _S, _T0],
+        wrong([_INPUT0, _INPUT1, _WEIGHT, _BIAS, _SCALE, _T0],
               "the module's own state comes first: parameters, then buffers, and only then the "
               "arguments you pass (x, y), then the tangents."),
-        wrong([_W, _B, _S, _X, _Y, _T0, _T1],
+        wrong([_WEIGHT, _BIAS, _SCALE, _INPUT0, _INPUT1, _T0, _T1],
               "out.argmax() is an integer tensor: it can have no gradient, so no tangent is fed "
               "back for it. Only outputs that can carry a gradient get a TangentAOTInput."),
-        wrong([_W, _B, _S, _Y, _T0],
+        wrong([_WEIGHT, _BIAS, _SCALE, _INPUT1, _T0],
               "x needs no grad, but it is still an input of the forward pass: every tensor the "
               "module reads is a placeholder (PlainAOTInput(idx=0)); only its grad output is None."),
-        wrong([_W, _B, _X, _Y, _T0],
+        wrong([_WEIGHT, _BIAS, _INPUT0, _INPUT1, _T0],
               "a buffer is read by forward, so it is an input too: BufferAOTInput(target='scale'), "
               "after the parameters."),
-        wrong([_S, _W, _B, _X, _Y, _T0],
+        wrong([_SCALE, _WEIGHT, _BIAS, _INPUT0, _INPUT1, _T0],
               "the order is parameters, then buffers, then the user's inputs, then tangents."),
-        wrong([_W, _B, _S, _X, _Y],
+        wrong([_WEIGHT, _BIAS, _SCALE, _INPUT0, _INPUT1],
               "the joint graph runs the backward too, so it takes one tangent (d loss / d output) "
               "per differentiable output, after all the primals."),
     ],

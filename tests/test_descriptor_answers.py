@@ -1,4 +1,4 @@
-"""Does course.checks.spelling read descriptor predictions in any spelling, and nothing else?"""
+"""Does course.checks.descriptor_answers read descriptor predictions in any spelling, and nothing else?"""
 
 import dataclasses
 
@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import course.descriptors as cd
-from course.checks.spelling import descriptor_repr, descriptor_reprs
+from course.checks.descriptor_answers import descriptor_repr, descriptor_reprs
 
 # A few descriptors torch itself builds, from flat to nested, with their canonical reprs.
 TORCH_DESCS = [
@@ -98,7 +98,7 @@ def test_torch_refused_nesting_is_still_read():
 
 def test_read_descriptors_is_the_parse_for_exercises():
     """Does read_descriptors give the canonical reprs, and a ValueError with a message otherwise?"""
-    from course.checks.spelling import read_descriptors
+    from course.checks.descriptor_answers import read_descriptors
 
     assert read_descriptors(['GradAOTOutput(ParamAOTInput("w"))']) == ["GradAOTOutput(grad_of=ParamAOTInput(target='w'))"]
     with pytest.raises(ValueError, match="list of descriptors"):
