@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from course import checks
 from course.checks import MISSING, PLACEHOLDER, Exercise, case, check, grade_answer, wrong
-from course.checks._leftovers import ADVICE
-from course.checks._outcomes import encode, same, show, value_outcome
+from course.checks.leftovers import ADVICE
+from course.checks.outcomes import encode, same, show, value_outcome
 
 EXERCISES = checks.all_exercises()
 
@@ -373,11 +373,11 @@ def test_a_placeholder_prediction_is_not_attempted_and_says_what_to_do(capsys):
 def test_a_failing_check_prints_at_most_15_lines_whatever_it_returns(capsys):
     big = Exercise(id="97.2", name="f", title="t", solution=lambda x: (torch.ones(200, 300) * x, {"k": x}),
                    cases=[case(2.0)], wrong=[wrong(lambda x: None, "h")], hint="a conceptual hint\n" * 20)
-    checks._exercise._REGISTRY[big.id] = big
+    checks.registry._REGISTRY[big.id] = big
     try:
         check("97.2", lambda x: (torch.zeros(200, 300), {"k": "a long string " * 200}))
     finally:
-        del checks._exercise._REGISTRY[big.id]
+        del checks.registry._REGISTRY[big.id]
     out = capsys.readouterr().out
     assert len(out.splitlines()) <= 15, out
     assert "max error 2 at index (0, 0), shape (200, 300)" in out or "tensor of shape (200, 300)" in out
@@ -397,17 +397,17 @@ def test_what_the_probes_print_never_reaches_the_cell(capsys):
 
     ex = Exercise(id="97.3", name="f", title="t", solution=noisy_oracle, cases=[case(1)],
                   wrong=[wrong(noisy_wrong, "add one")])
-    checks._exercise._REGISTRY[ex.id] = ex
+    checks.registry._REGISTRY[ex.id] = ex
     try:
         check("97.3", lambda x: x - 1)
     finally:
-        del checks._exercise._REGISTRY[ex.id]
+        del checks.registry._REGISTRY[ex.id]
     captured = capsys.readouterr()
     assert "talks" not in captured.out + captured.err and "warns" not in captured.out + captured.err
     assert captured.out.startswith("[97.3 f] failed")
 
 
-# --- what an answer leaves behind (course/checks/_leftovers.py) ---------------------------------
+# --- what an answer leaves behind (course/checks/leftovers.py) ---------------------------------
 
 
 class _PassThroughFunctionMode(torch.overrides.TorchFunctionMode):

@@ -444,19 +444,17 @@ def test_does_a_handle_hold_no_tensor():
         assert len(ctx.cloned) == len(ctx.tid_to_weakhandle) == 0
 
 
-def test_is_the_schema_scan_cached_per_op(monkeypatch):
-    scanned = []
-    real = course_graph._mutable_args
-    monkeypatch.setattr(course_graph, "_mutable_args", lambda f: (scanned.append(f), real(f))[1])
-    monkeypatch.setattr(course_graph, "_MUTABLE_ARGS", {})
+def test_is_the_schema_scan_cached_per_op():
+    course_graph.mutable_args.cache_clear()
     x = torch.ones(3)
     with course_graph.allow_mutation_on_saved_tensors():
         for _ in range(3):
             x.mul_(2)
             x = x + x
-    assert scanned == [torch.ops.aten.mul_.Tensor, torch.ops.aten.add.Tensor]  # once each
-    assert course_graph._MUTABLE_ARGS[torch.ops.aten.mul_.Tensor][1] == ((0, "self", False),)
-    assert course_graph._MUTABLE_ARGS[torch.ops.aten.add.Tensor][1] == ()
+    info = course_graph.mutable_args.cache_info()
+    assert (info.misses, info.currsize, info.hits) == (2, 2, 4)  # mul_ and add scanned once each
+    assert course_graph.mutable_args(torch.ops.aten.mul_.Tensor)[1] == ((0, "self", False),)
+    assert course_graph.mutable_args(torch.ops.aten.add.Tensor)[1] == ()
 
 
 def test_does_overlap_tell_views_apart():

@@ -652,9 +652,9 @@ def test_does_the_course_side_alone_show_one_column():
 @given(st.lists(st.sampled_from(["a = 1", "b = 2", "  c = 3", "return a", ""]), max_size=12),
        st.lists(st.sampled_from(["a = 1", "b = 9", "c = 3", "return a", ""]), min_size=1, max_size=12))
 def test_do_the_rows_keep_every_line_in_order_and_pair_only_equal_lines(ours, theirs):
-    from course.show.source import _rows
+    from course.show.source import line_up
 
-    rows = _rows(ours, theirs)
+    rows = line_up(ours, theirs)
     assert [i for _, i, _ in rows if i is not None] == list(range(len(ours)))
     assert [j for _, _, j in rows if j is not None] == list(range(len(theirs)))
     for op, i, j in rows:

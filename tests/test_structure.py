@@ -15,12 +15,21 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "course"
 
-# torch's own private names that a mirror must offer under the same name (DESIGN.md): the
-# facade re-exports them, nothing else may import them.
-TORCH_PRIVATE_API = {
-    ("course.autograd_graph", "_engine_run_backward"),
-    ("course.autograd_graph", "_register_logging_hooks_on_whole_graph"),
-}
+# The torch modules the course mirrors. A private name that torch itself spells with an
+# underscore in one of them (``_get_grad_fn_or_grad_acc``, ``_engine_run_backward``) keeps its
+# underscore in the mirror and may be used wherever torch's may: it is torch's name, not ours.
+MIRRORED_TORCH_MODULES = ("torch.autograd.graph", "torch.utils.checkpoint",
+                          "torch._functorch._aot_autograd.descriptors", "torch._functorch._aot_autograd.fx_utils")
+
+
+def _torch_private_names() -> set[str]:
+    import importlib
+
+    names = set()
+    for name in MIRRORED_TORCH_MODULES:
+        module = importlib.import_module(name)
+        names |= {n for n in vars(module) if n.startswith("_") and not n.startswith("__")}
+    return names
 
 
 def _module_name(path: Path) -> str:
@@ -118,9 +127,9 @@ def test_no_module_imports_another_modules_private_names():
             if not target.startswith("course") or target == module:
                 continue
             private_name = name is not None and name.startswith("_") and not name.startswith("__")
-            if private_name and (module, name) not in TORCH_PRIVATE_API:
+            if private_name and name not in _torch_private_names():
                 offences.append(f"{module}:{line} imports {name} from {target}")
-            # a private module (course.checks._outcomes) belongs to its package alone
+            # a private module (course.checks.outcomes) belongs to its package alone
             private_mod = [p for p in target.split(".") if p.startswith("_") and not p.startswith("__")]
             if private_mod and not module.startswith(target.rsplit(".", 1)[0]):
                 offences.append(f"{module}:{line} imports the private module {target}")
@@ -158,9 +167,8 @@ ALLOWED_MODULE_STATE = {
     ("course.trace", "_recordings"): "an open-recordings stack, like torch's hook and mode stacks",
     ("course.trace", "_lock"): "guards that stack",
     ("course.checks.lesson02", "_FIRED_ANYWHERE"): "a catalogued wrong answer: state shared by every group",
-    ("course.autograd.mutation", "_MUTABLE_ARGS"): "a memo of each op's schema, which never changes",
-    ("course.checks._exercise", "_REGISTRY"): "filled once at import by the registrations, like torch's op registry",
-    ("course.checks._leftovers", "_COLLECTORS"): "the open collecting blocks, a stack like torch's mode stacks",
+    ("course.checks.registry", "_REGISTRY"): "filled once at import by the registrations, like torch's op registry",
+    ("course.checks.leftovers", "_COLLECTORS"): "the open collecting blocks, a stack like torch's mode stacks",
 }
 _MUTATORS = {"append", "add", "update", "extend", "insert", "pop", "popitem", "clear", "remove", "discard",
              "setdefault", "__setitem__", "__delitem__"}
@@ -232,3 +240,81 @@ def test_the_module_state_finder_finds_state():
     finally:
         del MODULES["course._probe"]
         probe.unlink()
+
+
+ROOT = PACKAGE.parent
+
+
+def _code_sources():
+    """(where, source) for every file of course/ and tests/, and every code cell of solutions/."""
+    import json
+
+    for path in sorted(PACKAGE.rglob("*.py")) + sorted((ROOT / "tests").glob("*.py")):
+        yield str(path.relative_to(ROOT)), path.read_text()
+    for path in sorted((ROOT / "solutions").glob("*.ipynb")):
+        for i, cell in enumerate(json.loads(path.read_text())["cells"]):
+            if cell["cell_type"] == "code":
+                lines = "".join(cell["source"]).splitlines()
+                code = "\n".join("" if ln.lstrip().startswith(("%", "!")) else ln for ln in lines)
+                yield f"{path.relative_to(ROOT)} (cell {i + 1})", code
+
+
+def _private_uses(where: str, source: str) -> list[str]:
+    """Every private name of a course module this source reaches for: ``from course.x import _y``,
+    ``import course.x._y``, and ``alias._y`` where ``alias`` names a course module (or a name
+    imported from one)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    own = where.removesuffix(".py").replace("/", ".").removesuffix(".__init__") if where.startswith("course/") else ""
+    private = lambda n: n.startswith("_") and not n.startswith("__")  # noqa: E731
+    aliases, found = {}, []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("course"):
+                    aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("course"):
+            for a in node.names:
+                aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and private(node.attr) and isinstance(node.value, ast.Name):
+            target = aliases.get(node.value.id)
+            if target is not None and target != own and not own.startswith(target + "."):
+                found.append(f"{where}:{node.lineno} reads {target}.{node.attr}")
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("course"):
+            if node.module == own:
+                continue
+            for a in node.names:
+                if private(a.name):
+                    found.append(f"{where}:{node.lineno} imports {a.name} from {node.module}")
+    return found
+
+
+def _private_name_of(use: str) -> str:
+    """``_y`` from "... reads course.x._y" or "... imports _y from course.x"."""
+    return use.split(" imports ")[1].split(" ")[0] if " imports " in use else use.rsplit(".", 1)[1]
+
+
+def _an_answer_key_in_its_test(where: str, use: str) -> bool:
+    """A lesson's answer keys (truths, oracles, catalogued wrong answers) are private on purpose,
+    so that no notebook can import them (tests/test_checks.py); that lesson's own test file,
+    ``tests/test_lessonNN.py``, is where they are tested, and the one place outside the checks
+    module that may read them."""
+    import re
+
+    test = re.fullmatch(r"tests/test_lesson(\d\d)\.py", where.split(":", 1)[0])
+    return bool(test) and f"course.checks.lesson{test.group(1)}" in use
+
+
+def test_no_code_notebook_or_test_reaches_for_another_modules_private_names():
+    """The private-name rule, widened: attribute access as well as imports, in the lessons'
+    notebooks and the tests as well as the package. torch's own private names, which the
+    mirror spells as torch does, are torch's API and stay allowed (MIRRORED_TORCH_MODULES).
+    Fix: promote what is needed to a public name (in ``__all__``, with a docstring), or reach it
+    through a public one (an exercise's oracle is ``course.checks.get(id).oracle``)."""
+    torch_names = _torch_private_names()
+    offences = [use for where, source in _code_sources() for use in _private_uses(where, source)
+                if _private_name_of(use) not in torch_names and not _an_answer_key_in_its_test(where, use)]
+    assert offences == [], "\n".join(offences)

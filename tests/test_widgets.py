@@ -425,7 +425,7 @@ def test_does_the_real_joint_builder_step():
 def test_does_a_stage_drawing_box_the_nodes_the_stage_added():
     import matplotlib.pyplot as plt
 
-    from course.show.widgets import _draw_stage
+    from course.show.widgets import draw_stage_frame
 
     joint = pytest.importorskip("course.aot.joint")
     torch.manual_seed(0)
@@ -435,7 +435,7 @@ def test_does_a_stage_drawing_box_the_nodes_the_stage_added():
     for previous, f in zip(frames, frames[1:]):
         names = lambda fr: {n.name for n in fr.data.graph.nodes}  # noqa: E731
         added, removed = names(f) - names(previous), names(previous) - names(f)
-        fig = _draw_stage(f, previous)
+        fig = draw_stage_frame(f, previous)
         boxed = {t.get_text().split()[0] for t in fig.axes[0].texts if t.get_bbox_patch() is not None
                  and t.get_text().split() and t.get_bbox_patch().get_facecolor()[:3] == pytest.approx((0.718, 0.894, 0.690), abs=0.01)}
         assert boxed == added

@@ -25,7 +25,7 @@ The invariants the engine relies on::
 
 Index: :class:`Node`, :class:`GradientEdge`, :func:`get_gradient_edge`,
 :func:`increment_version`, :func:`node_repr`, :func:`short_type`, and torch's private
-helper :func:`get_grad_fn_or_grad_acc`.
+helper :func:`_get_grad_fn_or_grad_acc`.
 
 What is ours and what is torch's: the graph itself (nodes, edges, version counters) is
 torch's C++ engine; this module is an annotated copy of torch's thin Python layer over it,
@@ -205,7 +205,7 @@ def node_repr(node: Optional[Node]) -> str:
 
     Example:
         >>> a = torch.ones(2, 3, requires_grad=True)
-        >>> node_repr((a * 2).grad_fn), node_repr(get_grad_fn_or_grad_acc(a)), node_repr(None)
+        >>> node_repr((a * 2).grad_fn), node_repr(_get_grad_fn_or_grad_acc(a)), node_repr(None)
         ('MulBackward0', 'AccumulateGrad(shape=(2, 3))', 'None')
     """
     if node is None:
@@ -257,7 +257,7 @@ class GradientEdge(_torch_graph.GradientEdge):
         return f"GradientEdge({node_repr(self.node)}, output_nr={self.output_nr})"
 
 
-def get_grad_fn_or_grad_acc(t: Union[torch.Tensor, _torch_graph.GradientEdge]) -> Node:
+def _get_grad_fn_or_grad_acc(t: Union[torch.Tensor, _torch_graph.GradientEdge]) -> Node:
     """The node that receives ``t``'s gradient: its grad_fn, or a leaf's AccumulateGrad.
 
     A leaf has no ``grad_fn``; its AccumulateGrad node is created lazily and cached
@@ -311,7 +311,7 @@ def get_gradient_edge(tensor: torch.Tensor) -> GradientEdge:
         raise RuntimeError(
             "It is not possible to get the gradient edge for a Tensor that does not require gradients",
         )
-    grad_fn = get_grad_fn_or_grad_acc(tensor)
+    grad_fn = _get_grad_fn_or_grad_acc(tensor)
     token = None
     if isinstance(grad_fn, torch._C._FunctionBase):  # a Python (custom Function) node
         with torch.enable_grad():

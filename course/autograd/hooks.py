@@ -73,7 +73,7 @@ from torch.autograd.variable import Variable
 from torch.utils.hooks import RemovableHandle
 
 from course import trace
-from course.autograd.graph import GradientEdge, Node, get_grad_fn_or_grad_acc, node_repr, short_type
+from course.autograd.graph import GradientEdge, Node, _get_grad_fn_or_grad_acc, node_repr, short_type
 
 __all__ = ["iter_graph", "register_multi_grad_hook"]
 
@@ -182,7 +182,7 @@ def register_multi_grad_hook(
         count: dict[int, int] = {}  # graph task id -> gradients seen so far
         nb_calls: dict[int, int] = {}  # graph task id -> gradients this task will compute
         buffer: dict[int, list[Union[torch.Tensor, None]]] = {}  # graph task id -> grads
-        grad_fns = list(map(get_grad_fn_or_grad_acc, tensors))
+        grad_fns = list(map(_get_grad_fn_or_grad_acc, tensors))
         len_tensors = len(tensors)
 
         def get_inner_hook(idx: int) -> Callable[[torch.Tensor], None]:
@@ -277,7 +277,7 @@ def _register_logging_hooks_on_whole_graph(
         >>> unregister = _register_logging_hooks_on_whole_graph([out])
         >>> unregister()
     """
-    grad_fns = list(map(get_grad_fn_or_grad_acc, t_outputs))
+    grad_fns = list(map(_get_grad_fn_or_grad_acc, t_outputs))
 
     def prehook(grad_outputs: Sequence[Union[torch.Tensor, None]]) -> None:
         node = torch._C._current_autograd_node()

@@ -113,6 +113,7 @@ backward reads t2 through h0:
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections import defaultdict
 from collections.abc import Generator, Iterable, MutableMapping
 from typing import Any, TypeAlias
@@ -220,11 +221,15 @@ class _swap_with_cloned(saved_tensors_hooks):
         super().__init__(pack_hook, unpack_hook)
 
 
-# OpOverload -> (how to call it, ((position, name, kwarg_only), ...) of written arguments)
-_MUTABLE_ARGS: dict[Any, tuple[Any, tuple[tuple[int, str, bool], ...]]] = {}
+@functools.cache  # an op's schema never changes: read it once per op
+def mutable_args(func: Any) -> tuple[Any, tuple[tuple[int, str, bool], ...]]:
+    """How to call the op ``func``, and ``((position, name, kwarg_only), ...)`` of the arguments
+    its schema says it writes (``mul_``'s ``self``, an ``out=``); ``()`` for an op that writes
+    nothing.
 
-
-def _mutable_args(func: Any) -> tuple[Any, tuple[tuple[int, str, bool], ...]]:
+    >>> mutable_args(torch.ops.aten.mul_.Tensor)[1], mutable_args(torch.ops.aten.add.Tensor)[1]
+    (((0, 'self', False),), ())
+    """
     written = tuple(
         (idx, arg.name, arg.kwarg_only)
         for idx, arg in enumerate(func._schema.arguments)
@@ -232,8 +237,7 @@ def _mutable_args(func: Any) -> tuple[Any, tuple[tuple[int, str, bool], ...]]:
     )
     # OpOverload.__call__ is just `self._op(*args, **kwargs)`: call _op, one frame less.
     call = func._op if type(func) is torch._ops.OpOverload else func
-    _MUTABLE_ARGS[func] = entry = (call, written)
-    return entry
+    return call, written
 
 
 class _CloneArgBeforeMutateMode(TorchDispatchMode):
@@ -248,8 +252,7 @@ class _CloneArgBeforeMutateMode(TorchDispatchMode):
         args: tuple[Any, ...] = (),
         kwargs: dict[Any, Any] | None = None,
     ) -> Any:
-        entry = _MUTABLE_ARGS.get(func)
-        call, written = entry if entry is not None else _mutable_args(func)
+        call, written = mutable_args(func)
         if written and self.ctx.sid_to_tid:  # an op that writes, and something is saved
             for idx, name, kwarg_only in written:
                 if kwarg_only or idx >= len(args):  # out=, and other keyword arguments

@@ -57,7 +57,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from course.checks._exercise import (
+from course.checks.registry import (
     Case,
     Exercise,
     Wrong,
@@ -71,8 +71,8 @@ from course.checks._exercise import (
     predict,
     wrong,
 )
-from course.checks._leftovers import ADVICE, collecting, handed, left_behind, snapshot
-from course.checks._outcomes import (
+from course.checks.leftovers import ADVICE, collecting, handed, left_behind, snapshot
+from course.checks.outcomes import (
     describe_form,
     differing_part,
     is_not_attempted_error,
@@ -143,7 +143,7 @@ def _attempt(thunk: Callable[[], Any], timeout: float | None = None, watched: di
              may_leave: frozenset = frozenset()) -> dict:
     """Run ``thunk`` with fixed seeds (restoring the caller's RNG state) and record what happened.
 
-    With ``watched`` (a :func:`_leftovers.snapshot` of what the call is handed), what the call
+    With ``watched`` (a :func:`leftovers.snapshot` of what the call is handed), what the call
     left behind is recorded in the outcome as ``"left": [[kind, sentence], ...]``; the
     process-wide state is put back either way."""
     with torch.random.fork_rng(devices=[]), torch.enable_grad(), collecting(may_leave) as inside_run:
@@ -200,7 +200,7 @@ def outcomes_of(ex: Exercise, answer: Any, timeout: float | None = None) -> list
         timeout: seconds per case (used by the grader's worker; None in notebooks).
 
     Returns:
-        One outcome per case (see ``course.checks._outcomes``).
+        One outcome per case (see ``course.checks.outcomes``).
     """
     if _unanswered(answer):
         return [{"kind": "not attempted"} for _ in ex.all_cases]

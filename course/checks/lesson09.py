@@ -469,11 +469,11 @@ def _always(policy):
     return lambda fn, args, budget: lambda ctx, op, *a, **k: policy
 
 
-def _save_every_product(fn, args, budget):
+def save_every_product(fn, args, budget):
     return _by_position(set(range(len(_products(fn, args)))))
 
 
-def _in_forward_order(fn, args, budget):
+def in_forward_order(fn, args, budget):
     keep, total = set(), 0
     for i, (nbytes, _) in enumerate(_products(fn, args)):
         if total + nbytes <= budget:
@@ -548,12 +548,12 @@ exercise(
             "some. Spend it on the matrix products (the ops with FLOPs to redo), the most FLOPs per byte first.",
         ),
         wrong(
-            _save_every_product,
+            save_every_product,
             "saving every matrix product reruns nothing, but their results take more than the "
             "budget on the larger programs: choose which ones to keep.",
         ),
         wrong(
-            _in_forward_order,
+            in_forward_order,
             "within budget, but you kept products in the order forward meets them: an early wide "
             "result (the first Linear's, 64 columns) uses up the budget that several narrow ones, "
             "each as costly to redo, would have used better. Choose by FLOPs saved per byte.",

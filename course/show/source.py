@@ -42,7 +42,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 from pygments.token import STANDARD_TYPES
 
-__all__ = ["SourcePair", "show_source", "source_of"]
+__all__ = ["SourcePair", "line_up", "show_source", "source_of"]
 
 #: Row backgrounds of the HTML view, by difflib opcode.
 ROW_COLORS = {"replace": "#fff3c4", "delete": "#e6f4ea", "insert": "#fdecea", "equal": ""}
@@ -211,7 +211,7 @@ class SourcePair:
                 f"<tr>{head}</tr>{''.join(body)}</table></div>")
 
 
-def _rows(ours: list[str], theirs: list[str]) -> list[tuple[str, int | None, int | None]]:
+def line_up(ours: list[str], theirs: list[str]) -> list[tuple[str, int | None, int | None]]:
     """Line up two sources with difflib, comparing lines without their indentation."""
     if not theirs:
         return [("equal", i, None) for i in range(len(ours))]
@@ -266,5 +266,5 @@ def show_source(course_obj, torch_obj=None, docstrings: bool = True) -> SourcePa
     ours, theirs = [ours[i] for i in keep_ours], [theirs[j] for j in keep_theirs]
     return SourcePair(_name(course_obj), _name(torch_obj) if torch_obj is not None else "",
                       tuple(ours), tuple(theirs), course_where, torch_where, torch_note,
-                      tuple(_rows(ours, theirs)), tuple(i + 1 for i in keep_ours),
+                      tuple(line_up(ours, theirs)), tuple(i + 1 for i in keep_ours),
                       tuple(j + 1 for j in keep_theirs))

@@ -52,7 +52,7 @@ from course.show.graph import draw_autograd_graph
 from course.show.timeline import draw_timeline
 
 __all__ = ["Stepper", "fx_utils_stepper", "backward_order_stepper", "saved_tensors_stepper",
-           "mutation_stepper", "joint_stages_stepper", "offload_stepper", "draw_backward_frame",
+           "mutation_stepper", "joint_stages_stepper", "offload_stepper", "draw_backward_frame", "draw_stage_frame",
            "EVENT_COLORS", "STEPPER_CSS"]
 
 
@@ -228,7 +228,7 @@ def _node_names(graph) -> set[str]:
     return {n.name for n in nodes}
 
 
-def _draw_stage(f: Frame, previous: Frame | None):
+def draw_stage_frame(f: Frame, previous: Frame | None):
     """A stage's graph with the nodes it added boxed in green, and those it removed named."""
     fig = draw_joint_graph(f.data)
     if previous is None or previous.data is None:
@@ -263,7 +263,7 @@ def joint_stages_stepper(stages, drawing: bool = False):
     def draw(f):
         diff = HTML(stage_diff_html(before.get(id(f)), f))
         if drawing and f.data is not None:
-            return [_draw_stage(f, before.get(id(f))), diff]
+            return [draw_stage_frame(f, before.get(id(f))), diff]
         return diff
     return Stepper(frames, draw=draw, title="building the joint graph", detail=lambda f: f.text)
 

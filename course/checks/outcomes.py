@@ -188,7 +188,7 @@ def same(yours: dict, expected: dict, rtol: float = 1e-5, atol: float = 1e-6) ->
 
 
 def left_text(outcome: dict) -> str:
-    """What an answer left behind, in words ("" when nothing): see ``course.checks._leftovers``.
+    """What an answer left behind, in words ("" when nothing): see ``course.checks.leftovers``.
 
     Example:
         >>> left_text({"kind": "value", "value": 1, "left": [["grad mode", "grad mode turned off"]]})

@@ -120,7 +120,7 @@ class Exercise:
         may_leave: what the spec lets the answer change on the tensors and modules it is
             handed (any of ``"requires_grad"``, ``"grad"``, ``"version"``, ``"hooks"``); any
             other change, and any process-wide state left behind (grad mode, saved-tensor
-            hooks, modes), fails the case (see ``course.checks._leftovers``).
+            hooks, modes), fails the case (see ``course.checks.leftovers``).
         repeatable: the answer is called a second time on the first case and must give the
             same outcome (it keeps no state between calls); False where the spec says otherwise.
         cost_hint: the hint for a correct answer over budget (default: ``hint``).
