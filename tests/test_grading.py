@@ -23,7 +23,10 @@ import nbformat
 import pytest
 
 from course import checks
-from course.grading.grade import _grade_exercise, _lesson_of, exit_code
+from course.grading.grade import exit_code
+from course.grading.judging import check_and_judge
+from course.grading.notebook import lesson_of
+from course.grading.session import open_session
 from course.grading.kernel import run_notebook
 from course.grading.worker import definitions
 
@@ -32,6 +35,12 @@ DATA = ROOT / "tests" / "data" / "grading"
 SOLUTIONS = sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
 
 pytestmark = [pytest.mark.notebook]
+
+
+def _check_one(ex, cells: list, cwd: Path, cell_timeout: float, limit: float) -> dict:
+    """Check and judge one exercise alone, in a grading session of its own."""
+    with open_session({ex.lesson}) as session:
+        return check_and_judge(session, [ex], cells, cwd, cell_timeout, limit)[0]
 
 
 def _stat(path: Path) -> tuple[bytes, int]:
@@ -134,14 +143,14 @@ def test_right_answers_score_despite_a_messy_notebook(tmp_path):
 
 def test_an_answer_that_never_returns_is_reported_as_timed_out(tmp_path):
     cells = [[0, "import torch\ndef cube_sum_grad(x):\n    while True:\n        pass"]]
-    result = _grade_exercise(checks.get("0.1"), cells, tmp_path, cell_timeout=2, limit=120, tmp=tmp_path)
+    result = _check_one(checks.get("0.1"), cells, tmp_path, cell_timeout=2, limit=120)
     assert result["status"] == "error" and result["timed_out"]
     assert "did not finish within 2 s" in result["message"]
 
 
 def test_a_definition_that_never_finishes_is_skipped_and_noted(tmp_path):
     cells = [[0, "import time\nforever = [time.sleep(1) for _ in iter(int, 1)]"], [1, "predicted_a_grad = 8.0"]]
-    result = _grade_exercise(checks.get("0.2"), cells, tmp_path, cell_timeout=2, limit=120, tmp=tmp_path)
+    result = _check_one(checks.get("0.2"), cells, tmp_path, cell_timeout=2, limit=120)
     assert result["status"] == "passed"
 
 
@@ -184,7 +193,7 @@ def test_a_definition_that_runs_a_backward_leaves_every_exercise_checkable(tmp_p
     top-level backward cannot stop the next exercise's backward (torch 2.14's CUDA wheel)."""
     cells = [[0, _BACKWARD_AT_TOP_LEVEL], [1, _CUBE_SUM_GRAD], [2, "predicted_a_grad = 8.0"]]
     for exercise in ("0.1", "0.2"):
-        result = _grade_exercise(checks.get(exercise), cells, tmp_path, cell_timeout=60, limit=300, tmp=tmp_path)
+        result = _check_one(checks.get(exercise), cells, tmp_path, cell_timeout=60, limit=300)
         assert result["status"] == "passed", result["message"]
 
 
@@ -220,9 +229,9 @@ def test_the_worker_runs_only_definitions():
 
 
 def test_the_lesson_comes_from_the_file_name_or_the_stubs():
-    assert _lesson_of(Path("03_saved_tensors.ipynb"), []) == 3
-    assert _lesson_of(Path("mine.ipynb"), ['raise NotImplementedError("exercise 4.2")', 'check("4.1")']) == 4
-    assert _lesson_of(Path("mine.ipynb"), ['check("4.1")', 'check("5.1")']) is None
+    assert lesson_of(Path("03_saved_tensors.ipynb"), []) == 3
+    assert lesson_of(Path("mine.ipynb"), ['raise NotImplementedError("exercise 4.2")', 'check("4.1")']) == 4
+    assert lesson_of(Path("mine.ipynb"), ['check("4.1")', 'check("5.1")']) is None
 
 
 @pytest.mark.slow
