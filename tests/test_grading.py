@@ -302,3 +302,19 @@ def test_a_problem_in_an_unrelated_cell_is_not_repeated_under_a_wrong_answer(tmp
                             run=False)
     assert _by_id(report)["0.1"]["status"] == "failed"
     assert "undefined_name" not in _by_id(report)["0.1"]["message"]
+
+
+@pytest.mark.parametrize("name, lesson", [
+    ("03_saved_tensors.ipynb", 3), ("03_saved_tensors.updated.ipynb", None),
+    ("03_saved_tensors.updated-2.ipynb", None), ("03_x.updated_notes.ipynb", 3), (".03_x.ipynb", None),
+])
+def test_grade_and_gradebook_agree_on_which_notebook_is_which_lesson(tmp_path, name, lesson):
+    """One fact, one home (course.grading.names): ``course grade``'s folder plan and
+    ``course gradebook``'s notebook list take and skip the same files (issue 28, section 3)."""
+    from course.grading import gradebook
+    from course.grading.plan import plan_folder
+
+    (tmp_path / name).write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    plan, _, _ = plan_folder(tmp_path, None)
+    assert [n for _, _, n in plan] == ([lesson] if lesson is not None else [])
+    assert list(gradebook._notebooks(tmp_path, None, [])) == ([name] if lesson is not None else [])

@@ -1,5 +1,6 @@
 """The course's machinery: learner copies, grading, progress and the learner's workspace.
 
+- :mod:`course.grading.names`: which file is a lesson notebook, which an offered copy (torch-free);
 - :mod:`course.grading.assign`: generate ``notebooks/`` from ``solutions/``;
 - :mod:`course.grading.grade`: ``course grade``: ties the jobs below together, writes the reports;
 - :mod:`course.grading.options`: ``course grade``'s options, checked as they are read;

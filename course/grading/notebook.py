@@ -28,22 +28,21 @@ from pathlib import Path
 from course.grading import signing
 from course.grading.isolation import child_env
 from course.grading.judging import check_and_judge, error_result, one_line
+from course.grading.names import lesson_number
 from course.grading.report import NotebookReport
 from course.grading.session import changed_files, open_session, package_digest
 from course.grading.untrusted import Untrusted, clean_text, read_regular
 
 __all__ = ["code_cells", "grade_in_session", "grade_notebook", "lesson_of", "read_notebook"]
 
-_LESSON_FILE = re.compile(r"^(\d\d)_")
 _EXERCISE_ID = re.compile(r"""(?:check\(\s*["']|exercise )(\d+)\.\d+""")
 
 
 def lesson_of(path: Path, sources: list[str]) -> int | None:
     """The lesson of a notebook: from its name (``NN_slug.ipynb``), else from the exercise ids
     its cells mention, when they name one lesson only."""
-    m = _LESSON_FILE.match(path.name)
-    if m:
-        return int(m.group(1))
+    if lesson_number(path.name) is not None:
+        return lesson_number(path.name)
     found = {int(x) for src in sources for x in _EXERCISE_ID.findall(src)}
     return found.pop() if len(found) == 1 else None
 

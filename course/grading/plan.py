@@ -16,13 +16,12 @@ import re
 from pathlib import Path
 
 from course.grading.judging import not_attempted_result
+from course.grading.names import is_offered_copy
 from course.grading.notebook import read_notebook
 from course.grading.report import NotebookReport
 from course.grading.untrusted import clean_text
 
 __all__ = ["UsageError", "lesson_numbers", "missing_report", "plan_folder"]
-
-_OFFERED = re.compile(r"\.updated(-\d+)?\.ipynb$")  # the copies `course update` offers
 
 
 class UsageError(Exception):
@@ -53,7 +52,7 @@ def plan_folder(folder: Path, only: set[int] | None) -> tuple[list, list[int], l
     for p in sorted(folder.glob("*.ipynb")):
         if p.name.startswith("."):
             continue
-        if _OFFERED.search(p.name):
+        if is_offered_copy(p.name):
             ignored.append({"path": clean_text(p, 500), "reason": "a copy offered by `course update`, not graded"})
             continue
         text, lesson = read_notebook(p, None)

@@ -76,14 +76,15 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from course import lessons as course_lessons
+from course.grading.names import COURSE_LESSON, OFFERED_COPY
 
 __all__ = ["Change", "WorkspaceError", "adopt", "command", "find_source", "locate", "main",
            "notebook_hash", "pristine", "start", "update"]
 
 DEFAULT_DIR = "autograd-course"
 MANIFEST = Path(".course") / "manifest.json"
-LESSON_RE = re.compile(r"^\d\d_[^.]+\.ipynb$")  # 03_saved_tensors.ipynb; not *.updated.ipynb
-OFFERED_RE = re.compile(r"^(?P<stem>.+)\.updated(-\d+)?\.ipynb$")  # what _free_name writes
+LESSON_RE = COURSE_LESSON  # 03_saved_tensors.ipynb; not *.updated.ipynb (course.grading.names)
+OFFERED_RE = OFFERED_COPY  # what _free_name writes
 
 
 class WorkspaceError(Exception):
