@@ -318,3 +318,34 @@ def test_grade_and_gradebook_agree_on_which_notebook_is_which_lesson(tmp_path, n
     plan, _, _ = plan_folder(tmp_path, None)
     assert [n for _, _, n in plan] == ([lesson] if lesson is not None else [])
     assert list(gradebook._notebooks(tmp_path, None, [])) == ([name] if lesson is not None else [])
+
+
+def _without_proc(*command: str) -> subprocess.CompletedProcess:
+    """``command`` under bubblewrap with an empty /proc (a platform without it, as macOS has none)."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        pytest.skip("bubblewrap (bwrap) is not installed: cannot hide /proc")
+    wrap = [bwrap, "--bind", "/", "/", "--dev", "/dev", "--tmpfs", "/proc"]
+    probe = subprocess.run([*wrap, sys.executable, "-c", "import os; print(os.listdir('/proc'))"],
+                           capture_output=True, text=True, timeout=60)
+    if probe.returncode != 0:
+        pytest.skip(f"bubblewrap cannot make a sandbox here: {probe.stderr.strip()[:200]}")
+    assert probe.stdout.strip() == "[]"  # /proc is hidden indeed
+    env = {**os.environ, "PYTHONPATH": str(_snapshot())}
+    return subprocess.run([*wrap, *command], capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
+
+
+@pytest.mark.slow
+def test_course_grade_and_course_progress_work_without_proc(tmp_path):
+    """Issue 28, section 5: grading works wherever the lessons run (psutil, no /proc reads)."""
+    out = tmp_path / "g.json"
+    proc = _without_proc(sys.executable, "-m", "course", "grade", str(ROOT / "solutions" / "00_warmup.ipynb"),
+                         "--no-run", "-q", "--json", str(out))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert json.loads(out.read_text())["all_passed"]
+    folder = tmp_path / "mine"
+    proc = _without_proc(sys.executable, "-m", "course", "start", str(folder))
+    assert proc.returncode == 0, proc.stderr
+    proc = _without_proc(sys.executable, "-m", "course", "progress", str(folder))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "0 of " in proc.stdout and "not attempted" in proc.stdout
