@@ -17,8 +17,8 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from course.checks import all_exercises
-from course.grading import grade
-from course.grading.grade import grade_notebook
+from course.grading.notebook import grade_in_session, read_notebook
+from course.grading.session import open_session
 from course.lessons import LESSONS
 
 pytestmark = pytest.mark.slow
@@ -54,7 +54,7 @@ def session():
     """One grading session for the module (as one `course grade` run: one fingerprint, one
     checking server, the oracles computed once); each test grades its own answer set in it, so
     `-k 03-` grades lesson 3's sets only."""
-    with grade._session_for({lesson.number for lesson in LESSONS}) as opened:
+    with open_session({lesson.number for lesson in LESSONS}) as opened:
         yield opened
     assert not opened.tampered, opened.tampered
 
@@ -63,7 +63,8 @@ def session():
 def test_the_grader_rejects_each_wrong_answer_with_its_hint_and_accepts_each_right_one(lesson, field, k, session,
                                                                                       tmp_path):
     path, wanted = _notebook(lesson, field, k, tmp_path)
-    report = grade_notebook(path, run=False)  # score only, no kernel
+    report = grade_in_session(session, path, *read_notebook(path, None), timeout=300, cell_timeout=60,
+                              run=False)  # score only, no kernel
     assert not report.error, report.error
     verdicts = {e["id"]: e for e in report.exercises}
     for ex_id, hint in wanted.items():

@@ -23,7 +23,10 @@ import nbformat
 import pytest
 
 from course import checks
-from course.grading.grade import _grade_exercise, _lesson_of, exit_code
+from course.grading.grade import exit_code
+from course.grading.judging import check_and_judge
+from course.grading.notebook import lesson_of
+from course.grading.session import open_session
 from course.grading.kernel import run_notebook
 from course.grading.worker import definitions
 
@@ -32,6 +35,12 @@ DATA = ROOT / "tests" / "data" / "grading"
 SOLUTIONS = sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
 
 pytestmark = [pytest.mark.notebook]
+
+
+def _check_one(ex, cells: list, cwd: Path, cell_timeout: float, limit: float) -> dict:
+    """Check and judge one exercise alone, in a grading session of its own."""
+    with open_session({ex.lesson}) as session:
+        return check_and_judge(session, [ex], cells, cwd, cell_timeout, limit)[0]
 
 
 def _stat(path: Path) -> tuple[bytes, int]:
@@ -134,15 +143,58 @@ def test_right_answers_score_despite_a_messy_notebook(tmp_path):
 
 def test_an_answer_that_never_returns_is_reported_as_timed_out(tmp_path):
     cells = [[0, "import torch\ndef cube_sum_grad(x):\n    while True:\n        pass"]]
-    result = _grade_exercise(checks.get("0.1"), cells, tmp_path, cell_timeout=2, limit=120, tmp=tmp_path)
+    result = _check_one(checks.get("0.1"), cells, tmp_path, cell_timeout=2, limit=120)
     assert result["status"] == "error" and result["timed_out"]
     assert "did not finish within 2 s" in result["message"]
 
 
 def test_a_definition_that_never_finishes_is_skipped_and_noted(tmp_path):
     cells = [[0, "import time\nforever = [time.sleep(1) for _ in iter(int, 1)]"], [1, "predicted_a_grad = 8.0"]]
-    result = _grade_exercise(checks.get("0.2"), cells, tmp_path, cell_timeout=2, limit=120, tmp=tmp_path)
+    result = _check_one(checks.get("0.2"), cells, tmp_path, cell_timeout=2, limit=120)
     assert result["status"] == "passed"
+
+
+_CUBE_SUM_GRAD = "def cube_sum_grad(x):\n    x = x.detach().requires_grad_()\n    (x**3).sum().backward()\n    return x.grad"
+# A definition that runs a backward with lesson 04's simulated GPU loaded (a fake CUDA tensor):
+# on a CUDA build of torch this starts autograd's device threads in the process that runs it.
+_BACKWARD_AT_TOP_LEVEL = ("import torch\nimport course.checks.lesson04\n"
+                          "warm = (torch.ones(2, requires_grad=True) * 2).sum().backward()")
+
+
+def _fork_then_backward(setup: str) -> str:
+    """Run ``setup`` in a fresh interpreter, fork, run a backward in the child: what it says."""
+    program = (f"import os, torch\n{setup}\npid = os.fork()\nif pid == 0:\n    try:\n"
+               "        (torch.ones(2, requires_grad=True) * 2).sum().backward()\n        os._exit(0)\n"
+               "    except RuntimeError:\n        os._exit(3)\n"
+               "print('ok' if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0 else 'refused')")
+    return subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT).stdout.strip()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_torch_refuses_a_backward_in_a_fork_of_a_process_that_ran_one_on_a_cuda_build():
+    """The fact NOTE [No autograd before a fork] (course/grading/worker.py) designs around,
+    asked of torch itself: on a CUDA build the fork refuses, on a CPU build it does not."""
+    import torch
+
+    setup = "import course.checks.lesson04\n(torch.ones(2, requires_grad=True) * 2).sum().backward()"
+    assert _fork_then_backward(setup) == ("refused" if torch.version.cuda else "ok")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_the_checking_server_runs_no_backward_before_it_forks():
+    setup = "from course.grading.worker import _prepare\nfrom course.lessons import LESSONS\n" \
+            "_prepare([lesson.number for lesson in LESSONS])"
+    assert _fork_then_backward(setup) == "ok"
+
+
+def test_a_definition_that_runs_a_backward_leaves_every_exercise_checkable(tmp_path):
+    """Learner code runs only in a process that forks no further (worker.py's NOTE), so a
+    top-level backward cannot stop the next exercise's backward (torch 2.14's CUDA wheel)."""
+    cells = [[0, _BACKWARD_AT_TOP_LEVEL], [1, _CUBE_SUM_GRAD], [2, "predicted_a_grad = 8.0"]]
+    for exercise in ("0.1", "0.2"):
+        result = _check_one(checks.get(exercise), cells, tmp_path, cell_timeout=60, limit=300)
+        assert result["status"] == "passed", result["message"]
 
 
 def test_the_total_timeout_stops_a_notebook_of_endless_cells(tmp_path):
@@ -177,9 +229,9 @@ def test_the_worker_runs_only_definitions():
 
 
 def test_the_lesson_comes_from_the_file_name_or_the_stubs():
-    assert _lesson_of(Path("03_saved_tensors.ipynb"), []) == 3
-    assert _lesson_of(Path("mine.ipynb"), ['raise NotImplementedError("exercise 4.2")', 'check("4.1")']) == 4
-    assert _lesson_of(Path("mine.ipynb"), ['check("4.1")', 'check("5.1")']) is None
+    assert lesson_of(Path("03_saved_tensors.ipynb"), []) == 3
+    assert lesson_of(Path("mine.ipynb"), ['raise NotImplementedError("exercise 4.2")', 'check("4.1")']) == 4
+    assert lesson_of(Path("mine.ipynb"), ['check("4.1")', 'check("5.1")']) is None
 
 
 @pytest.mark.slow
@@ -201,3 +253,99 @@ def test_min_score_relaxes_the_exit_status():
     assert exit_code(summary) == 1
     assert exit_code(summary, 0.5) == 0 and exit_code(summary, 0.6) == 1
     assert exit_code({"all_passed": True, "fraction": 1.0}) == 0
+
+
+def _lesson0_notebook(tmp_path: Path, answer_0_1: str, answer_0_2: str = "predicted_a_grad = 8.0") -> Path:
+    """A lesson-0 notebook laid out as a learner's: markdown, imports, then the two answers."""
+    cells = [nbformat.v4.new_markdown_cell("# Warm-up"), nbformat.v4.new_code_cell("import torch"),
+             nbformat.v4.new_markdown_cell("## Exercise 0.1"), nbformat.v4.new_code_cell(answer_0_1),
+             nbformat.v4.new_code_cell('check("0.1")'), nbformat.v4.new_code_cell(answer_0_2)]
+    path = tmp_path / "00_mine.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+    return path
+
+
+def _by_id(report) -> dict:
+    return {e["id"]: e for e in report.exercises}
+
+
+@pytest.mark.parametrize("answer, what", [
+    ("def cube_sum_grad(x):\n    x = x.detach().requires_grad_(\n    return x.grad", "SyntaxError"),
+    ("import math\ncube_sum_grad = math.sqrt(-1)", "ValueError: math domain error"),
+])
+def test_an_answer_cell_that_fails_is_reported_at_its_exercise_as_what_it_is(tmp_path, answer, what):
+    """Issue 35, item 4: at that exercise, as what it is, with the cell number JupyterLab
+    shows (the 4th cell: markdown counts), never as "not attempted"; not under the others."""
+    from course.grading.grade import grade_notebook
+
+    report = grade_notebook(_lesson0_notebook(tmp_path, answer), run=False)
+    mine, other = _by_id(report)["0.1"], _by_id(report)["0.2"]
+    assert mine["status"] == "error" and what in mine["message"] and "cell 4, line " in mine["message"]
+    assert "not attempted" not in mine["message"] and "NotImplementedError" not in mine["message"]
+    assert other["status"] == "passed" and "cell 4" not in other["message"]
+
+
+def test_a_syntax_error_names_its_line_in_the_cell(tmp_path):
+    from course.grading.grade import grade_notebook
+
+    report = grade_notebook(_lesson0_notebook(tmp_path, _CUBE_SUM_GRAD, "x = 1\npredicted_a_grad = (8.0"), run=False)
+    wrong = _by_id(report)["0.2"]
+    assert wrong["status"] == "error" and "cell 6, line 2: SyntaxError" in wrong["message"], wrong["message"]
+    assert _by_id(report)["0.1"]["status"] == "passed"
+
+
+def test_a_problem_in_an_unrelated_cell_is_not_repeated_under_a_wrong_answer(tmp_path):
+    from course.grading.grade import grade_notebook
+
+    wrong = "def cube_sum_grad(x):\n    return x * 0"
+    report = grade_notebook(_lesson0_notebook(tmp_path, wrong, "oops = undefined_name\npredicted_a_grad = 8.0"),
+                            run=False)
+    assert _by_id(report)["0.1"]["status"] == "failed"
+    assert "undefined_name" not in _by_id(report)["0.1"]["message"]
+
+
+@pytest.mark.parametrize("name, lesson", [
+    ("03_saved_tensors.ipynb", 3), ("03_saved_tensors.updated.ipynb", None),
+    ("03_saved_tensors.updated-2.ipynb", None), ("03_x.updated_notes.ipynb", 3), (".03_x.ipynb", None),
+])
+def test_grade_and_gradebook_agree_on_which_notebook_is_which_lesson(tmp_path, name, lesson):
+    """One fact, one home (course.grading.names): ``course grade``'s folder plan and
+    ``course gradebook``'s notebook list take and skip the same files (issue 28, section 3)."""
+    from course.grading import gradebook
+    from course.grading.plan import plan_folder
+
+    (tmp_path / name).write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    plan, _, _ = plan_folder(tmp_path, None)
+    assert [n for _, _, n in plan] == ([lesson] if lesson is not None else [])
+    assert list(gradebook._notebooks(tmp_path, None, [])) == ([name] if lesson is not None else [])
+
+
+def _without_proc(*command: str) -> subprocess.CompletedProcess:
+    """``command`` under bubblewrap with an empty /proc (a platform without it, as macOS has none)."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        pytest.skip("bubblewrap (bwrap) is not installed: cannot hide /proc")
+    wrap = [bwrap, "--bind", "/", "/", "--dev", "/dev", "--tmpfs", "/proc"]
+    probe = subprocess.run([*wrap, sys.executable, "-c", "import os; print(os.listdir('/proc'))"],
+                           capture_output=True, text=True, timeout=60)
+    if probe.returncode != 0:
+        pytest.skip(f"bubblewrap cannot make a sandbox here: {probe.stderr.strip()[:200]}")
+    assert probe.stdout.strip() == "[]"  # /proc is hidden indeed
+    env = {**os.environ, "PYTHONPATH": str(_snapshot())}
+    return subprocess.run([*wrap, *command], capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
+
+
+@pytest.mark.slow
+def test_course_grade_and_course_progress_work_without_proc(tmp_path):
+    """Issue 28, section 5: grading works wherever the lessons run (psutil, no /proc reads)."""
+    out = tmp_path / "g.json"
+    proc = _without_proc(sys.executable, "-m", "course", "grade", str(ROOT / "solutions" / "00_warmup.ipynb"),
+                         "--no-run", "-q", "--json", str(out))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert json.loads(out.read_text())["all_passed"]
+    folder = tmp_path / "mine"
+    proc = _without_proc(sys.executable, "-m", "course", "start", str(folder))
+    assert proc.returncode == 0, proc.stderr
+    proc = _without_proc(sys.executable, "-m", "course", "progress", str(folder))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "0 of " in proc.stdout and "not attempted" in proc.stdout

@@ -33,6 +33,9 @@ import pytest
 
 from course import checks
 from course.grading import grade
+from course.grading.judging import judge_outcomes
+from course.grading.plan import plan_folder
+from course.grading.session import open_session
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLVED_00 = ROOT / "solutions" / "00_warmup.ipynb"
@@ -157,7 +160,8 @@ def test_a_detached_process_is_ended_before_the_report_is_written(tmp_path):
     assert "Traceback" not in proc.stderr, proc.stderr
     assert "MissingIDFieldWarning" not in proc.stderr
     tags = [p.name.split("-")[0] for p in marks.iterdir()]
-    assert tags.count("definition") == 2 and "answer" in tags  # the kernel, the checking processes
+    # the kernel, and each of lesson 0's two exercises' checking processes (each runs the definitions)
+    assert tags.count("definition") == 3 and "answer" in tags
     for pid in (int(p.name.split("-")[1]) for p in marks.iterdir()):
         cmdline = Path(f"/proc/{pid}/cmdline")
         assert not (cmdline.exists() and b"FORGER" in cmdline.read_bytes()), f"forger {pid} still runs"
@@ -192,7 +196,9 @@ def test_answers_the_comparison_chokes_on_are_errors_and_the_report_is_written(t
         if e["status"] == "error":
             assert "\n" not in e["message"] and "could not compare" in e["message"], e["message"]
     assert ET.parse(out / "j.xml").getroot().find("testsuite").get("tests") == "2"
-    assert counter.read_text() == "x"  # definitions ran once for the notebook, not once per exercise
+    # definitions ran once in each exercise's process, and nowhere else (worker.py, NOTE [No
+    # autograd before a fork]): two exercises, two writes
+    assert counter.read_text() == "xx"
 
 
 def test_a_comparison_that_raises_makes_an_error_not_a_crash(monkeypatch):
@@ -202,7 +208,8 @@ def test_a_comparison_that_raises_makes_an_error_not_a_crash(monkeypatch):
         raise OverflowError("int too large to convert to float")
 
     monkeypatch.setattr(checks, "judge", boom)
-    result = grade._judge(ex, {"yours": [{"kind": "value", "value": 1}] * len(ex.all_cases)}, 0.5)
+    with open_session({0}) as session:
+        result = judge_outcomes(session, ex, {"yours": [{"kind": "value", "value": 1}] * len(ex.all_cases)}, 0.5)
     assert result["status"] == "error" and result["score"] == 0
     assert result["message"] == ("[0.1 cube_sum_grad] error: the grader could not compare this answer "
                                  "(OverflowError: int too large to convert to float)")
@@ -253,7 +260,7 @@ def test_two_notebooks_of_one_lesson_are_refused_before_grading(tmp_path):
 
 def test_without_lessons_every_course_lesson_is_expected(tmp_path):
     (tmp_path / "00_warmup.ipynb").write_text(SOLVED_00.read_text())
-    plan, missing, ignored = grade._folder_plan(tmp_path, None)
+    plan, missing, ignored = plan_folder(tmp_path, None)
     lessons = sorted({ex.lesson for ex in checks.all_exercises()})
     assert [lesson for _, _, lesson in plan] == [0] and missing == lessons[1:] and ignored == []
 

@@ -368,3 +368,28 @@ def test_a_notebook_the_grader_could_not_grade_is_tried_again(root, grade):
     grade.graded.clear()
     collect(root, grade)
     assert sorted(grade.graded) == ["00_warmup.ipynb", "01_graph.ipynb", "02_hooks.ipynb"]
+
+
+def test_progress_says_when_an_update_is_waiting(tmp_path, monkeypatch, capsys):
+    """Issue 35, item 6: after `course update` kept an edited lesson and offered the new
+    version beside it, `course progress` says so (and names both files)."""
+    import types
+
+    root = fresh_course_folder(tmp_path)
+    mine, shipped = root / "01_autograd_graph.ipynb", tmp_path / "lessons" / "01_autograd_graph.ipynb"
+    for path, line in ((mine, "my_note = 1"), (shipped, "new_in_this_version = 2")):
+        nb = nbformat.read(path, as_version=4)
+        nb.cells.append(nbformat.v4.new_code_cell(line))
+        nbformat.write(nb, path)
+    assert cli.main(["update", str(root), "--source", str(tmp_path / "lessons")]) == 0
+    import course.grading.grade as grading
+
+    monkeypatch.setattr(grading, "grade_notebook", lambda *a, **k: types.SimpleNamespace(error="", exercises=[]))
+    capsys.readouterr()
+    assert progress.main([str(root)]) == 0
+    out = capsys.readouterr().out
+    assert ("an update is waiting: updated-01_autograd_graph.ipynb is the new version of "
+            "01_autograd_graph.ipynb") in out
+    (root / "updated-01_autograd_graph.ipynb").unlink()  # the learner kept theirs
+    assert progress.main([str(root)]) == 0
+    assert "update is waiting" not in capsys.readouterr().out

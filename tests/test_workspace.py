@@ -203,6 +203,25 @@ def test_a_new_lesson_is_copied_in(root, src, capsys):
     assert sources(root / "03_saved_tensors.ipynb") == sources(src / "03_saved_tensors.ipynb")
 
 
+def test_the_offered_copy_differs_from_the_lesson_at_the_front_of_its_name(root, src):
+    """Issue 35, item 6: JupyterLab's file browser cuts long names at the end, so the two
+    names must differ in their first characters; and a copy an older version offered under
+    the old name (``01_graph.updated.ipynb``) is still one, for every command."""
+    from course.grading.names import is_offered_copy, lesson_number
+    from course.grading.plan import plan_folder
+
+    edit(root / "01_graph.ipynb")
+    write_lesson(src, "01_graph.ipynb", "raise NotImplementedError('exercise 1.1')", "z = 3")
+    workspace.update(root, source=src)
+    offered = [p.name for p in root.glob("*.ipynb") if is_offered_copy(p.name)]
+    assert offered == ["updated-01_graph.ipynb"] and offered[0][:8] != "01_graph.ipynb"[:8]
+    old = "01_graph.updated.ipynb"
+    assert is_offered_copy(old) and lesson_number(old) is None
+    (root / old).write_bytes((root / "updated-01_graph.ipynb").read_bytes())
+    ignored = {Path(i["path"]).name: i["reason"] for i in plan_folder(root, None)[2]}
+    assert set(ignored) >= {old, "updated-01_graph.ipynb"} and "offered" in ignored[old]
+
+
 def test_an_unedited_notebook_is_replaced_when_the_lesson_changes(root, src):
     run_cells(root / "01_graph.ipynb")  # ran the cells: outputs only, not an edit
     write_lesson(src, "01_graph.ipynb", "raise NotImplementedError('exercise 1.1')", "z = 3")
@@ -216,22 +235,22 @@ def test_an_edited_notebook_is_kept_and_the_new_version_saved_beside_it(root, sr
     mine = (root / "01_graph.ipynb").read_bytes()
     write_lesson(src, "01_graph.ipynb", "raise NotImplementedError('exercise 1.1')", "z = 3")
     assert workspace.main(["update", str(root), "--source", str(src)]) == 0
-    assert "01_graph.updated.ipynb" in capsys.readouterr().out
+    assert "updated-01_graph.ipynb" in capsys.readouterr().out
     assert (root / "01_graph.ipynb").read_bytes() == mine
-    assert sources(root / "01_graph.updated.ipynb") == sources(src / "01_graph.ipynb")
+    assert sources(root / "updated-01_graph.ipynb") == sources(src / "01_graph.ipynb")
     # Asked again: nothing new is written, and the learner is reminded where it is.
     again = workspace.update(root, source=src)
     assert [(c.kind, c.detail) for c in again] == [
-        ("kept", "yours is edited; the new version is still at 01_graph.updated.ipynb")]
-    assert sorted(p.name for p in root.glob("01_graph*")) == ["01_graph.ipynb", "01_graph.updated.ipynb"]
+        ("kept", "yours is edited; the new version is still at updated-01_graph.ipynb")]
+    assert sorted(p.name for p in root.glob("*01_graph*")) == ["01_graph.ipynb", "updated-01_graph.ipynb"]
 
 
 def test_the_saved_beside_copy_never_clobbers_a_file(root, src):
     edit(root / "01_graph.ipynb")
-    (root / "01_graph.updated.ipynb").write_text("the learner's own notes")
+    (root / "updated-01_graph.ipynb").write_text("the learner's own notes")
     write_lesson(src, "01_graph.ipynb", "z = 3")
-    assert "01_graph.updated-2.ipynb" in workspace.update(root, source=src)[0].detail
-    assert (root / "01_graph.updated.ipynb").read_text() == "the learner's own notes"
+    assert "updated-2-01_graph.ipynb" in workspace.update(root, source=src)[0].detail
+    assert (root / "updated-01_graph.ipynb").read_text() == "the learner's own notes"
 
 
 def test_an_edited_notebook_of_an_unchanged_lesson_is_left_alone(root, src):
@@ -246,7 +265,7 @@ def test_adopting_the_offered_version_counts_as_up_to_date(root, src):
     edit(root / "01_graph.ipynb")
     write_lesson(src, "01_graph.ipynb", "z = 3")
     workspace.update(root, source=src)
-    os.replace(root / "01_graph.updated.ipynb", root / "01_graph.ipynb")
+    os.replace(root / "updated-01_graph.ipynb", root / "01_graph.ipynb")
     assert workspace.update(root, source=src) == []
     assert "offered" not in manifest(root)["lessons"]["01_graph.ipynb"]
 
@@ -314,15 +333,15 @@ def test_an_edited_renamed_notebook_is_found_by_its_lesson_stamp(root, src):
     assert manifest(root)["lessons"]["01_graph.ipynb"]["file"] == "sub/mine.ipynb"
     assert [lesson for lesson, path in workspace.locate(root) if path is None] == []
     write_lesson(src, "01_graph.ipynb", "z = 3")  # the new version goes beside the learner's copy
-    assert workspace.update(root, source=src)[0].detail.endswith("beside it: sub/01_graph.updated.ipynb")
-    assert sources(root / "sub" / "01_graph.updated.ipynb") == sources(src / "01_graph.ipynb")
+    assert workspace.update(root, source=src)[0].detail.endswith("beside it: sub/updated-01_graph.ipynb")
+    assert sources(root / "sub" / "updated-01_graph.ipynb") == sources(src / "01_graph.ipynb")
 
 
 def test_a_file_of_the_learner_with_a_new_lessons_name_is_kept(root, src):
     (root / "03_saved_tensors.ipynb").write_text("not a notebook, but the learner's")
     write_lesson(src, "03_saved_tensors.ipynb", "y = 2")
     [change] = workspace.update(root, source=src)
-    assert change.detail.startswith("saved as 03_saved_tensors.updated.ipynb")
+    assert change.detail.startswith("saved as updated-03_saved_tensors.ipynb")
     assert (root / "03_saved_tensors.ipynb").read_text() == "not a notebook, but the learner's"
 
 
@@ -551,8 +570,8 @@ def test_a_kill_after_any_notebook_write_leaves_bookkeeping_that_the_next_update
     assert sources(root / "00_warmup.ipynb") == sources(src / "00_warmup.ipynb")  # not "edited"
     entries = manifest(root)["lessons"]
     assert entries["00_warmup.ipynb"]["shipped"] == notebook_hash(src / "00_warmup.ipynb")
-    assert sorted(p.name for p in root.glob("01_graph*")) == ["01_graph.ipynb", "01_graph.updated.ipynb"]
-    assert entries["01_graph.ipynb"]["offered"] == {"file": "01_graph.updated.ipynb",
+    assert sorted(p.name for p in root.glob("*01_graph*")) == ["01_graph.ipynb", "updated-01_graph.ipynb"]
+    assert entries["01_graph.ipynb"]["offered"] == {"file": "updated-01_graph.ipynb",
                                                     "hash": notebook_hash(src / "01_graph.ipynb")}
     assert sorted(p.name for p in root.glob("03_*")) == ["03_saved_tensors.ipynb"]
     assert kinds(workspace.update(root, source=src)) == {"01_graph.ipynb": "kept"}  # nothing written
@@ -566,8 +585,8 @@ def test_thirty_killed_updates_add_no_files(root, src):
         killed_update(root, src, 2)  # always killed right after writing the offered copy
     workspace.update(root, source=src)
     names = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.ipynb"))
-    assert names == ["00_warmup.ipynb", "01_graph.ipynb", "01_graph.updated.ipynb", "02_hooks.ipynb",
-                     "03_saved_tensors.ipynb"]
+    assert names == ["00_warmup.ipynb", "01_graph.ipynb", "02_hooks.ipynb", "03_saved_tensors.ipynb",
+                     "updated-01_graph.ipynb"]
 
 
 def test_each_lessons_manifest_entry_is_saved_with_its_notebook(root, src, monkeypatch):
@@ -586,19 +605,19 @@ def test_a_lesson_has_one_offered_copy_however_often_the_course_changes(root, sr
     for k in range(4):
         write_lesson(src, "01_graph.ipynb", f"version = {k}")
         workspace.update(root, source=src)
-    assert sorted(p.name for p in root.glob("01_graph*")) == ["01_graph.ipynb", "01_graph.updated.ipynb"]
-    assert sources(root / "01_graph.updated.ipynb") == sources(src / "01_graph.ipynb")
+    assert sorted(p.name for p in root.glob("*01_graph*")) == ["01_graph.ipynb", "updated-01_graph.ipynb"]
+    assert sources(root / "updated-01_graph.ipynb") == sources(src / "01_graph.ipynb")
 
 
 def test_an_offered_copy_the_learner_edited_is_theirs_and_kept(root, src):
     edit(root / "01_graph.ipynb")
     write_lesson(src, "01_graph.ipynb", "version = 1")
     workspace.update(root, source=src)
-    edit(root / "01_graph.updated.ipynb", "merged = True")
-    merged = (root / "01_graph.updated.ipynb").read_bytes()
+    edit(root / "updated-01_graph.ipynb", "merged = True")
+    merged = (root / "updated-01_graph.ipynb").read_bytes()
     write_lesson(src, "01_graph.ipynb", "version = 2")
-    assert workspace.update(root, source=src)[0].detail.endswith("beside it: 01_graph.updated-2.ipynb")
-    assert (root / "01_graph.updated.ipynb").read_bytes() == merged
+    assert workspace.update(root, source=src)[0].detail.endswith("beside it: updated-2-01_graph.ipynb")
+    assert (root / "updated-01_graph.ipynb").read_bytes() == merged
 
 
 # --- a lost manifest is not a dead end ----------------------------------------------------------
@@ -636,13 +655,13 @@ def test_adopt_rebuilds_the_manifest_and_keeps_every_edit(root, src, capsys):
 def test_adopt_recognises_an_old_unedited_copy_and_the_offered_one(root, src):
     edit(root / "01_graph.ipynb")
     course_changes(src)
-    workspace.update(root, source=src)  # 01_graph.updated.ipynb offered
+    workspace.update(root, source=src)  # updated-01_graph.ipynb offered
     write_lesson(src, "00_warmup.ipynb", "x = 3")  # 00 is now behind, unedited
     lose_the_manifest(root)
     changes = workspace.adopt(root, source=src)
     assert kinds(changes)["00_warmup.ipynb"] == "updated"  # known unedited by its stamp
-    assert manifest(root)["lessons"]["01_graph.ipynb"]["offered"]["file"] == "01_graph.updated.ipynb"
-    assert len(list(root.glob("01_graph*"))) == 2
+    assert manifest(root)["lessons"]["01_graph.ipynb"]["offered"]["file"] == "updated-01_graph.ipynb"
+    assert len(list(root.glob("*01_graph*"))) == 2
     assert kinds(workspace.update(root, source=src)) == {"01_graph.ipynb": "kept"}
 
 
@@ -668,7 +687,7 @@ def test_start_on_notebooks_without_a_manifest_adopts_them(root, src, capsys):
     ({"file": "../evil.ipynb", "shipped": "x"}, "'../evil.ipynb', which is not a notebook inside"),
     ({"file": "01_graph.ipynb", "shipped": "x", "offered": {"file": "../evil.ipynb", "hash": "x"}},
      "which is not a notebook inside"),
-    ({"file": "01_graph.ipynb", "shipped": "x", "offered": "01_graph.updated.ipynb"}, "the offered copy"),
+    ({"file": "01_graph.ipynb", "shipped": "x", "offered": "updated-01_graph.ipynb"}, "the offered copy"),
     ({"file": "01_graph.txt", "shipped": "x"}, "which is not a notebook inside"),
 ])
 def test_a_manifest_entry_we_did_not_write_is_refused_and_nothing_is_written(root, src, tmp_path, entry,

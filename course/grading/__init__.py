@@ -1,8 +1,13 @@
 """The course's machinery: learner copies, grading, progress and the learner's workspace.
 
+- :mod:`course.grading.names`: which file is a lesson notebook, which an offered copy (torch-free);
 - :mod:`course.grading.assign`: generate ``notebooks/`` from ``solutions/``;
-- :mod:`course.grading.grade`: ``course grade``, the judge that scores a notebook;
+- :mod:`course.grading.grade`: ``course grade``: ties the jobs below together, writes the reports;
 - :mod:`course.grading.options`: ``course grade``'s options, checked as they are read;
+- :mod:`course.grading.plan`: which notebooks of a folder are graded, and why the rest are not;
+- :mod:`course.grading.session`: a grading session's set-up and tear-down (passed explicitly);
+- :mod:`course.grading.notebook`: grading one notebook (the kernel run, the checks, the verdicts);
+- :mod:`course.grading.judging`: checking the answers and judging the outcomes against the oracle's;
 - :mod:`course.grading.checker`: the client of the checking server, and the outcome files it reads;
 - :mod:`course.grading.processes`: every process learner code starts, ended (psutil);
 - :mod:`course.grading.isolation`: ``python -I`` children, and a bubblewrap sandbox per learner;
@@ -10,8 +15,8 @@
 - :mod:`course.grading.untrusted`: reading learner files and neutralising learner text;
 - :mod:`course.grading.report`: what a grade reports (text, ``--json``, JUnit), written atomically;
 - :mod:`course.grading.kernel`: run a notebook in a fresh kernel (grading and ``assign --execute``);
-- :mod:`course.grading.worker`: the checking server: one fork per notebook runs its definitions,
-  one fork per exercise runs the answer; no judgement happens there;
+- :mod:`course.grading.worker`: the checking server: a fork per notebook, and of it one per
+  exercise that runs the definitions and the answer; no judgement happens there;
 - :mod:`course.grading.gradebook`: ``course gradebook``, a class's scores and misconceptions;
 - :mod:`course.grading.progress`: ``course progress``, cached per notebook content;
 - :mod:`course.grading.workspace`: ``course start`` / ``course update``, never overwriting an edit.

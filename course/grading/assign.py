@@ -179,10 +179,6 @@ def _placeholder_names(body: list[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _has_top_level_region(source: str) -> bool:
-    return any(_MARKER.match(line) and not line[:1].isspace() for line in source.split("\n"))
-
-
 def _raises_at_top_level(learner_source: str) -> bool:
     return any(line.startswith("raise NotImplementedError(") for line in learner_source.split("\n"))
 

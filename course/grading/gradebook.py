@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course.grading.options import positive_seconds
+from course.grading.names import is_offered_copy, lesson_number
 from course.grading.isolation import SANDBOX_DIR, child_env, limits, python_command, sandbox_command
 from course.grading.report import write_atomically
 from course.grading.signing import notebook_hash, parse, problems, read_key, sign, verify
@@ -124,18 +125,13 @@ def _exercises(lessons: set[int] | None) -> list:
     return [ex for ex in checks.all_exercises() if lessons is None or ex.lesson in lessons]
 
 
-def _lesson_of_name(name: str) -> int | None:
-    head = name.split("_", 1)[0]
-    return int(head) if head.isdigit() else None
-
-
 def _notebooks(folder: Path, lessons: set[int] | None, notes: list[str]) -> dict[str, bytes]:
     """name -> bytes of the learner's lesson notebooks (symlinks, FIFOs, huge files refused)."""
     found = {}
     for p in sorted(folder.glob("*.ipynb")):
-        if p.name.startswith(".") or ".updated" in p.name:
+        if p.name.startswith(".") or is_offered_copy(p.name):
             continue
-        if lessons is not None and _lesson_of_name(p.name) not in lessons:
+        if lessons is not None and lesson_number(p.name) not in lessons:
             continue
         try:
             found[p.name] = read_regular(p)

@@ -345,6 +345,9 @@ def main(argv: list[str] | None = None) -> int:
               f"Fix: `course start {workspace._q(root)}` copies them in.")
         return 1
     print(table(rows, str(root)))
+    for mine, offered in workspace.waiting_updates(root):
+        print(f"\nan update is waiting: {offered} is the new version of {mine} (yours, edited, is kept); "
+              "compare them and keep the one you want")
     unwell = sorted({r.file for r in rows if r.file and r.status in ("failed", "error")})
     if unwell:
         print("\nevery case, yours against expected, and the hint: "

@@ -8,19 +8,40 @@ be run by hand). The order of events is the point of this module:
    ``torch.save``), takes private copies of the functions it will call, pins torch to one
    thread (a fork after a parallel region would hang in the child), prints ``ready`` and
    waits for jobs on stdin, one JSON line per notebook.
-2. **One fork per notebook runs its definitions once.** The child executes only the
-   notebook's *definitions*: top-level ``import``, ``def``, ``class`` and assignments to
-   plain names (``x = ...``, ``a, b = ...``), statement by statement, each under a time
-   limit, with stdout and stderr discarded. Everything else (calls such as ``check(...)``,
-   ``print``, plotting, loops, attribute or item assignments such as
-   ``course.checks.check = ...``, IPython magics) is not run.
-3. **One fork of that child per exercise runs the answer.** Each looks the answer up by the
-   exercise's ``name``, runs it on every visible and hidden case with the per-case time
+2. **One fork per notebook, one fork of it per exercise.** The notebook's process runs no
+   learner code: it forks one process per exercise, waits, and kills what runs past the limit.
+3. **Each exercise's process runs the notebook's definitions, then the answer.** It executes
+   only the notebook's *definitions*: top-level ``import``, ``def``, ``class`` and
+   assignments to plain names (``x = ...``, ``a, b = ...``), statement by statement, each
+   under a time limit, with stdout and stderr discarded. Everything else (calls such as
+   ``check(...)``, ``print``, plotting, loops, attribute or item assignments such as
+   ``course.checks.check = ...``, IPython magics) is not run. Then it looks the answer up by
+   the exercise's ``name``, runs it on every visible and hidden case with the per-case time
    limit, measures its cost if the exercise is cost-graded, and writes the outcomes (plain
-   data: tensors, numbers, strings) with ``torch.save``. The forks start from the state the
-   definitions left, so one answer's side effects (global hooks left installed, grad mode
-   switched off) cannot reach another exercise's check, and a large global is built once and
-   shared (copy-on-write) instead of once per exercise.
+   data: tensors, numbers, strings) with ``torch.save``. One answer's side effects (global
+   hooks left installed, grad mode switched off) cannot reach another exercise's check.
+
+NOTE [No autograd before a fork]
+    On a CUDA build of torch (every 2.14 wheel of the default index, GPU or not), the first
+    backward pass starts autograd's device threads, and from then on a process forked from
+    that one refuses to run a backward ("Unable to handle autograd's threading in
+    combination with fork-based multiprocessing"; torch/csrc/autograd/engine.cpp,
+    ``in_bad_autograd_fork``). So:
+
+    1. the server imports and prepares, and never runs a backward (a test forks it and runs
+       one: tests/test_grading.py);
+    2. the notebook's process only forks and waits: no learner code runs in it;
+    3. learner code (definitions and answer) runs only in a process that forks no further.
+
+    4. an exercise's process first sets torch's thread count (one thread), which rebuilds
+       the thread pool a fork leaves unusable; otherwise the device thread of its first
+       backward rebuilds it while the main thread may too ("Invalid thread pool!", an
+       abort; aten/src/ATen/ParallelOpenMP.cpp, ``set_num_threads``).
+
+    # yes: server -> notebook (waits) -> exercise (definitions, answer, backward)
+    # no:  server -> notebook (definitions: ``frames = backward_order_frames(loss)``) -> exercise
+    The price: a notebook's definitions run once per exercise instead of once (in parallel;
+    lesson 09's take about 5 s each).
 
 The server never decides pass or fail: the grading process, which runs no learner code,
 loads the outcomes with ``torch.load(weights_only=True)`` and compares them with the
@@ -42,6 +63,7 @@ import copy
 import io
 import json
 import os
+import re
 import select
 import signal
 import sys
@@ -110,34 +132,63 @@ class _DefinitionTimeout(BaseException):
     learner code cannot swallow it)."""
 
 
-def _run_definitions(spec: dict) -> tuple[dict, list[str]]:
-    """Step 2: the notebook's definitions, executed in a fresh namespace; (namespace, notes)."""
+def _run_definitions(spec: dict) -> tuple[dict, list[tuple[int, str]]]:
+    """The notebook's definitions, executed in a fresh namespace.
+
+    Returns:
+        (namespace, problems): ``problems`` holds ``(cell index, what went wrong)`` for every
+        cell that is not Python and every definition that raised or ran too long; a cell is
+        named by the number JupyterLab shows for it (1-based, every cell counted).
+    """
     os.chdir(spec["cwd"])
     sys.path.insert(0, spec["cwd"])
     namespace = {"__name__": "__main__", "__builtins__": builtins, "get_ipython": _NoIPython}
-    notes: list[str] = []
+    problems: list[tuple[int, str]] = []
     sink = _Discard()
     for index, source in spec["cells"]:
+        where = f"cell {index + 1}"
         try:
             statements = definitions(source)
         except SyntaxError as e:
-            notes.append(f"cell {index}: not Python ({e.msg}), skipped")
+            problems.append((index, f"{where}, line {e.lineno}: {type(e).__name__}: {e.msg} (the cell was skipped)"))
             continue
         for stmt in statements:
+            line = stmt.body[0].lineno
             try:
                 with redirect_stdout(sink), redirect_stderr(sink), time_limit(float(spec["cell_timeout"]), _DefinitionTimeout):
-                    exec(compile(stmt, f"<cell {index}>", "exec"), namespace)
+                    exec(compile(stmt, f"<cell {index + 1}>", "exec"), namespace)
             except _DefinitionTimeout:
-                notes.append(f"cell {index}: a definition ran past {spec['cell_timeout']:g} s")
+                problems.append((index, f"{where}, line {line}: a definition ran past {spec['cell_timeout']:g} s"))
             except Exception as e:
-                notes.append(f"cell {index}: {type(e).__name__}: {str(e)[:200]}")
-    return namespace, notes
+                problems.append((index, f"{where}, line {line}: {type(e).__name__}: {str(e)[:200]}"))
+    return namespace, problems
 
 
-def _run_answer(ex, spec: dict, tools: dict, namespace: dict, notes: list[str], out_path: str) -> None:
-    """Step 3 for one exercise: its answer on every case, outcomes saved to ``out_path``."""
-    case_timeout = min(float(spec["cell_timeout"]), float(ex.timeout))
+def _answer_cells(name: str, cells: list) -> set[int]:
+    """The cells that define (or try to define) ``name``: where a problem concerns its exercise.
+
+    Example:
+        >>> sorted(_answer_cells("f", [[0, "def f(x):\\n  return x +"], [3, "g = f"], [5, "f: int = 2"]]))
+        [0, 5]
+    """
+    pattern = re.compile(rf"^\s*(?:(?:async\s+)?def|class)\s+{re.escape(name)}\b|^\s*{re.escape(name)}\s*(?::[^=]*)?=(?!=)",
+                         re.MULTILINE)
+    return {index for index, source in cells if pattern.search(source)}
+
+
+def _run_answer(ex, spec: dict, tools: dict, namespace: dict, problems: list, out_path: str) -> None:
+    """One exercise: its answer on every case, outcomes saved to ``out_path``.
+
+    Only the problems of the answer's own cells are reported with it; an answer that is not
+    defined because its cell is not Python, or raised, is reported as that problem (a failure),
+    never as "not attempted"."""
+    mine = _answer_cells(ex.name, spec["cells"])
+    notes = [text for index, text in problems if index in mine]
     answer = namespace.get(ex.name, tools["missing"])
+    if answer is tools["missing"] and notes:
+        tools["save"]({"failure": f"{ex.name} is not defined: " + "; ".join(notes[:3])}, out_path)
+        return
+    case_timeout = min(float(spec["cell_timeout"]), float(ex.timeout))
     sink = _Discard()
     with redirect_stdout(sink), redirect_stderr(sink):
         yours = tools["outcomes_of"](ex, answer, timeout=case_timeout)
@@ -154,27 +205,32 @@ def _silence_standard_streams() -> None:
 
 
 def _check_notebook(spec: dict, tools: dict) -> None:
-    """Steps 2 and 3, in the notebook's own fork; a fork per exercise, killed past ``limit``."""
+    """Steps 2 and 3: a fork per exercise (definitions, then the answer), killed past ``limit``.
+
+    This process, the notebook's own, runs no learner code: it only forks and waits (see
+    NOTE [No autograd before a fork])."""
     fork, exit_, kill, waitpid, monotonic, sleep = (tools[k] for k in ("fork", "exit", "kill", "waitpid",
                                                                        "monotonic", "sleep"))
     exercises = [tools["exercises"][i] for i in spec["exercises"]]
-    namespace, notes = _run_definitions(spec)
     deadline = monotonic() + float(spec["limit"])
     children = {}
     for ex in exercises:
         pid = fork()
-        if pid == 0:  # the exercise's own copy of the notebook's state
+        if pid == 0:  # the exercise's own process: the notebook's definitions, then its answer
             code = 0
             try:
-                _run_answer(ex, spec, tools, namespace, notes, os.path.join(spec["out"], f"{ex.id}.pt"))
+                tools["set_num_threads"](1)  # rebuilds torch's thread pool now, while one thread runs (NOTE)
+                namespace, problems = _run_definitions(spec)
+                _run_answer(ex, spec, tools, namespace, problems, os.path.join(spec["out"], f"{ex.id}.pt"))
             except BaseException:
                 code = 1
             exit_(code)
         children[pid] = ex
     while children:
         for pid in list(children):
-            if waitpid(pid, os.WNOHANG)[0]:
-                del children[pid]
+            done, status = waitpid(pid, os.WNOHANG)
+            if done:
+                _report_silent_end(children.pop(pid), status, spec, tools)
         if children and monotonic() > deadline:
             for pid, ex in children.items():
                 kill(pid, signal.SIGKILL)
@@ -183,6 +239,17 @@ def _check_notebook(spec: dict, tools: dict) -> None:
                               os.path.join(spec["out"], f"{ex.id}.pt"))
             children.clear()
         sleep(0.02)
+
+
+def _report_silent_end(ex, status: int, spec: dict, tools: dict) -> None:
+    """An exercise's process that ended without its report (it crashed, or learner code ended
+    it): say how it ended, at that exercise."""
+    path = os.path.join(spec["out"], f"{ex.id}.pt")
+    if os.path.lexists(path):
+        return
+    how = (f"killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
+           else f"exit status {os.waitstatus_to_exitcode(status)}")
+    tools["save"]({"failure": f"the checking process ended without a report ({how})"}, path)
 
 
 def _prepare(lessons: list[int]) -> dict:
@@ -198,7 +265,7 @@ def _prepare(lessons: list[int]) -> dict:
     torch.save({"warm": [torch.zeros(1)]}, io.BytesIO())  # the pickler's modules, loaded now
     exercises = {ex.id: copy.deepcopy(ex) for n in lessons for ex in checks.all_exercises(n)}  # private copies
     return dict(exercises=exercises, outcomes_of=checks.outcomes_of, measure_cost=checks.measure_cost,
-                missing=checks.MISSING, save=torch.save, fork=os.fork, exit=os._exit, kill=os.kill,
+                missing=checks.MISSING, save=torch.save, set_num_threads=torch.set_num_threads, fork=os.fork, exit=os._exit, kill=os.kill,
                 waitpid=os.waitpid, monotonic=time.monotonic, sleep=time.sleep)
 
 

@@ -29,7 +29,7 @@ NOTE [Update, lesson by lesson]
     2. The file is where the manifest says, and its hash equals ``shipped`` (unedited):
        if the course's version changed, replace it.                       # OK: nothing of yours
     3. It is edited and the course changed: keep it, save the new version beside it as
-       ``NN_slug.updated.ipynb`` (``.updated-2`` and so on if that name is taken), and say so.
+       ``updated-NN_slug.ipynb`` (``updated-2-`` and so on if that name is taken), and say so.
     4. The file is gone: look for it under another name, first by hash, then by the
        ``metadata.course.lesson`` stamp we put in every copy (so an edited, renamed notebook
        is found too). Found: track it there (a rename, not a deletion; no duplicate).
@@ -76,14 +76,15 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from course import lessons as course_lessons
+from course.grading.names import COURSE_LESSON, OFFERED_COPY, offered_name
 
 __all__ = ["Change", "WorkspaceError", "adopt", "command", "find_source", "locate", "main",
-           "notebook_hash", "pristine", "start", "update"]
+           "notebook_hash", "pristine", "start", "update", "waiting_updates"]
 
 DEFAULT_DIR = "autograd-course"
 MANIFEST = Path(".course") / "manifest.json"
-LESSON_RE = re.compile(r"^\d\d_[^.]+\.ipynb$")  # 03_saved_tensors.ipynb; not *.updated.ipynb
-OFFERED_RE = re.compile(r"^(?P<stem>.+)\.updated(-\d+)?\.ipynb$")  # what _free_name writes
+LESSON_RE = COURSE_LESSON  # 03_saved_tensors.ipynb; not *.updated.ipynb (course.grading.names)
+OFFERED_RE = OFFERED_COPY  # what _free_name writes
 
 
 class WorkspaceError(Exception):
@@ -211,11 +212,11 @@ def _copy_lesson(src: Path, dest: Path, lesson: str) -> None:
 
 
 def _free_name(root: Path, folder: Path, stem: str, claimed: set[str]) -> Path:
-    """``stem.updated.ipynb``, else ``stem.updated-2.ipynb``, ...: never an existing file, nor
+    """``updated-stem.ipynb``, else ``updated-2-stem.ipynb``, ...: never an existing file, nor
     a name the manifest gives another lesson (whose file may come back)."""
     n = 1
     while True:
-        path = folder / f"{stem}.updated{'' if n == 1 else f'-{n}'}.ipynb"
+        path = folder / offered_name(stem, n)
         if not path.exists() and path.relative_to(root).as_posix() not in claimed:
             return path
         n += 1
@@ -234,6 +235,18 @@ def _write_failed(exc: OSError, root: Path, done: list[Change]) -> WorkspaceErro
 
 
 # --- the manifest ------------------------------------------------------------------------
+
+def waiting_updates(root: Path) -> list[tuple[str, str]]:
+    """(your notebook, the new version offered beside it) for every lesson whose update
+    waits for you: ``course update`` kept your edited copy and saved the new one beside it.
+    Nothing (no error) where ``root`` is not a course folder."""
+    try:
+        entries = _load_manifest(root)["lessons"]
+    except WorkspaceError:
+        return []
+    return sorted((entry["file"], entry["offered"]["file"]) for entry in entries.values()
+                  if "offered" in entry and (root / entry["offered"]["file"]).is_file())
+
 
 def _load_manifest(root: Path) -> dict:
     """The manifest, checked entry by entry (see ``_manifest_problem``).
@@ -614,9 +627,10 @@ def _add(root: Path, up: Path, lesson: str, up_hash: str, entries: dict, claimed
 
 
 def _written_before(root: Path, folder: Path, lesson: str, up_hash: str, claimed: set[str]) -> Path | None:
-    """An unclaimed ``stem.updated*.ipynb`` in ``folder`` that is exactly the new version of
+    """An unclaimed offered copy (``updated*-stem.ipynb``, or the old ``stem.updated*.ipynb``) in ``folder`` that is exactly the new version of
     ``lesson``: written by an update that was killed before it saved the manifest."""
-    for path in sorted(folder.glob(f"{Path(lesson).stem}.updated*.ipynb")):
+    stem = Path(lesson).stem
+    for path in sorted([*folder.glob(f"updated*-{stem}.ipynb"), *folder.glob(f"{stem}.updated*.ipynb")]):
         rel = path.relative_to(root).as_posix()
         if rel not in claimed and OFFERED_RE.match(path.name) and _stamp(path).get("lesson") == lesson \
                 and notebook_hash(path) == up_hash:
