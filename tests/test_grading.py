@@ -317,7 +317,7 @@ def test_grade_and_gradebook_agree_on_which_notebook_is_which_lesson(tmp_path, n
     (tmp_path / name).write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
     plan, _, _ = plan_folder(tmp_path, None)
     assert [n for _, _, n in plan] == ([lesson] if lesson is not None else [])
-    assert list(gradebook._notebooks(tmp_path, None, [])) == ([name] if lesson is not None else [])
+    assert list(gradebook.learner_notebooks(tmp_path, None, [])) == ([name] if lesson is not None else [])
 
 
 def _without_proc(*command: str) -> subprocess.CompletedProcess:

@@ -106,7 +106,7 @@ def test_a_second_run_grades_nothing(root, grade):
 
 def test_a_run_that_grades_nothing_writes_nothing(root, grade, monkeypatch, capsys):
     collect(root, grade)
-    monkeypatch.setattr(workspace, "_write_bytes", lambda path, data: pytest.fail(f"wrote {path}"))
+    monkeypatch.setattr(workspace, "write_atomically", lambda path, data: pytest.fail(f"wrote {path}"))
     collect(root, grade)
     assert capsys.readouterr().err == ""
 
@@ -210,7 +210,7 @@ def test_a_read_only_folder_still_gets_its_table(root, grade, monkeypatch, capsy
     def read_only(path, data):
         raise OSError(errno.EROFS, "Read-only file system")
 
-    monkeypatch.setattr(workspace, "_write_bytes", read_only)
+    monkeypatch.setattr(workspace, "write_atomically", read_only)
     monkeypatch.setattr(progress, "default_grader", lambda: grade)
     assert progress.main([str(root)]) == 0
     captured = capsys.readouterr()
@@ -236,11 +236,11 @@ def test_a_failed_exercise_points_at_the_full_report(root, grade, monkeypatch, c
 
 def test_a_grader_result_becomes_a_short_note():
     message = "[0.1 cube_sum_grad] failed: 0/4 cases\n  case:     cube_sum_grad(...)\n  hint:     use autograd"
-    assert progress._note({"status": "failed", "message": message, "hint": "use autograd"}) == \
+    assert progress.result_note({"status": "failed", "message": message, "hint": "use autograd"}) == \
         "0/4 cases; hint: use autograd"
-    assert progress._note({"status": "error", "message": "[0.1 f] error: timeout: ran past 10 s", "hint": ""}) == \
+    assert progress.result_note({"status": "error", "message": "[0.1 f] error: timeout: ran past 10 s", "hint": ""}) == \
         "timeout: ran past 10 s"
-    assert progress._note({"status": "passed", "message": "[0.1 f] passed: 4/4 cases", "hint": ""}) == ""
+    assert progress.result_note({"status": "passed", "message": "[0.1 f] passed: 4/4 cases", "hint": ""}) == ""
 
 
 def test_progress_on_a_missing_folder_says_how_to_start(tmp_path, capsys):
@@ -302,7 +302,7 @@ class Untouched(FakeGrader):
     """A grader that, like the default one, answers untouched notebooks without grading."""
 
     def untouched(self, path, lesson, pristine):
-        if pristine is None or progress._code_cells(path) != progress._code_cells(pristine):
+        if pristine is None or progress.code_cells(path) != progress.code_cells(pristine):
             return None
         return [(ex, "not attempted", "") for ex, _, _ in FakeGrader()(pristine, lesson)]
 

@@ -110,7 +110,7 @@ def test_copies_get_ordinary_file_permissions_not_mkstemps(root):
     (root / "probe").write_text("")  # what open() gives a new file under this umask
     assert (root / "00_warmup.ipynb").stat().st_mode & 0o777 == (root / "probe").stat().st_mode & 0o777
     (root / "01_graph.ipynb").chmod(0o640)  # a replaced file keeps the learner's permissions
-    workspace._write_bytes(root / "01_graph.ipynb", (root / "01_graph.ipynb").read_bytes())
+    workspace.write_atomically(root / "01_graph.ipynb", (root / "01_graph.ipynb").read_bytes())
     assert (root / "01_graph.ipynb").stat().st_mode & 0o777 == 0o640
 
 
@@ -363,7 +363,7 @@ def test_a_read_only_workspace_loses_nothing_and_says_what_to_do(root, src, monk
     write_lesson(src, "01_graph.ipynb", "z = 3")
     write_lesson(src, "03_saved_tensors.ipynb", "y = 2")
     before = snapshot(root)
-    monkeypatch.setattr(workspace, "_write_bytes", _read_only)
+    monkeypatch.setattr(workspace, "write_atomically", _read_only)
     assert workspace.main(["update", str(root), "--source", str(src)]) == 1
     err = capsys.readouterr().err
     assert f"cannot write to {root}: the disk is read-only" in err
@@ -372,14 +372,14 @@ def test_a_read_only_workspace_loses_nothing_and_says_what_to_do(root, src, monk
 
 
 def test_an_update_with_nothing_to_do_writes_nothing(root, src, monkeypatch):
-    monkeypatch.setattr(workspace, "_write_bytes", _read_only)  # so it works on a read-only disk
+    monkeypatch.setattr(workspace, "write_atomically", _read_only)  # so it works on a read-only disk
     assert workspace.update(root, source=src) == []
 
 
 def test_a_crash_between_writes_leaves_whole_files_and_update_finishes_later(root, src, monkeypatch):
     write_lesson(src, "00_warmup.ipynb", "x = 2")
     write_lesson(src, "01_graph.ipynb", "z = 3")
-    real, calls = workspace._write_bytes, []
+    real, calls = workspace.write_atomically, []
 
     def fail_second(path, data):
         calls.append(path)
@@ -387,12 +387,12 @@ def test_a_crash_between_writes_leaves_whole_files_and_update_finishes_later(roo
             raise OSError(errno.ENOSPC, "No space left on device")
         real(path, data)
 
-    monkeypatch.setattr(workspace, "_write_bytes", fail_second)
+    monkeypatch.setattr(workspace, "write_atomically", fail_second)
     with pytest.raises(WorkspaceError, match="disk is full.*\n.*1 change"):
         workspace.update(root, source=src)
     assert sources(root / "00_warmup.ipynb") == sources(src / "00_warmup.ipynb")  # done
     assert sources(root / "01_graph.ipynb") == ["# 01_graph.ipynb", "raise NotImplementedError('exercise 1.1')"]
-    monkeypatch.setattr(workspace, "_write_bytes", real)
+    monkeypatch.setattr(workspace, "write_atomically", real)
     assert kinds(workspace.update(root, source=src)) == {"01_graph.ipynb": "updated"}
     assert not list(root.rglob("*.tmp"))
 
@@ -496,7 +496,7 @@ def check_update(root, src, lessons, where, mine, deleted, base):
     tracked = {lesson: entry["file"] for lesson, entry in manifest(root)["lessons"].items()}
     assert {lesson: tracked[lesson] for lesson in where} == where  # renames followed
     for rel in set(notebooks) - before:  # nothing deleted comes back
-        assert workspace._stamp(root / rel).get("lesson") not in deleted
+        assert workspace.course_stamp(root / rel).get("lesson") not in deleted
     again = workspace.update(root, source=src)
     assert not [c for c in again if c.kind in {"new", "updated", "offered", "restored", "renamed"}]
 
@@ -528,7 +528,7 @@ KILLER = """
 import os, signal, sys
 from course.grading import workspace
 
-stop_at, written, real = int(sys.argv[1]), [], workspace._write_bytes
+stop_at, written, real = int(sys.argv[1]), [], workspace.write_atomically
 
 def write_then_maybe_die(path, data):
     real(path, data)
@@ -537,7 +537,7 @@ def write_then_maybe_die(path, data):
         if len(written) == stop_at:
             os.kill(os.getpid(), signal.SIGKILL)
 
-workspace._write_bytes = write_then_maybe_die
+workspace.write_atomically = write_then_maybe_die
 sys.exit(workspace.main(["update", sys.argv[2], "--source", sys.argv[3]]))
 """
 
@@ -592,8 +592,8 @@ def test_thirty_killed_updates_add_no_files(root, src):
 def test_each_lessons_manifest_entry_is_saved_with_its_notebook(root, src, monkeypatch):
     course_changes(src)
     order = []
-    real_write = workspace._write_bytes
-    monkeypatch.setattr(workspace, "_write_bytes", lambda path, data: (order.append(path.name),
+    real_write = workspace.write_atomically
+    monkeypatch.setattr(workspace, "write_atomically", lambda path, data: (order.append(path.name),
                                                                       real_write(path, data)))
     workspace.update(root, source=src)
     assert order == ["00_warmup.ipynb", "manifest.json", "01_graph.ipynb", "manifest.json",

@@ -125,7 +125,7 @@ def _exercises(lessons: set[int] | None) -> list:
     return [ex for ex in checks.all_exercises() if lessons is None or ex.lesson in lessons]
 
 
-def _notebooks(folder: Path, lessons: set[int] | None, notes: list[str]) -> dict[str, bytes]:
+def learner_notebooks(folder: Path, lessons: set[int] | None, notes: list[str]) -> dict[str, bytes]:
     """name -> bytes of the learner's lesson notebooks (symlinks, FIFOs, huge files refused)."""
     found = {}
     for p in sorted(folder.glob("*.ipynb")):
@@ -287,7 +287,7 @@ def _learner(folder: Path, lessons: set[int] | None, cache: Path, keys: tuple, t
     learner = Learner(clean_text(folder.name, 200))
     notes: list[str] = []
     try:
-        notebooks = _notebooks(folder, lessons, notes)
+        notebooks = learner_notebooks(folder, lessons, notes)
         reports = _reports(folder, keys[0], notebooks, notes)
         if not reports and notebooks:
             report, learner.isolation = _graded(folder.name, notebooks, cache, keys[1], timeout, quiet, lessons, hide)

@@ -117,7 +117,7 @@ def collect(root: str | Path, grade_fn: GradeFn | None = None, grader_id: str | 
     for lesson, path in workspace.locate(root):
         if path is None:
             rows.append(Row(lesson, None, "-", "missing",
-                            f"deleted; `course update {workspace._q(root)} --restore {lesson}` brings it back"))
+                            f"deleted; `course update {workspace.shell_quoted(root)} --restore {lesson}` brings it back"))
             continue
         rel = path.relative_to(root).as_posix()
         key = f"{lesson} {workspace.notebook_hash(path, ('code',))}"
@@ -165,7 +165,7 @@ def _load_cache(root: Path, grader_id: str) -> dict[str, list[list[str]]]:
 def _save_cache(root: Path, grader_id: str, results: dict) -> None:
     data = {"format": 1, "grader": grader_id, "results": results}
     try:
-        workspace._write_bytes(root / CACHE, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
+        workspace.write_atomically(root / CACHE, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
     except OSError as exc:  # a read-only folder still gets its table, just no cache
         print(f"course progress: could not save the cache in {root / CACHE} ({exc}); "
               "the next run grades again", file=sys.stderr)
@@ -234,7 +234,7 @@ def default_grader() -> GradeFn:
         report = grading.grade_notebook(path, lesson=number)
         if report.error:
             return [("-", "error", report.error)]
-        return [(f"{e['id']} {e['name']}", e["status"], _note(e)) for e in report.exercises]
+        return [(f"{e['id']} {e['name']}", e["status"], result_note(e)) for e in report.exercises]
 
     grade.untouched = untouched_results
     return grade
@@ -253,7 +253,7 @@ def untouched_results(path: Path, lesson: str, pristine: Path | None) -> list[Re
     """
     if pristine is None:
         return None
-    mine, shipped = _code_cells(path), _code_cells(pristine)
+    mine, shipped = code_cells(path), code_cells(pristine)
     if mine is None or shipped is None or not set(mine) <= set(shipped):
         return None
     exercises = registered_exercises(int(lesson[:2]))
@@ -262,7 +262,7 @@ def untouched_results(path: Path, lesson: str, pristine: Path | None) -> list[Re
     return [(f"{ex_id} {name}", "not attempted", "") for ex_id, name in exercises]
 
 
-def _code_cells(path: Path) -> list[str] | None:
+def code_cells(path: Path) -> list[str] | None:
     try:
         cells = json.loads(path.read_bytes())["cells"]
         return [c["source"] if isinstance(c["source"], str) else "".join(c["source"])
@@ -300,7 +300,7 @@ def registered_exercises(number: int) -> list[tuple[str, str]] | None:
     return sorted(found, key=lambda e: tuple(int(p) for p in e[0].split(".")))
 
 
-def _note(e: dict) -> str:
+def result_note(e: dict) -> str:
     """``1/4 cases; hint: ...`` from a grader result (the full message is ``course grade``'s)."""
     if e["status"] in ("passed", "not attempted"):
         return ""
@@ -331,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = Path(args.dir)
     if not root.is_dir():
-        print(f"course progress: {root} is not a folder.\nFix: `course start {workspace._q(root)}` "
+        print(f"course progress: {root} is not a folder.\nFix: `course start {workspace.shell_quoted(root)}` "
               "creates it, or name your course folder.", file=sys.stderr)
         return 1
     try:
@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if not rows:
         print(f"{root} holds no lesson notebooks (NN_slug.ipynb).\n"
-              f"Fix: `course start {workspace._q(root)}` copies them in.")
+              f"Fix: `course start {workspace.shell_quoted(root)}` copies them in.")
         return 1
     print(table(rows, str(root)))
     for mine, offered in workspace.waiting_updates(root):
@@ -351,5 +351,5 @@ def main(argv: list[str] | None = None) -> int:
     unwell = sorted({r.file for r in rows if r.file and r.status in ("failed", "error")})
     if unwell:
         print("\nevery case, yours against expected, and the hint: "
-              + "; ".join(f"course grade {workspace._q(root / f)}" for f in unwell))
+              + "; ".join(f"course grade {workspace.shell_quoted(root / f)}" for f in unwell))
     return 0

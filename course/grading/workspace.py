@@ -170,7 +170,7 @@ def _lessons(folder: Path) -> list[str]:
 
 # --- writing: atomic, and the only place that writes -------------------------------------
 
-def _write_bytes(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically: a crash leaves the old file or the new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -208,7 +208,7 @@ def _shipped_copy(src: Path, lesson: str) -> bytes:
 
 
 def _copy_lesson(src: Path, dest: Path, lesson: str) -> None:
-    _write_bytes(dest, _shipped_copy(src, lesson))
+    write_atomically(dest, _shipped_copy(src, lesson))
 
 
 def _free_name(root: Path, folder: Path, stem: str, claimed: set[str]) -> Path:
@@ -260,10 +260,10 @@ def _load_manifest(root: Path) -> dict:
         if root.is_dir() and _workspace_notebooks(root):
             raise WorkspaceError(
                 f"{root} has notebooks but no {MANIFEST} (the record of which version of each "
-                f"lesson you were given).\nFix: `course update {_q(root)} --adopt` rebuilds it "
+                f"lesson you were given).\nFix: `course update {shell_quoted(root)} --adopt` rebuilds it "
                 "from your notebooks and keeps every edit.")
         raise WorkspaceError(f"{root} is not a course folder (no {MANIFEST}).\n"
-                             f"Fix: `course start {_q(root)}` creates one.")
+                             f"Fix: `course start {shell_quoted(root)}` creates one.")
     try:
         manifest = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
@@ -276,7 +276,7 @@ def _load_manifest(root: Path) -> dict:
 
 def _damaged(root: Path, problem: str) -> WorkspaceError:
     return WorkspaceError(f"{root / MANIFEST} is damaged: {problem}.\n"
-                          f"Fix: `course update {_q(root)} --adopt` rebuilds it from your notebooks "
+                          f"Fix: `course update {shell_quoted(root)} --adopt` rebuilds it from your notebooks "
                           "and keeps every edit.")
 
 
@@ -313,7 +313,7 @@ def _inside(root: Path, rel: str) -> bool:
 
 
 def _save_manifest(root: Path, manifest: dict) -> None:
-    _write_bytes(root / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
+    write_atomically(root / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
 
 
 def _workspace_notebooks(root: Path) -> list[Path]:
@@ -333,12 +333,12 @@ def _find_renamed(root: Path, lesson: str, entry: dict, claimed: set[str]) -> st
             continue
         if notebook_hash(path) == entry["shipped"]:
             return rel
-        if stamped is None and _stamp(path).get("lesson") == lesson:
+        if stamped is None and course_stamp(path).get("lesson") == lesson:
             stamped = rel
     return stamped
 
 
-def _stamp(path: Path) -> dict:
+def course_stamp(path: Path) -> dict:
     """``metadata.course`` of a copy we made (``{}`` for any other file)."""
     with contextlib.suppress(ValueError, KeyError, TypeError, OSError):  # unstamped, or not JSON
         stamp = json.loads(path.read_bytes())["metadata"]["course"]
@@ -422,7 +422,7 @@ def start(root: str | Path = DEFAULT_DIR, source: str | Path | None = None) -> l
         names = ", ".join(p.relative_to(root).as_posix() for p in existing[:3]) or MANIFEST.as_posix()
         raise WorkspaceError(f"{root} already has notebooks ({names}{', ...' if len(existing) > 3 else ''}); "
                              "start never overwrites them.\n"
-                             f"To bring in new or changed lessons: course update {_q(root)}")
+                             f"To bring in new or changed lessons: course update {shell_quoted(root)}")
     if root.is_dir() and _workspace_notebooks(root):
         return adopt(root, source)
     try:  # an empty manifest first: a start cut short is finished by `course update`
@@ -507,7 +507,7 @@ def adopt(root: str | Path = DEFAULT_DIR, source: str | Path | None = None) -> l
     """
     root = Path(root)
     if not root.is_dir():
-        raise WorkspaceError(f"{root} is not a folder. Fix: `course start {_q(root)}` creates it.")
+        raise WorkspaceError(f"{root} is not a folder. Fix: `course start {shell_quoted(root)}` creates it.")
     src = _update_source(source, {})
     manifest, claimed, changes = _new_manifest(src, source), set(), []
     notebooks = [p.relative_to(root).as_posix() for p in _workspace_notebooks(root)]
@@ -517,7 +517,7 @@ def adopt(root: str | Path = DEFAULT_DIR, source: str | Path | None = None) -> l
         if rel is None:
             continue  # found nowhere: update copies it in as new
         claimed.add(rel)
-        stamp, current = _stamp(root / rel), notebook_hash(root / rel)
+        stamp, current = course_stamp(root / rel), notebook_hash(root / rel)
         shipped = stamp.get("shipped") if isinstance(stamp.get("shipped"), str) else up_hash
         entry = manifest["lessons"][lesson] = {"file": rel, "shipped": shipped}
         edited = current not in (shipped, up_hash)
@@ -538,7 +538,7 @@ def _adopted_file(root: Path, lesson: str, notebooks: list[str], claimed: set[st
     """The learner's copy of ``lesson``: the file of that name, else a copy stamped with the
     lesson (not an offered ``.updated`` one, if there is another), else an exact copy."""
     free = [rel for rel in notebooks if rel not in claimed]
-    stamped = [rel for rel in free if _stamp(root / rel).get("lesson") == lesson]
+    stamped = [rel for rel in free if course_stamp(root / rel).get("lesson") == lesson]
     for rel in ([lesson] if lesson in free else []) + \
             sorted(stamped, key=lambda rel: bool(OFFERED_RE.match(PurePosixPath(rel).name))):
         return rel
@@ -548,7 +548,7 @@ def _adopted_file(root: Path, lesson: str, notebooks: list[str], claimed: set[st
 def _adopted_offer(root: Path, lesson: str, notebooks: list[str], claimed: set[str],
                    up_hash: str) -> str | None:
     return next((rel for rel in notebooks if rel not in claimed and OFFERED_RE.match(PurePosixPath(rel).name)
-                 and _stamp(root / rel).get("lesson") == lesson and notebook_hash(root / rel) == up_hash), None)
+                 and course_stamp(root / rel).get("lesson") == lesson and notebook_hash(root / rel) == up_hash), None)
 
 
 def _update_source(source: str | Path | None, manifest: dict) -> Path:
@@ -585,7 +585,7 @@ def _update_one(root: Path, src: Path, lesson: str, manifest: dict, claimed: set
         if rel is None:
             entry["deleted"] = True
             return [Change("deleted", lesson, f"not brought back; to restore it: "
-                                              f"course update {_q(root)} --restore {lesson}")]
+                                              f"course update {shell_quoted(root)} --restore {lesson}")]
         changes.append(Change("renamed", lesson, f"found as {rel}; tracking it there"))
         entry["file"] = rel
         entry.pop("deleted", None)
@@ -632,7 +632,7 @@ def _written_before(root: Path, folder: Path, lesson: str, up_hash: str, claimed
     stem = Path(lesson).stem
     for path in sorted([*folder.glob(f"updated*-{stem}.ipynb"), *folder.glob(f"{stem}.updated*.ipynb")]):
         rel = path.relative_to(root).as_posix()
-        if rel not in claimed and OFFERED_RE.match(path.name) and _stamp(path).get("lesson") == lesson \
+        if rel not in claimed and OFFERED_RE.match(path.name) and course_stamp(path).get("lesson") == lesson \
                 and notebook_hash(path) == up_hash:
             return path
     return None
@@ -660,7 +660,7 @@ def _offer(root: Path, path: Path, up: Path, lesson: str, up_hash: str, entry: d
     return Change("offered", lesson, f"yours is edited, so we kept it; the new version is beside it: {rel}")
 
 
-def _q(path: Path) -> str:
+def shell_quoted(path: Path) -> str:
     return shlex.quote(str(path))
 
 
@@ -679,8 +679,8 @@ def command(name: str = "course") -> tuple[str, str]:
     if on_path:
         return name, ""
     activate = bin_dir / "activate"
-    how = f"source {_q(activate)}" if activate.is_file() else f'export PATH={_q(bin_dir)}:"$PATH"'
-    return _q(bin_dir / name), (f"({bin_dir} is not on your PATH; after `{how}`, plain "
+    how = f"source {shell_quoted(activate)}" if activate.is_file() else f'export PATH={shell_quoted(bin_dir)}:"$PATH"'
+    return shell_quoted(bin_dir / name), (f"({bin_dir} is not on your PATH; after `{how}`, plain "
                                 "`course ...` and `jupyter lab ...` work too)")
 
 
@@ -731,8 +731,8 @@ def _print_start(root: Path, changes: list[Change]) -> None:
         print(f"copied {len(changes)} lessons into {root}")
         print("\n".join(f"  {c.lesson}" for c in changes))
     course, note = command()
-    print(f"They are yours to edit: `{course} update {_q(root)}` brings in new lessons "
+    print(f"They are yours to edit: `{course} update {shell_quoted(root)}` brings in new lessons "
           "and never overwrites your edits.")
-    print(f"open them in JupyterLab with:\n  {course} lab {_q(root)}")
+    print(f"open them in JupyterLab with:\n  {course} lab {shell_quoted(root)}")
     if note:
         print(note)
