@@ -79,6 +79,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if hasattr(opt, "nbval_current_env") and not getattr(opt, "nbval_kernel_name", None):
         opt.nbval_current_env = True
 
+
 def _modules_with_shared_fixtures() -> set[str]:
     shared = re.compile(r"@pytest\.fixture\([^)]*scope=[\"']module")
     return {f"tests/{p.name}" for p in (ROOT / "tests").glob("test_*.py") if shared.search(p.read_text())}

@@ -228,7 +228,9 @@ def measure(work, torch_variant, course_variant, repeats):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a smoke run: 3 repeats, 1 of the large workloads")
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run: 3 repeats, 1 of the large workloads"
+    )
     parser.add_argument("--repeats", type=int, default=150)
     parser.add_argument("--large-repeats", type=int, default=15, help="repeats of the large workloads")
     args = parser.parse_args(argv)
@@ -238,32 +240,43 @@ def main(argv=None):
     workloads = {"chain": make_chain(), "mlp": make_mlp()}
     print(f"torch {torch.__version__}, {repeats} interleaved repeats, 1 thread")
     if course_multi_grad_hook is None:
-        print("note: register_multi_grad_hook skipped (course.autograd_graph / course.autograd.hooks "
-              "do not provide it yet)")
+        print(
+            "note: register_multi_grad_hook skipped (course.autograd_graph / course.autograd.hooks "
+            "do not provide it yet)"
+        )
     header = f"{'api':34s} {'workload':8s} {'torch ms':>9s} {'course ms':>10s} "
     print(header + f"{'course/torch':>13s} {'(best runs)':>12s} {'torch/plain':>12s}")
     for api, (torch_variant, course_variant) in apis().items():
         for name, work in workloads.items():
             plain, tt, tc, ratio, best = measure(work, torch_variant, course_variant, repeats)
-            print(f"{api:34s} {name:8s} {tt * 1e3:9.3f} {tc * 1e3:10.3f} "
-                  f"{ratio:13.2f} {best:12.2f} {tt / plain:12.2f}")
+            print(
+                f"{api:34s} {name:8s} {tt * 1e3:9.3f} {tc * 1e3:10.3f} "
+                f"{ratio:13.2f} {best:12.2f} {tt / plain:12.2f}"
+            )
     large(1 if args.quick else args.large_repeats)
 
 
 def large(repeats):
     """allow_mutation_on_saved_tensors at real sizes: the same columns, plus who is right."""
-    contexts = {"torch": torch_graph.allow_mutation_on_saved_tensors,
-                "course": course_mutation.allow_mutation_on_saved_tensors}
+    contexts = {
+        "torch": torch_graph.allow_mutation_on_saved_tensors,
+        "course": course_mutation.allow_mutation_on_saved_tensors,
+    }
     print(f"\nallow_mutation_on_saved_tensors at real sizes, {repeats} interleaved repeats")
-    print(f"{'workload':14s} {'torch ms':>9s} {'course ms':>10s} {'course/torch':>13s} {'(best runs)':>12s} "
-          f"{'torch/plain':>12s} {'torch right':>12s} {'course right':>13s}")
+    print(
+        f"{'workload':14s} {'torch ms':>9s} {'course ms':>10s} {'course/torch':>13s} {'(best runs)':>12s} "
+        f"{'torch/plain':>12s} {'torch right':>12s} {'course right':>13s}"
+    )
     for name, make in LARGE.items():
         right = {who: "yes" if is_right(make, allow) else "NO" for who, allow in contexts.items()}
         run = make()
         plain, tt, tc, ratio, best = measure(
-            run, lambda work: work(contexts["torch"]), lambda work: work(contexts["course"]), repeats)
-        print(f"{name:14s} {tt * 1e3:9.2f} {tc * 1e3:10.2f} {ratio:13.2f} {best:12.2f} "
-              f"{tt / plain:12.2f} {right['torch']:>12s} {right['course']:>13s}")
+            run, lambda work: work(contexts["torch"]), lambda work: work(contexts["course"]), repeats
+        )
+        print(
+            f"{name:14s} {tt * 1e3:9.2f} {tc * 1e3:10.2f} {ratio:13.2f} {best:12.2f} "
+            f"{tt / plain:12.2f} {right['torch']:>12s} {right['course']:>13s}"
+        )
 
 
 if __name__ == "__main__":

@@ -58,6 +58,7 @@ def step_fn(model: torch.nn.ModuleList, x: torch.Tensor, lib, variant: str):
     def step() -> None:
         forward_backward(model, x, lib, variant)
         model.zero_grad(set_to_none=True)
+
     return step
 
 
@@ -86,7 +87,9 @@ def check_same_gradients(model, x, variant: str) -> None:
 def run(layers: int, d: int, seq: int, batch: int, repeats: int, device: torch.device) -> list[str]:
     model = blocks(layers, d, device)
     x = torch.randn(batch, seq, d, device=device, requires_grad=True)
-    lines = [f"{'variant':<8} {'none ms':>9} {'torch ms':>9} {'course ms':>10} {'course/torch':>13} {'(of mins)':>10}"]
+    lines = [
+        f"{'variant':<8} {'none ms':>9} {'torch ms':>9} {'course ms':>10} {'course/torch':>13} {'(of mins)':>10}"
+    ]
     for variant in ("plain", "sac"):
         check_same_gradients(model, x, variant)
         steps = {"none": step_fn(model, x, None, variant)}
@@ -101,15 +104,19 @@ def run(layers: int, d: int, seq: int, batch: int, repeats: int, device: torch.d
         med = {k: statistics.median(v) for k, v in times.items()}
         ratio = statistics.median(c / t for c, t in zip(times["course"], times["torch"]))
         best = min(times["course"]) / min(times["torch"])
-        lines.append(f"{variant:<8} {med['none'] * 1e3:9.1f} {med['torch'] * 1e3:9.1f} {med['course'] * 1e3:10.1f} "
-                     f"{ratio:13.3f} {best:10.3f}")
+        lines.append(
+            f"{variant:<8} {med['none'] * 1e3:9.1f} {med['torch'] * 1e3:9.1f} {med['course'] * 1e3:10.1f} "
+            f"{ratio:13.3f} {best:10.3f}"
+        )
     return lines
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="the toy size only, 3 repeats (smoke run)")
-    p.add_argument("--repeats", type=int, default=None, help="timed steps per variant (default 50 toy, 11 wide)")
+    p.add_argument(
+        "--repeats", type=int, default=None, help="timed steps per variant (default 50 toy, 11 wide)"
+    )
     p.add_argument("--layers", type=int, default=2, help="blocks at width 1024")
     p.add_argument("--seq", type=int, default=None, help="sequence length at width 1024 (CPU 32, GPU 1024)")
     p.add_argument("--batch", type=int, default=None, help="batch at width 1024 (CPU 2, GPU 8)")
@@ -126,7 +133,9 @@ def main(argv: list[str] | None = None) -> None:
         seq, batch = args.seq or (1024 if cuda else 32), args.batch or (8 if cuda else 2)
         sizes.append(("wide", args.layers, 1024, seq, batch, args.repeats or 11))
     for label, layers, d, seq, batch, repeats in sizes:
-        print(f"\n# {label}: {layers} blocks, d_model={d}, seq={seq}, batch={batch}, {repeats} repeats (median)")
+        print(
+            f"\n# {label}: {layers} blocks, d_model={d}, seq={seq}, batch={batch}, {repeats} repeats (median)"
+        )
         print("\n".join(run(layers, d, seq, batch, repeats, device)))
     print("\ncourse/torch: median of paired ratios (goal <= 1.05); (of mins): ratio of the best steps")
 

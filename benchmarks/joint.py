@@ -54,7 +54,7 @@ def _torch_export(mod, args):
 
 def _export_and_stages(mod, args):
     jd = export_joint(mod, args)
-    jd.stages
+    jd.stages  # noqa: B018 (read for its effect)
     return jd
 
 
@@ -80,8 +80,11 @@ def main() -> None:
         _export_and_stages(mod, args)
     for r in range(repeats):
         for name, (mod, args) in models.items():
-            order = [("torch", _torch_export), ("course", export_joint),
-                     ("course+stages", _export_and_stages)]
+            order = [
+                ("torch", _torch_export),
+                ("course", export_joint),
+                ("course+stages", _export_and_stages),
+            ]
             for who, f in order if r % 2 == 0 else order[::-1]:
                 dt, out = _timed(f, mod, args)
                 times[name][who].append(dt)
@@ -92,13 +95,17 @@ def main() -> None:
     print("  export:   course's export_joint alone, against torch's export")
     print("  +stages:  course's export_joint then .stages (all 7, partitioner included),")
     print("            against the same torch export (torch builds no stages)")
-    print(f"{'model':<26}{'torch':>9}{'export':>9}{'+stages':>9}"
-          f"{'export course/torch':>21}{'+stages course/torch':>22}")
+    print(
+        f"{'model':<26}{'torch':>9}{'export':>9}{'+stages':>9}"
+        f"{'export course/torch':>21}{'+stages course/torch':>22}"
+    )
     for name, t in times.items():
         mt, mc, ms = (statistics.median(t[w]) for w in who_all)
         print(f"{name:<26}{mt:>9.4f}{mc:>9.4f}{ms:>9.4f}{mc / mt:>20.2f}x{ms / mt:>21.2f}x")
-    print("\nwhere course's time goes, export + stages (median seconds per step; metadata,"
-          "\ntraced_joint and descriptors are the export, the rest are stages built on demand)")
+    print(
+        "\nwhere course's time goes, export + stages (median seconds per step; metadata,"
+        "\ntraced_joint and descriptors are the export, the rest are stages built on demand)"
+    )
     for name, per_stage in stage_times.items():
         parts = ", ".join(f"{s} {statistics.median(v):.4f}" for s, v in per_stage.items())
         print(f"{name}: {parts}")

@@ -71,15 +71,19 @@ def strategies_for(model: torch.nn.Module, cuda: bool) -> dict:
 
 def report(result: BenchmarkResult, preds: dict[str, tuple[str, float]]) -> str:
     base = result.row("none").step_s
-    lines = [f"{'strategy (' + result.label + ')':<30} {'offloaded MB':>12} {'moved MB':>9} {'packs':>6} "
-             f"{'unpacks':>7} {'schedule':<12} {'measured x':>10} {'(of mins)':>9} {'predicted x':>11} {'error':>7}"]
+    lines = [
+        f"{'strategy (' + result.label + ')':<30} {'offloaded MB':>12} {'moved MB':>9} {'packs':>6} "
+        f"{'unpacks':>7} {'schedule':<12} {'measured x':>10} {'(of mins)':>9} {'predicted x':>11} {'error':>7}"
+    ]
     base_min = result.row("none").spread[0]
     for r in result.rows:
         schedule, pred = preds[r.strategy]
         err = (pred / base) / (r.step_s / base) - 1
-        lines.append(f"{r.strategy:<30} {r.offloaded_bytes / MB:12.3f} {r.moved_bytes / MB:9.3f} {r.packs:6d} "
-                     f"{r.unpacks:7d} {schedule:<12} {r.step_s / base:10.2f} {r.spread[0] / base_min:9.2f} "
-                     f"{pred / base:11.2f} {err:+7.1%}")
+        lines.append(
+            f"{r.strategy:<30} {r.offloaded_bytes / MB:12.3f} {r.moved_bytes / MB:9.3f} {r.packs:6d} "
+            f"{r.unpacks:7d} {schedule:<12} {r.step_s / base:10.2f} {r.spread[0] / base_min:9.2f} "
+            f"{pred / base:11.2f} {err:+7.1%}"
+        )
     lines.append("measured x: ratio of medians to none's (error is against it); (of mins): ratio of minima")
     return "\n".join(lines)
 
@@ -92,7 +96,9 @@ def size_inputs(layers: int, d: int, seq: int, batch: int, device: torch.device,
 def run_size(layers: int, d: int, seq: int, batch: int, steps: int, device: torch.device, dtype: torch.dtype):
     cuda = device.type == "cuda"
     model, x = size_inputs(layers, d, seq, batch, device, dtype)
-    result = benchmark(model, [x], strategies=strategies_for(model, cuda), steps=steps, warmup=2, progress=False)
+    result = benchmark(
+        model, [x], strategies=strategies_for(model, cuda), steps=steps, warmup=2, progress=False
+    )
     fwd = forward_seconds(model, x, steps)
     row = max(result.rows, key=lambda r: r.offloaded_bytes)  # the typical copy: a mean storage
     bw = copy_bandwidth(device, max(row.moved_bytes // max(row.packs + row.unpacks, 1), 1 << 16))
@@ -107,8 +113,10 @@ def version_check_line(model: torch.nn.Module, x: torch.Tensor, steps: int, cuda
     r = benchmark(model, [x], strategies=on_off, steps=steps, warmup=2, progress=False)
     on, off = r.row("checked"), r.row("unchecked")
     per = (on.step_s - off.step_s) / max(on.packs, 1)
-    return (f"version check (check_versions=True vs False, {r.label}): {per * 1e6:+.2f} us per saved tensor "
-            f"({on.packs} packs), step x{on.step_s / off.step_s:.3f} (medians of {steps})")
+    return (
+        f"version check (check_versions=True vs False, {r.label}): {per * 1e6:+.2f} us per saved tensor "
+        f"({on.packs} packs), step x{on.step_s / off.step_s:.3f} (medians of {steps})"
+    )
 
 
 def record_of(result, fwd, bw, preds, args, device, dtype) -> dict:
@@ -117,26 +125,48 @@ def record_of(result, fwd, bw, preds, args, device, dtype) -> dict:
     rows = []
     for r in result.rows:
         lo, mid, hi = r.spread
-        rows.append({
-            "name": r.strategy, "schedule": preds[r.strategy][0],
-            "step_ms": {"min": lo * 1e3, "median": mid * 1e3, "max": hi * 1e3},
-            "predicted_ms": preds[r.strategy][1] * 1e3,
-            "peak_MB": None if r.peak_bytes is None else r.peak_bytes / MB,
-            "saved_MB": r.saved_bytes / MB, "offloaded_MB": r.offloaded_bytes / MB, "moved_MB": r.moved_bytes / MB,
-            "packs": r.packs, "unpacks": r.unpacks,
-        })
+        rows.append(
+            {
+                "name": r.strategy,
+                "schedule": preds[r.strategy][0],
+                "step_ms": {"min": lo * 1e3, "median": mid * 1e3, "max": hi * 1e3},
+                "predicted_ms": preds[r.strategy][1] * 1e3,
+                "peak_MB": None if r.peak_bytes is None else r.peak_bytes / MB,
+                "saved_MB": r.saved_bytes / MB,
+                "offloaded_MB": r.offloaded_bytes / MB,
+                "moved_MB": r.moved_bytes / MB,
+                "packs": r.packs,
+                "unpacks": r.unpacks,
+            }
+        )
     cuda = device.type == "cuda"
     return {
         "format": RESULTS_FORMAT,
         "sample": False,
         "created": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "device": {"type": device.type, "name": torch.cuda.get_device_name(device) if cuda else "CPU",
-                   "torch": torch.__version__, "cuda": torch.version.cuda},
-        "workload": {"model": "TransformerEncoderLayer", "layers": args.layers, "d_model": args.d_model,
-                     "seq": args.seq, "batch": args.batch, "dtype": str(dtype).removeprefix("torch.")},
+        "device": {
+            "type": device.type,
+            "name": torch.cuda.get_device_name(device) if cuda else "CPU",
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+        },
+        "workload": {
+            "model": "TransformerEncoderLayer",
+            "layers": args.layers,
+            "d_model": args.d_model,
+            "seq": args.seq,
+            "batch": args.batch,
+            "dtype": str(dtype).removeprefix("torch."),
+        },
         "bandwidth_GBs": {k: v / 1e9 for k, v in bw.items()},
-        "model": {"layers": args.layers, "forward_ms": fwd * 1e3, "backward_ms": (none - fwd) * 1e3,
-                  "hook_us_per_call": hook_seconds(result) * 1e6, "keep_last": False, "in_flight": 2},
+        "model": {
+            "layers": args.layers,
+            "forward_ms": fwd * 1e3,
+            "backward_ms": (none - fwd) * 1e3,
+            "hook_us_per_call": hook_seconds(result) * 1e6,
+            "keep_last": False,
+            "in_flight": 2,
+        },
         "steps": result.steps,
         "strategies": rows,
     }
@@ -177,8 +207,10 @@ def main(argv: list[str] | None = None) -> None:
         print(f"\n# {layers} transformer blocks, d_model={d}, seq={seq}, batch={batch}, {steps} steps")
         result, fwd, bw, preds = run_size(layers, d, seq, batch, steps, device, dtype)
         print(result.table())
-        print(f"forward {fwd * 1e3:.2f} ms, backward {(result.row('none').step_s - fwd) * 1e3:.2f} ms (no offload); "
-              f"hook cost {hook_seconds(result) * 1e6:.2f} us per call (identity hooks)")
+        print(
+            f"forward {fwd * 1e3:.2f} ms, backward {(result.row('none').step_s - fwd) * 1e3:.2f} ms (no offload); "
+            f"hook cost {hook_seconds(result) * 1e6:.2f} us per call (identity hooks)"
+        )
         print("copy bandwidth GB/s: " + ", ".join(f"{k} {v / 1e9:.1f}" for k, v in bw.items()))
         print(report(result, preds))
         print(version_check_line(*size_inputs(layers, d, seq, batch, device, dtype), steps, cuda))

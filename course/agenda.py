@@ -34,8 +34,20 @@ from dataclasses import dataclass
 
 from course.lessons import LESSONS, get
 
-__all__ = ["AGENDAS", "FULL_DAY", "HALF_DAY", "HALF_DAY_COMPILER", "Agenda", "ROOM_FACTOR", "Slot",
-           "markdown", "planned_minutes", "room_range", "schedule", "totals"]
+__all__ = [
+    "AGENDAS",
+    "FULL_DAY",
+    "HALF_DAY",
+    "HALF_DAY_COMPILER",
+    "Agenda",
+    "ROOM_FACTOR",
+    "Slot",
+    "markdown",
+    "planned_minutes",
+    "room_range",
+    "schedule",
+    "totals",
+]
 
 ROOM_FACTOR = (1.3, 1.5)
 SNAP = 20
@@ -136,11 +148,14 @@ def schedule(agenda: Agenda) -> list[Slot]:
         count = sum(s.kind != "break" for s in row)
         if count > 1:
             parts = iter(range(1, count + 1))
-            row = [s if s.kind == "break" else
-                   Slot(s.start, s.minutes, f"{s.what} (part {next(parts)} of {count})", s.lesson, s.kind)
-                   for s in row]
+            row = [
+                s
+                if s.kind == "break"
+                else Slot(s.start, s.minutes, f"{s.what} (part {next(parts)} of {count})", s.lesson, s.kind)
+                for s in row
+            ]
         slots += row
-    for at, minutes, label in breaks:  # wanted after the last item: at its end
+    for _at, minutes, label in breaks:  # wanted after the last item: at its end
         slots.append(Slot(t, minutes, label, kind="break"))
         t += minutes
     return slots
@@ -156,8 +171,10 @@ def totals() -> str:
     """
     alone = [sum(lesson.minutes[i] for lesson in LESSONS) for i in (0, 1)]
     room = [sum(room_range(lesson.number)[i] for lesson in LESSONS) for i in (0, 1)]
-    return (f"The whole course: {_hours(alone[0])} to {_hours(alone[1])} alone, "
-            f"{_hours(room[0])} to {_hours(room[1])} in a room.\n")
+    return (
+        f"The whole course: {_hours(alone[0])} to {_hours(alone[1])} alone, "
+        f"{_hours(room[0])} to {_hours(room[1])} in a room.\n"
+    )
 
 
 def _hours(minutes: int) -> str:
@@ -169,7 +186,9 @@ def markdown(agenda: Agenda) -> str:
     slots = schedule(agenda)
     end = slots[-1].start + slots[-1].minutes
     lines = [f"### {agenda.title}: {agenda.start} to {_clock(end)}", ""]
-    before = list(agenda.prework) + [f"lesson {n:02d}, {get(n).title} ({get(n).time_text})" for n in agenda.at_home]
+    before = list(agenda.prework) + [
+        f"lesson {n:02d}, {get(n).title} ({get(n).time_text})" for n in agenda.at_home
+    ]
     if before:
         lines += ["Before the day, at home: " + "; ".join(before) + ".", ""]
     lines += ["| time | what | min | room range (stated) |", "|---|---|---|---|"]
@@ -178,19 +197,27 @@ def markdown(agenda: Agenda) -> str:
         if s.lesson is not None:
             low, high = room_range(s.lesson)
             stated = f"{low}-{high} ({get(s.lesson).time_text.replace(' minutes', '')})"
-        lines.append(f"| {s.clock} | {'*' + s.what + '*' if s.kind == 'break' else s.what} | {s.minutes} | {stated} |")
+        lines.append(
+            f"| {s.clock} | {'*' + s.what + '*' if s.kind == 'break' else s.what} | {s.minutes} | {stated} |"
+        )
     planned = sum(planned_minutes(n) for n in agenda.lessons)
     slow = sum(room_range(n)[1] for n in agenda.lessons)
-    lines += ["", f"Lessons {', '.join(f'{n:02d}' for n in agenda.lessons)}: {planned} min planned, "
-              f"{slow} min at the slow end of the room range ({slow - planned} more)."]
+    lines += [
+        "",
+        f"Lessons {', '.join(f'{n:02d}' for n in agenda.lessons)}: {planned} min planned, "
+        f"{slow} min at the slow end of the room range ({slow - planned} more).",
+    ]
     if agenda.if_late:
-        lines.append("Running late, these exercises go home, in this order: "
-                     + ", ".join(agenda.if_late) + ".")
+        lines.append(
+            "Running late, these exercises go home, in this order: " + ", ".join(agenda.if_late) + "."
+        )
     if agenda.homework:
         low = sum(get(n).minutes[0] for n in agenda.homework)
         high = sum(get(n).minutes[1] for n in agenda.homework)
-        lines.append(f"Homework afterwards: lessons {', '.join(f'{n:02d}' for n in agenda.homework)} "
-                     f"({_hours(low)} to {_hours(high)} alone, stated times).")
+        lines.append(
+            f"Homework afterwards: lessons {', '.join(f'{n:02d}' for n in agenda.homework)} "
+            f"({_hours(low)} to {_hours(high)} alone, stated times)."
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -200,7 +227,10 @@ _FX = "Whiteboard: an FX graph (placeholders, call_function nodes, one output)"
 _WRAP = "Wrap-up: `course progress`, questions, what goes home"
 
 FULL_DAY = Agenda(
-    "full-day", "Full day (the autograd track)", "09:00", "17:00",
+    "full-day",
+    "Full day (the autograd track)",
+    "09:00",
+    "17:00",
     ((_SETUP, 20), (_GRAPH, 20), 0, 1, 2, 3, (_WRAP, 10)),
     (("10:30", 15, "Coffee"), ("12:30", 60, "Lunch"), ("15:00", 15, "Coffee")),
     if_late=("2.3", "3.5", "3.4"),
@@ -208,9 +238,17 @@ FULL_DAY = Agenda(
 )
 
 HALF_DAY = Agenda(
-    "half-day", "Half day (graph and hooks)", "09:00", "13:00",
-    (("Set-up: everyone's `course doctor` said all good at home; fix the rest now", 10), (_GRAPH, 15), 1, 2,
-     (_WRAP, 10)),
+    "half-day",
+    "Half day (graph and hooks)",
+    "09:00",
+    "13:00",
+    (
+        ("Set-up: everyone's `course doctor` said all good at home; fix the rest now", 10),
+        (_GRAPH, 15),
+        1,
+        2,
+        (_WRAP, 10),
+    ),
     (("10:45", 15, "Coffee"),),
     prework=("`course start ~/autograd-course` and `course doctor ~/autograd-course`",),
     at_home=(0,),
@@ -219,9 +257,18 @@ HALF_DAY = Agenda(
 )
 
 HALF_DAY_COMPILER = Agenda(
-    "half-day-compiler", "Half day, compiler variant (graph and joint graph)", "09:00", "13:00",
-    (("Set-up: everyone's `course doctor` said all good at home; fix the rest now", 10), (_GRAPH, 15), 1,
-     (_FX, 10), 6, (_WRAP, 10)),
+    "half-day-compiler",
+    "Half day, compiler variant (graph and joint graph)",
+    "09:00",
+    "13:00",
+    (
+        ("Set-up: everyone's `course doctor` said all good at home; fix the rest now", 10),
+        (_GRAPH, 15),
+        1,
+        (_FX, 10),
+        6,
+        (_WRAP, 10),
+    ),
     (("10:45", 15, "Coffee"),),
     prework=HALF_DAY.prework,
     at_home=HALF_DAY.at_home,

@@ -39,7 +39,11 @@ from torch.autograd.graph import (
 
 from course.autograd.creation import node_creation_hook
 from course.autograd.graph import GradientEdge, Node, get_gradient_edge, increment_version
-from course.autograd.hooks import _engine_run_backward, _register_logging_hooks_on_whole_graph, register_multi_grad_hook
+from course.autograd.hooks import (
+    _engine_run_backward,
+    _register_logging_hooks_on_whole_graph,
+    register_multi_grad_hook,
+)
 from course.autograd.mutation import allow_mutation_on_saved_tensors
 from course.autograd.saved_tensors import disable_saved_tensors_hooks, save_on_cpu, saved_tensors_hooks
 

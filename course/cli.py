@@ -15,7 +15,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "gradebook": ("course.grading.gradebook", "grade a class: scores, pass rates and misconceptions met"),
     "lab": ("course.lab", "open your copy of the course in JupyterLab (start or update it first)"),
     "start": ("course.grading.workspace", "copy the learner notebooks into a folder you own"),
-    "update": ("course.grading.workspace", "bring new lessons into your folder without overwriting your work"),
+    "update": (
+        "course.grading.workspace",
+        "bring new lessons into your folder without overwriting your work",
+    ),
     "progress": ("course.grading.progress", "a table of your exercises and their status"),
     "slides": ("course.slides", "a lesson's key cells as reveal.js slides, for the instructor"),
     "hub-start": ("course.hub", "JupyterHub start hook: start or update ~/autograd-course, never failing"),

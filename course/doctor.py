@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+
 @dataclass(frozen=True)
 class Finding:
     """One line of the doctor's report: what we looked at, what we saw, what to do."""
@@ -53,7 +54,9 @@ def check_torch() -> Finding:
     import torch
 
     if torch_supported():
-        return Finding("torch", True, f"{torch.__version__}, {torch_build()} build, is supported ({SUPPORTED_TORCH})")
+        return Finding(
+            "torch", True, f"{torch.__version__}, {torch_build()} build, is supported ({SUPPORTED_TORCH})"
+        )
     return Finding(
         "torch",
         False,
@@ -100,20 +103,31 @@ def check_widgets_extension() -> Finding:
     try:
         out = subprocess.run(
             [sys.executable, "-m", "jupyter", "labextension", "list"],
-            capture_output=True, text=True, timeout=60,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         listing = re.sub(r"\x1b\[[0-9;]*m", "", out.stdout + out.stderr)  # drop colours
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return Finding("jupyterlab widgets extension", False, f"could not ask jupyter: {exc}",
-                       "pip install jupyterlab")
+        return Finding(
+            "jupyterlab widgets extension", False, f"could not ask jupyter: {exc}", "pip install jupyterlab"
+        )
     found = "@jupyter-widgets/jupyterlab-manager" in listing
     if found and "enabled" in listing.split("@jupyter-widgets/jupyterlab-manager", 1)[1][:200]:
         return Finding("jupyterlab widgets extension", True, "@jupyter-widgets/jupyterlab-manager enabled")
     if found:
-        return Finding("jupyterlab widgets extension", False, "installed but disabled",
-                       "jupyter labextension enable @jupyter-widgets/jupyterlab-manager")
-    return Finding("jupyterlab widgets extension", False, "not found by `jupyter labextension list`",
-                   "pip install --force-reinstall 'jupyterlab_widgets>=3', then restart JupyterLab")
+        return Finding(
+            "jupyterlab widgets extension",
+            False,
+            "installed but disabled",
+            "jupyter labextension enable @jupyter-widgets/jupyterlab-manager",
+        )
+    return Finding(
+        "jupyterlab widgets extension",
+        False,
+        "not found by `jupyter labextension list`",
+        "pip install --force-reinstall 'jupyterlab_widgets>=3', then restart JupyterLab",
+    )
 
 
 def check_lessons() -> Finding:
@@ -139,42 +153,86 @@ def check_workspace(root: Path) -> list[Finding]:
 
     q = _quoted(root)
     if not root.exists():
-        return [Finding("workspace", False, f"{root} does not exist",
-                        f"course start {q} (or name your folder: course doctor PATH)")]
+        return [
+            Finding(
+                "workspace",
+                False,
+                f"{root} does not exist",
+                f"course start {q} (or name your folder: course doctor PATH)",
+            )
+        ]
     if not root.is_dir():
-        return [Finding("workspace", False, f"{root} is a file, not a folder",
-                        "name your course folder: course doctor PATH")]
+        return [
+            Finding(
+                "workspace",
+                False,
+                f"{root} is a file, not a folder",
+                "name your course folder: course doctor PATH",
+            )
+        ]
     if not (root / workspace.MANIFEST).is_file():
         has_notebooks = any(root.glob("*.ipynb"))
-        return [Finding("workspace", False, f"{root} is not a course folder (no {workspace.MANIFEST})",
-                        f"course update {q} --adopt (keeps your notebooks)" if has_notebooks
-                        else f"course start {q}")]
+        return [
+            Finding(
+                "workspace",
+                False,
+                f"{root} is not a course folder (no {workspace.MANIFEST})",
+                f"course update {q} --adopt (keeps your notebooks)" if has_notebooks else f"course start {q}",
+            )
+        ]
     try:
         where = dict(workspace.locate(root))
     except workspace.WorkspaceError as exc:
         return [Finding("workspace", False, str(exc).splitlines()[0], str(exc).splitlines()[-1])]
     manifest = json.loads((root / workspace.MANIFEST).read_text())["lessons"]
     problems = []  # a lesson is missing if the source `course update` reads has it and the folder does not
-    missing = [lesson.notebook for lesson in LESSONS
-               if lesson.notebook not in manifest and workspace.pristine(root, lesson.notebook) is not None]
+    missing = [
+        lesson.notebook
+        for lesson in LESSONS
+        if lesson.notebook not in manifest and workspace.pristine(root, lesson.notebook) is not None
+    ]
     if missing:
-        problems.append(Finding("workspace", False, f"{len(missing)} lesson(s) not in {root}: {', '.join(missing)}",
-                                f"course update {q}"))
+        problems.append(
+            Finding(
+                "workspace",
+                False,
+                f"{len(missing)} lesson(s) not in {root}: {', '.join(missing)}",
+                f"course update {q}",
+            )
+        )
     for lesson, path in sorted(where.items()):
         if path is None:
-            problems.append(Finding("workspace", False, f"{lesson} was deleted from {root}",
-                                    f"course update {q} --restore {lesson}"))
+            problems.append(
+                Finding(
+                    "workspace",
+                    False,
+                    f"{lesson} was deleted from {root}",
+                    f"course update {q} --restore {lesson}",
+                )
+            )
             continue
         upstream = workspace.pristine(root, lesson)
         shipped = manifest[lesson]["shipped"]
         if upstream is None or workspace.notebook_hash(upstream) == shipped:
             continue  # retired from the course, or the newest version
         if workspace.notebook_hash(path) == shipped:
-            problems.append(Finding("workspace", False, f"{path.name} is an older version of the lesson "
-                                    "(you have not edited it)", f"course update {q} replaces it"))
+            problems.append(
+                Finding(
+                    "workspace",
+                    False,
+                    f"{path.name} is an older version of the lesson (you have not edited it)",
+                    f"course update {q} replaces it",
+                )
+            )
         elif manifest[lesson].get("offered", {}).get("hash") != workspace.notebook_hash(upstream):
-            problems.append(Finding("workspace", False, f"{path.name} is an older version, edited by you",
-                                    f"course update {q} keeps yours and saves the new one beside it"))
+            problems.append(
+                Finding(
+                    "workspace",
+                    False,
+                    f"{path.name} is an older version, edited by you",
+                    f"course update {q} keeps yours and saves the new one beside it",
+                )
+            )
     if problems:
         return problems
     return [Finding("workspace", True, f"{root}: {len(where)} lessons, none missing or stale")]
@@ -218,19 +276,23 @@ def check_kernel(notebook: Path | None, timeout: int = 120) -> Finding:
     import nbformat
 
     if notebook is None or not notebook.is_file():
-        return Finding("kernel", False, "no lesson notebook to run", "reinstall the course, then course start")
+        return Finding(
+            "kernel", False, "no lesson notebook to run", "reinstall the course, then course start"
+        )
     nb = nbformat.read(notebook, as_version=4)
     first = next((c for c in nb.cells if c.cell_type == "code"), None)
     kernel = nb.metadata.get("kernelspec", {}).get("name", "python3")
-    cells = ([nbformat.v4.new_code_cell(first.source)] if first is not None else []) + \
-        [nbformat.v4.new_code_cell(WIDGET_CELL)]
+    cells = ([nbformat.v4.new_code_cell(first.source)] if first is not None else []) + [
+        nbformat.v4.new_code_cell(WIDGET_CELL)
+    ]
     probe = nbformat.v4.new_notebook(cells=cells, metadata=nb.metadata)
     began = time.monotonic()
     try:
         from nbclient import NotebookClient
 
-        client = NotebookClient(probe, timeout=timeout, kernel_name=kernel,
-                                resources={"metadata": {"path": str(notebook.parent)}})
+        client = NotebookClient(
+            probe, timeout=timeout, kernel_name=kernel, resources={"metadata": {"path": str(notebook.parent)}}
+        )
         # the kernel's own log lines (not the cells' output) would only clutter the report
         client.execute(stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     except Exception as exc:  # a missing kernel, a cell that raised, a timeout: all reported
@@ -238,8 +300,12 @@ def check_kernel(notebook: Path | None, timeout: int = 120) -> Finding:
     seconds = time.monotonic() - began
     said = "".join(o.get("text", "") for o in probe.cells[-1].outputs)
     python = said.split(" python ", 1)[-1].strip() or "?"
-    return Finding("kernel", True, f"{kernel} ({python}) ran the first code cell of {notebook.name} "
-                                   f"and built a widget in {seconds:.1f} s")
+    return Finding(
+        "kernel",
+        True,
+        f"{kernel} ({python}) ran the first code cell of {notebook.name} "
+        f"and built a widget in {seconds:.1f} s",
+    )
 
 
 def _kernel_failed(kernel: str, notebook: Path, exc: Exception) -> Finding:
@@ -247,15 +313,29 @@ def _kernel_failed(kernel: str, notebook: Path, exc: Exception) -> Finding:
     last = next((line for line in reversed(text) if line.strip()), type(exc).__name__)
     register = f"{_quoted(Path(sys.executable))} -m ipykernel install --user --name {kernel}"
     if type(exc).__name__ == "NoSuchKernel":
-        return Finding("kernel", False, f"no kernel named {kernel!r} (the one {notebook.name} asks for)", register)
+        return Finding(
+            "kernel", False, f"no kernel named {kernel!r} (the one {notebook.name} asks for)", register
+        )
     if "ModuleNotFoundError" in last or "No module named" in last:
-        return Finding("kernel", False, f"the {kernel} kernel runs another Python: {last}",
-                       f"{register} (so the kernel is this environment's Python)")
+        return Finding(
+            "kernel",
+            False,
+            f"the {kernel} kernel runs another Python: {last}",
+            f"{register} (so the kernel is this environment's Python)",
+        )
     if type(exc).__name__ in {"CellTimeoutError", "TimeoutError", "DeadKernelError"}:
-        return Finding("kernel", False, f"the {kernel} kernel did not finish: {last}",
-                       "close other notebooks (memory), then run course doctor again")
-    return Finding("kernel", False, f"the first cells of {notebook.name} failed in {kernel}: {last}",
-                   "course update DIR, then course doctor again; if it persists, tell the instructor")
+        return Finding(
+            "kernel",
+            False,
+            f"the {kernel} kernel did not finish: {last}",
+            "close other notebooks (memory), then run course doctor again",
+        )
+    return Finding(
+        "kernel",
+        False,
+        f"the first cells of {notebook.name} failed in {kernel}: {last}",
+        "course update DIR, then course doctor again; if it persists, tell the instructor",
+    )
 
 
 def findings(root: Path | None = None, kernel: bool = True) -> list[Finding]:
@@ -274,8 +354,12 @@ def main(argv: list[str] | None = None) -> int:
     from course.grading import workspace
 
     parser = argparse.ArgumentParser(prog="course doctor", description=__doc__.splitlines()[0])
-    parser.add_argument("dir", nargs="?", default=workspace.DEFAULT_DIR,
-                        help=f"your course folder (default: {workspace.DEFAULT_DIR})")
+    parser.add_argument(
+        "dir",
+        nargs="?",
+        default=workspace.DEFAULT_DIR,
+        help=f"your course folder (default: {workspace.DEFAULT_DIR})",
+    )
     parser.add_argument("--no-kernel", action="store_true", help="skip running the first lesson in a kernel")
     parser.add_argument("--json", action="store_true", help="print the findings as JSON")
     args = parser.parse_args(argv)

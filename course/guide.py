@@ -43,8 +43,10 @@ def overview_markdown() -> str:
     for lesson in LESSONS:
         needs = ", ".join(f"{n:02d}" for n in lesson.needs) or "Python, basic PyTorch"
         goals = "; ".join(lesson.objectives)
-        lines.append(f"| {lesson.number:02d} | [{lesson.title}](notebooks/{lesson.notebook}) "
-                     f"| {lesson.time_text.replace('minutes', 'min')} | {goals} | {needs} |")
+        lines.append(
+            f"| {lesson.number:02d} | [{lesson.title}](notebooks/{lesson.notebook}) "
+            f"| {lesson.time_text.replace('minutes', 'min')} | {goals} | {needs} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -62,7 +64,7 @@ def _lambda_source(fn) -> str:
     """The text of a lambda: the longest piece of its line, from ``lambda``, that parses as one."""
     try:
         line = inspect.getsource(fn)
-        text = line[line.index("lambda"):]
+        text = line[line.index("lambda") :]
     except (OSError, TypeError, ValueError):
         return "a lambda"
     for end in range(len(text), 0, -1):
@@ -119,8 +121,12 @@ def exercises_markdown() -> str:
             for w in ex.wrong:
                 out.append(f"- {_answer_text(w.answer)}: {_one_line(w.hint)}")
             if ex.right:
-                out += ["", "Also accepted (right answers written differently): "
-                        + ", ".join(_answer_text(r) for r in ex.right) + "."]
+                out += [
+                    "",
+                    "Also accepted (right answers written differently): "
+                    + ", ".join(_answer_text(r) for r in ex.right)
+                    + ".",
+                ]
             out.append("")
     return "\n".join(out).rstrip() + "\n"
 
@@ -137,8 +143,11 @@ def notes_markdown(number: int) -> str:
     from course.checks import all_exercises, load_all
 
     load_all()
-    out = ["What the checks recognise, exercise by exercise (generated from the catalogue, in the",
-           "order the checks try them; `course gradebook` counts which ones your room met):", ""]
+    out = [
+        "What the checks recognise, exercise by exercise (generated from the catalogue, in the",
+        "order the checks try them; `course gradebook` counts which ones your room met):",
+        "",
+    ]
     for ex in all_exercises(number):
         out.append(f"- **{ex.id}** `{ex.name}` ({ex.title}):")
         out += [f"  - {_answer_text(w.answer, 60)}: {_one_line(w.hint, 200)}" for w in ex.wrong]
@@ -157,15 +166,22 @@ def _readme_with_overview(text: str) -> str:
 
 
 def _notes_files() -> list[tuple[Path, int]]:
-    return [(NOTES_DIR / f"{lesson.slug}.md", lesson.number) for lesson in LESSONS
-            if (NOTES_DIR / f"{lesson.slug}.md").exists()]
+    return [
+        (NOTES_DIR / f"{lesson.slug}.md", lesson.number)
+        for lesson in LESSONS
+        if (NOTES_DIR / f"{lesson.slug}.md").exists()
+    ]
 
 
 def generated() -> dict[Path, str]:
     """Every generated file and what it should hold now."""
-    files = {README: _readme_with_overview(README.read_text()), EXERCISES_DOC: exercises_markdown(),
-             INSTRUCTOR_GUIDE: _with_block(INSTRUCTOR_GUIDE.read_text(), "agenda", agenda_markdown(),
-                                           INSTRUCTOR_GUIDE)}
+    files = {
+        README: _readme_with_overview(README.read_text()),
+        EXERCISES_DOC: exercises_markdown(),
+        INSTRUCTOR_GUIDE: _with_block(
+            INSTRUCTOR_GUIDE.read_text(), "agenda", agenda_markdown(), INSTRUCTOR_GUIDE
+        ),
+    }
     for path, number in _notes_files():
         files[path] = _with_block(path.read_text(), "wrong-answers", notes_markdown(number), path)
     return files
@@ -173,8 +189,11 @@ def generated() -> dict[Path, str]:
 
 def stale() -> list[str]:
     """The generated files that differ from what would be generated now."""
-    return [str(path.relative_to(ROOT)) for path, text in generated().items()
-            if not path.exists() or path.read_text() != text]
+    return [
+        str(path.relative_to(ROOT))
+        for path, text in generated().items()
+        if not path.exists() or path.read_text() != text
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

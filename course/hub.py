@@ -81,8 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         said = sync(root)
     except Exception as exc:  # NOTE [A start hook never fails]
-        said = (f"could not bring the lessons into {root}: {exc}\n"
-                f"The server starts anyway; in its terminal, `course doctor {root}` says what to do.")
+        said = (
+            f"could not bring the lessons into {root}: {exc}\n"
+            f"The server starts anyway; in its terminal, `course doctor {root}` says what to do."
+        )
         print(f"course hub-start: {said}", file=sys.stderr)
         _log(root, said)
         return 0

@@ -22,8 +22,8 @@ import json
 import os
 import shlex
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from course.grading import workspace
 from course.grading.report import write_atomically
@@ -58,7 +58,9 @@ def write_lab_config(root: Path) -> Path:
     """
     folder = (root / LAB_CONFIG).resolve()
     (folder / "labconfig").mkdir(parents=True, exist_ok=True)
-    write_atomically(folder / "labconfig" / "default_setting_overrides.json", json.dumps(NO_NEWS, indent=2) + "\n")
+    write_atomically(
+        folder / "labconfig" / "default_setting_overrides.json", json.dumps(NO_NEWS, indent=2) + "\n"
+    )
     return folder
 
 
@@ -89,11 +91,15 @@ def jupyter_command(root: Path, extra: list[str], *, is_root: bool) -> list[str]
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     argv = argv[: argv.index("--")] if "--" in argv else argv
     parser = argparse.ArgumentParser(prog="course lab", description=__doc__.splitlines()[0])
-    parser.add_argument("dir", nargs="?", default=workspace.DEFAULT_DIR,
-                        help=f"your folder (default: {workspace.DEFAULT_DIR})")
+    parser.add_argument(
+        "dir",
+        nargs="?",
+        default=workspace.DEFAULT_DIR,
+        help=f"your folder (default: {workspace.DEFAULT_DIR})",
+    )
     parser.add_argument("--source", help="the folder of lesson notebooks to copy from")
     args = parser.parse_args(argv)
     root = Path(args.dir)
@@ -106,8 +112,10 @@ def main(argv: list[str] | None = None) -> int:
         print("running as root, so JupyterLab gets --allow-root", file=sys.stderr)
     cmd = jupyter_command(root, extra, is_root=is_root)
     os.environ.update(lab_environment(write_lab_config(root), os.environ))  # execv passes it on
-    print(f"+ JUPYTER_CONFIG_PATH={shlex.quote(os.environ['JUPYTER_CONFIG_PATH'])} {shlex.join(cmd)}",
-          file=sys.stderr)  # what runs, interpreter and the course's Jupyter defaults included
+    print(
+        f"+ JUPYTER_CONFIG_PATH={shlex.quote(os.environ['JUPYTER_CONFIG_PATH'])} {shlex.join(cmd)}",
+        file=sys.stderr,
+    )  # what runs, interpreter and the course's Jupyter defaults included
     sys.stdout.flush()
     os.execv(cmd[0], cmd)  # replaces this process: Ctrl-C stops JupyterLab as usual
     return 0  # pragma: no cover

@@ -36,24 +36,74 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: The headings worth showing a room, per lesson, in order (NOTE [Which cells become slides]).
 KEY_CELLS: dict[int, tuple[str, ...]] = {
-    0: ("Leaves and `requires_grad`", "Results carry a `grad_fn`", "`.backward()` and a leaf's `.grad`",
-        "Exercise 0.1", "Exercise 0.2"),
-    1: ("A small MLP and its graph", "Every `grad_fn` is a `Node`", "Leaves and `AccumulateGrad`",
-        "Exercise 1.1", "Watching backward run", "Gradient edges", "Exercise 1.2", "Version counters"),
-    2: ("Tensor hooks", "Node hooks, and the order", "Exercise 2.1", "Exercise 2.2",
-        "`register_multi_grad_hook`", "Exercise 2.3", "Hooks on nodes as they are made"),
-    3: ("What an op saves", "Pack and unpack hooks", "Unpack may run more than once", "Nesting",
-        "How much memory do saved tensors keep alive?", "Compressing saved tensors"),
-    4: ("1. What backward keeps", "3. Offload only what pays", "4. When are the copies free?",
-        "6. Measured on this machine"),
+    0: (
+        "Leaves and `requires_grad`",
+        "Results carry a `grad_fn`",
+        "`.backward()` and a leaf's `.grad`",
+        "Exercise 0.1",
+        "Exercise 0.2",
+    ),
+    1: (
+        "A small MLP and its graph",
+        "Every `grad_fn` is a `Node`",
+        "Leaves and `AccumulateGrad`",
+        "Exercise 1.1",
+        "Watching backward run",
+        "Gradient edges",
+        "Exercise 1.2",
+        "Version counters",
+    ),
+    2: (
+        "Tensor hooks",
+        "Node hooks, and the order",
+        "Exercise 2.1",
+        "Exercise 2.2",
+        "`register_multi_grad_hook`",
+        "Exercise 2.3",
+        "Hooks on nodes as they are made",
+    ),
+    3: (
+        "What an op saves",
+        "Pack and unpack hooks",
+        "Unpack may run more than once",
+        "Nesting",
+        "How much memory do saved tensors keep alive?",
+        "Compressing saved tensors",
+    ),
+    4: (
+        "1. What backward keeps",
+        "3. Offload only what pays",
+        "4. When are the copies free?",
+        "6. Measured on this machine",
+    ),
     5: ("The error we want to avoid", "How it works", "Step through a forward pass", "Exercise 5.1"),
-    6: ("One call, two exporters", "A joint function, by hand", "Stage 1:", "Stage 2:", "Stage 3:",
-        "Exercise 6.2", "Stage 4:", "Stages 6 and 7:"),
-    7: ("A joint graph and its descriptors", "A descriptor is a value, and a path",
-        "The order of the placeholders", "The taxonomy", "Pairing:", "Writing a pass", "The descriptor zoo"),
+    6: (
+        "One call, two exporters",
+        "A joint function, by hand",
+        "Stage 1:",
+        "Stage 2:",
+        "Stage 3:",
+        "Exercise 6.2",
+        "Stage 4:",
+        "Stages 6 and 7:",
+    ),
+    7: (
+        "A joint graph and its descriptors",
+        "A descriptor is a value, and a path",
+        "The order of the placeholders",
+        "The taxonomy",
+        "Pairing:",
+        "Writing a pass",
+        "The descriptor zoo",
+    ),
     8: ("The model and the budget", "Exercise 8.1", "The same step as a joint graph"),
-    9: ("1. Recompute instead of store", "The course's checkpoint, beside torch's", "Exercise 9.2",
-        "3. The compiler makes the same choice", "6. Recompute, offload or keep"),
+    9: (
+        "1. Recompute instead of store",
+        "The course's checkpoint, beside torch's",
+        "Exercise 9.2",
+        "3. The compiler makes the same choice",
+        "6. Recompute, offload or keep",
+    ),
 }
 
 _EXERCISE_CODE = ("### BEGIN SOLUTION", "YOUR CODE HERE", "raise NotImplementedError", "check(")
@@ -78,8 +128,10 @@ def key_cells(nb, number: int) -> list[int]:
     for key in KEY_CELLS.get(number, ()):
         found = [i for i, cell in enumerate(nb.cells) if _heading(cell).startswith(key)]
         if len(found) != 1:
-            raise SlidesError(f"lesson {number:02d}: the key {key!r} names {len(found)} headings, not one; "
-                              f"update KEY_CELLS[{number}] in course/slides.py")
+            raise SlidesError(
+                f"lesson {number:02d}: the key {key!r} names {len(found)} headings, not one; "
+                f"update KEY_CELLS[{number}] in course/slides.py"
+            )
         starts.append(found[0])
     recap = [i for i, cell in enumerate(nb.cells) if _heading(cell) == "Recap"]
     return starts + recap[-1:]
@@ -94,8 +146,12 @@ def slideshow_copy(nb, number: int):
     for i in sorted(starts):
         shown.cells[i].metadata["slideshow"] = {"slide_type": "slide"}
         after = shown.cells[i + 1] if i + 1 < len(shown.cells) else None
-        if after is not None and after.cell_type == "code" and i + 1 not in starts \
-                and not any(mark in after.source for mark in _EXERCISE_CODE):
+        if (
+            after is not None
+            and after.cell_type == "code"
+            and i + 1 not in starts
+            and not any(mark in after.source for mark in _EXERCISE_CODE)
+        ):
             after.metadata["slideshow"] = {"slide_type": "fragment"}
     return shown
 
@@ -134,17 +190,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="course slides", description=__doc__.splitlines()[0])
     parser.add_argument("lesson", help="the lesson's number (01) or 'all'")
     parser.add_argument("--out", default="slides", help="the folder to write into (default: slides)")
-    parser.add_argument("--source", help="the notebook to build from (default: the lesson's solution, "
-                                         "else the installed learner copy)")
+    parser.add_argument(
+        "--source",
+        help="the notebook to build from (default: the lesson's solution, else the installed learner copy)",
+    )
     parser.add_argument("--reveal-prefix", help="where reveal.js is served from (default: nbconvert's CDN)")
     args = parser.parse_args(argv)
     numbers = [lesson.number for lesson in LESSONS] if args.lesson == "all" else [int(args.lesson)]
     try:
         for number in numbers:
-            copy_path, html_path = build(number, Path(args.out), Path(args.source) if args.source else None,
-                                         args.reveal_prefix)
-            count = sum(cell.metadata["slideshow"]["slide_type"] == "slide"
-                        for cell in nbformat.read(copy_path, as_version=4).cells)
+            copy_path, html_path = build(
+                number, Path(args.out), Path(args.source) if args.source else None, args.reveal_prefix
+            )
+            count = sum(
+                cell.metadata["slideshow"]["slide_type"] == "slide"
+                for cell in nbformat.read(copy_path, as_version=4).cells
+            )
             print(f"wrote {copy_path} ({count} slides: open it with a presentation extension)")
             print(f"wrote {html_path} (reveal.js: open it in a browser)")
     except (SlidesError, KeyError, ValueError) as exc:

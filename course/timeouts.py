@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 __all__ = ["CaseTimeout", "time_limit"]
 
@@ -34,7 +34,9 @@ def time_limit(seconds: float | None, error: type[BaseException] = CaseTimeout) 
     """Interrupt the block after ``seconds`` by raising ``error`` (SIGALRM: the main thread on
     POSIX only; elsewhere, or with no ``seconds``, there is no limit). The grader's worker
     uses it for definitions too."""
-    usable = seconds and hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    usable = (
+        seconds and hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    )
     if not usable:
         yield
         return

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
@@ -38,7 +39,7 @@ __all__ = ["ACTIVE", "Event", "Recording", "emit", "record", "tensor_name"]
 ACTIVE = False
 
 _lock = threading.Lock()
-_recordings: list["Recording"] = []
+_recordings: list[Recording] = []
 
 
 @dataclass(frozen=True)

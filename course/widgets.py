@@ -45,10 +45,25 @@ from course.show.widgets import (
 
 __all__ = [
     # frames (course.show.frames)
-    "Frame", "FX_UTILS_QUESTIONS", "KIND_HELP", "backward_order_frames", "event_frames",
-    "fx_utils_frames", "mutation_frames", "offload_frames", "saved_tensor_frames", "stage_diff",
-    "stage_diff_html", "stage_frames",
+    "Frame",
+    "FX_UTILS_QUESTIONS",
+    "KIND_HELP",
+    "backward_order_frames",
+    "event_frames",
+    "fx_utils_frames",
+    "mutation_frames",
+    "offload_frames",
+    "saved_tensor_frames",
+    "stage_diff",
+    "stage_diff_html",
+    "stage_frames",
     # steppers (course.show.widgets)
-    "Stepper", "backward_order_stepper", "draw_backward_frame", "fx_utils_stepper",
-    "joint_stages_stepper", "mutation_stepper", "offload_stepper", "saved_tensors_stepper",
+    "Stepper",
+    "backward_order_stepper",
+    "draw_backward_frame",
+    "fx_utils_stepper",
+    "joint_stages_stepper",
+    "mutation_stepper",
+    "offload_stepper",
+    "saved_tensors_stepper",
 ]

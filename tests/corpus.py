@@ -176,7 +176,13 @@ CASES: tuple[Case, ...] = (
         lambda: (_randn(3),),
         tags=frozenset({"buffer"}),
     ),
-    Case("tied_params", "one Parameter under two names", TiedLinear, lambda: (_randn(2, 3),), tags=frozenset({"tied"})),
+    Case(
+        "tied_params",
+        "one Parameter under two names",
+        TiedLinear,
+        lambda: (_randn(2, 3),),
+        tags=frozenset({"tied"}),
+    ),
     Case(
         "int_output",
         "an integer (non-differentiable) output",
@@ -255,7 +261,7 @@ def get_case(name: str) -> Case:
     raise KeyError(f"no corpus case {name!r}; cases: {', '.join(CASE_NAMES)}")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def torch_joint(name: str) -> fx.GraphModule:
     """Torch's joint graph of case ``name``, exported once per test session.
 

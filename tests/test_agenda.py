@@ -93,23 +93,33 @@ def test_what_goes_home_when_late_are_exercises_of_the_lessons_taught(plan):
 
 
 @settings(max_examples=200, deadline=None)
-@given(lengths=st.lists(st.integers(1, 120), min_size=1, max_size=6),
-       gaps=st.lists(st.integers(0, 200), max_size=3), pauses=st.lists(st.integers(5, 60), min_size=3, max_size=3))
+@given(
+    lengths=st.lists(st.integers(1, 120), min_size=1, max_size=6),
+    gaps=st.lists(st.integers(0, 200), max_size=3),
+    pauses=st.lists(st.integers(5, 60), min_size=3, max_size=3),
+)
 def test_a_break_lands_at_its_time_or_at_a_boundary_near_it(lengths, gaps, pauses):
     """Breaks wanted at least 100 minutes apart (as in a day: coffee, lunch, coffee)."""
     items = tuple((f"item {i}", n) for i, n in enumerate(lengths))
-    wanted = [sum(gaps[:i + 1]) + 100 * i for i in range(len(gaps))]
-    breaks = tuple((f"{(540 + w) // 60:02d}:{(540 + w) % 60:02d}", p, f"break {i}")
-                   for i, (w, p) in enumerate(zip(wanted, pauses)))
+    wanted = [sum(gaps[: i + 1]) + 100 * i for i in range(len(gaps))]
+    breaks = tuple(
+        (f"{(540 + w) // 60:02d}:{(540 + w) % 60:02d}", p, f"break {i}")
+        for i, (w, p) in enumerate(zip(wanted, pauses))
+    )
     slots = agenda.schedule(agenda.Agenda("x", "x", "09:00", "23:00", items, breaks))
     for slot, following in zip(slots, slots[1:]):
         assert slot.start + slot.minutes == following.start
     assert sum(s.minutes for s in slots if s.kind != "break") == sum(lengths)
-    starts_of_items = {540} | {s.start for s in slots if s.kind != "break"} | {s.start + s.minutes for s in slots}
+    starts_of_items = (
+        {540} | {s.start for s in slots if s.kind != "break"} | {s.start + s.minutes for s in slots}
+    )
     placed = [s for s in slots if s.kind == "break"]
     assert [s.what for s in placed] == [label for _, _, label in breaks]
     for slot, (at, _, _) in zip(placed, breaks):
         target = int(at[:2]) * 60 + int(at[3:])
-        assert slot.start == target or abs(slot.start - target) <= agenda.SNAP or slot.start >= 540 + sum(lengths), \
-            (slot, target)
+        assert (
+            slot.start == target
+            or abs(slot.start - target) <= agenda.SNAP
+            or slot.start >= 540 + sum(lengths)
+        ), (slot, target)
         assert slot.start in starts_of_items

@@ -8,7 +8,6 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from course import checks
-
 from course.grading import assign
 from course.grading.assign import AssignError, clear_solutions, learner_copy
 
@@ -43,18 +42,25 @@ def test_every_registered_exercise_has_a_stub_in_its_lesson(solution):
 
 
 def test_a_region_becomes_a_size_hint_and_a_stub_at_its_indentation():
-    src = "def f(x):\n    y = 1\n    ### BEGIN SOLUTION\n    # a comment\n\n    a = x\n    return a\n    ### END SOLUTION\n"
+    src = (
+        "def f(x):\n    y = 1\n    ### BEGIN SOLUTION\n    # a comment\n\n"
+        "    a = x\n    return a\n    ### END SOLUTION\n"
+    )
     out = clear_solutions(src, lambda name: "3.2" if name == "f" else None, where="nb, cell 0")
-    assert out == ('def f(x):\n    y = 1\n    # YOUR CODE HERE (about 2 lines)\n'
-                   '    raise NotImplementedError("exercise 3.2")\n')
+    assert out == (
+        "def f(x):\n    y = 1\n    # YOUR CODE HERE (about 2 lines)\n"
+        '    raise NotImplementedError("exercise 3.2")\n'
+    )
 
 
 def test_the_exercise_id_comes_from_the_marker_the_registry_or_the_next_check_call():
     explicit = "### BEGIN SOLUTION 7.3\nx = 1\n### END SOLUTION"
-    assert 'exercise 7.3' in clear_solutions(explicit, _no_lookup, "nb")
-    nb = _nb(new_code_cell("### BEGIN SOLUTION\npredicted_a_grad = 8.0\n### END SOLUTION"),  # registered name
-             new_code_cell("### BEGIN SOLUTION\nunregistered = 1\n### END SOLUTION"),
-             new_code_cell('check("0.9")'))
+    assert "exercise 7.3" in clear_solutions(explicit, _no_lookup, "nb")
+    nb = _nb(
+        new_code_cell("### BEGIN SOLUTION\npredicted_a_grad = 8.0\n### END SOLUTION"),  # registered name
+        new_code_cell("### BEGIN SOLUTION\nunregistered = 1\n### END SOLUTION"),
+        new_code_cell('check("0.9")'),
+    )
     out = learner_copy(nb, Path("00_demo.ipynb"))
     assert "predicted_a_grad = ...  # exercise 0.2:" in out.cells[0].source
     assert "unregistered = ...  # exercise 0.9:" in out.cells[1].source
@@ -66,7 +72,11 @@ def test_the_exercise_id_comes_from_the_marker_the_registry_or_the_next_check_ca
         ("x = 1\n### BEGIN SOLUTION 1.1\ny = 2", "code", "line 2: ### BEGIN SOLUTION is never closed"),
         ("### BEGIN SOLUTION 1.1\n### BEGIN SOLUTION 1.2\n### END SOLUTION", "code", "line 2: nested"),
         ("x = 1\n### END SOLUTION", "code", "line 2: ### END SOLUTION without"),
-        ("text\n### BEGIN SOLUTION\n### END SOLUTION", "markdown", "line 2: solution markers belong in code cells"),
+        (
+            "text\n### BEGIN SOLUTION\n### END SOLUTION",
+            "markdown",
+            "line 2: solution markers belong in code cells",
+        ),
         ("### BEGIN SOLUTION\nmystery = 1\n### END SOLUTION", "code", "line 1: cannot tell which exercise"),
     ],
     ids=["unclosed", "nested", "stray-end", "markdown", "no-id"],
@@ -80,9 +90,15 @@ def test_malformed_markers_fail_naming_notebook_cell_and_line(source, cell_type,
 
 
 def test_outputs_are_cleared_unless_kept_and_top_level_stubs_are_tagged():
-    shown = new_code_cell("print(1)", execution_count=1, outputs=[nbformat.v4.new_output("stream", text="1\n")])
-    kept = new_code_cell("print(2)", execution_count=2, outputs=[nbformat.v4.new_output("stream", text="2\n")],
-                         metadata={"tags": ["keep_output"]})
+    shown = new_code_cell(
+        "print(1)", execution_count=1, outputs=[nbformat.v4.new_output("stream", text="1\n")]
+    )
+    kept = new_code_cell(
+        "print(2)",
+        execution_count=2,
+        outputs=[nbformat.v4.new_output("stream", text="2\n")],
+        metadata={"tags": ["keep_output"]},
+    )
     stub_top = new_code_cell("### BEGIN SOLUTION 9.1\nx = 1\n### END SOLUTION")
     stub_def = new_code_cell("def f():\n    ### BEGIN SOLUTION 9.2\n    return 1\n    ### END SOLUTION")
     top_def = new_code_cell("### BEGIN SOLUTION 9.3\ndef g():\n    return 1\n### END SOLUTION")
@@ -93,7 +109,11 @@ def test_outputs_are_cleared_unless_kept_and_top_level_stubs_are_tagged():
     assert "tags" not in out.cells[3].metadata  # defining f does not raise; calling it does
     assert out.cells[4].metadata["tags"] == ["raises-exception"]  # a top-level def keeps the raise
     assert 'raise NotImplementedError("exercise 9.3")' in out.cells[4].source
-    assert out.metadata["kernelspec"] == {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    assert out.metadata["kernelspec"] == {
+        "name": "python3",
+        "display_name": "Python 3 (ipykernel)",
+        "language": "python",
+    }
 
 
 def test_the_solution_notebook_is_left_untouched_in_memory():
@@ -127,8 +147,10 @@ def test_check_mode_with_a_lesson_filter_judges_only_those_lessons(tmp_path, cap
 
 
 def test_a_region_in_a_nested_function_belongs_to_the_registered_name_around_it():
-    src = ("class SaveOnCPU:\n    def __init__(self):\n        def pack(t):\n"
-           "            ### BEGIN SOLUTION\n            return t.cpu()\n            ### END SOLUTION\n")
+    src = (
+        "class SaveOnCPU:\n    def __init__(self):\n        def pack(t):\n"
+        "            ### BEGIN SOLUTION\n            return t.cpu()\n            ### END SOLUTION\n"
+    )
     seen = []
 
     def lookup(name):
@@ -148,6 +170,7 @@ def test_a_top_level_region_names_what_the_learner_must_define():
     namespace = {}
     exec(out.replace("check('0.2')", ""), namespace)  # the stub runs, and holds the placeholder
     assert namespace["predicted_a_grad"] is checks.PLACEHOLDER
-    nested = clear_solutions("def f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION\n",
-                             lambda name: "0.1", "nb")
+    nested = clear_solutions(
+        "def f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION\n", lambda name: "0.1", "nb"
+    )
     assert "define" not in nested  # inside a def, the def's own line already names it

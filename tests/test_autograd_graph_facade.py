@@ -71,7 +71,9 @@ def test_does_each_signature_match_torchs(name):
     # Annotations are compared by name only: ours are strings (PEP 563) naming course types.
     assert shape(getattr(A, name)) == shape(getattr(TG, name))
     ours, theirs = inspect.signature(getattr(A, name)), inspect.signature(getattr(TG, name))
-    assert (ours.return_annotation is inspect.Signature.empty) == (theirs.return_annotation is inspect.Signature.empty)
+    assert (ours.return_annotation is inspect.Signature.empty) == (
+        theirs.return_annotation is inspect.Signature.empty
+    )
 
 
 def test_are_the_classes_compatible_with_torchs():

@@ -32,16 +32,26 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "tests" / "data" / "browser_stepper.ipynb"
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 pytestmark = pytest.mark.browser
 
 
 def _need_browser() -> None:
     if not os.path.exists(CHROMIUM) and os.environ.get("COURSE_REQUIRE_BROWSER") != "1":
-        pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium); "
-                    "set COURSE_REQUIRE_BROWSER=1 to make this a failure")
+        pytest.skip(
+            f"{CHROMIUM} not installed (apt-get install chromium); "
+            "set COURSE_REQUIRE_BROWSER=1 to make this a failure"
+        )
     assert os.path.exists(CHROMIUM), f"COURSE_REQUIRE_BROWSER=1 but {CHROMIUM} is missing"
 
 
@@ -87,12 +97,25 @@ def test_stepper_renders_and_next_changes_description(tmp_path):
     shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
     port, token = _free_port(), secrets.token_hex(16)
     log = tmp_path / "jupyter.log"
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
-           "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "MPLBACKEND": "Agg"}
-    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}",
-           "--ip=127.0.0.1", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-           "--ServerApp.port_retries=0"] + (["--allow-root"] if os.geteuid() == 0 else [])
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+        "MPLBACKEND": "Agg",
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyter",
+        "lab",
+        "--no-browser",
+        f"--port={port}",
+        "--ip=127.0.0.1",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root}",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        "--ServerApp.port_retries=0",
+    ] + (["--allow-root"] if os.geteuid() == 0 else [])
     # No "get notified about Jupyter news?" toast over the screenshot.
     settings = tmp_path / "settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
@@ -105,8 +128,12 @@ def test_stepper_renders_and_next_changes_description(tmp_path):
         _wait_for_server(f"{base}/api/status?token={token}", proc, log)
         with sync_playwright() as p:
             browser = p.chromium.launch_persistent_context(
-                str(tmp_path / "chromium-profile"), executable_path=CHROMIUM, args=ARGS,
-                headless=True, viewport={"width": 1280, "height": 900})
+                str(tmp_path / "chromium-profile"),
+                executable_path=CHROMIUM,
+                args=ARGS,
+                headless=True,
+                viewport={"width": 1280, "height": 900},
+            )
             page = browser.new_page()
             try:
                 shots = ROOT / "artifacts"
@@ -115,7 +142,8 @@ def test_stepper_renders_and_next_changes_description(tmp_path):
                 page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=30_000)
                 # The kernel must be connected (not "No Kernel | Initializing") before Run All.
                 expect(page.locator(".jp-StatusBar-Widget").first).to_contain_text(
-                    "Python 3 (ipykernel) | Idle", timeout=30_000)
+                    "Python 3 (ipykernel) | Idle", timeout=30_000
+                )
                 page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
                 page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
                 slider = page.locator(".jupyter-widgets .widget-slider").first
@@ -167,8 +195,13 @@ STEPS = 15  # lesson 01: 21 frames; frame 15 is the pre-hook of n8, two thirds d
 
 
 def _inside(box, view=LAPTOP) -> bool:
-    return (box is not None and box["x"] >= 0 and box["y"] >= 0
-            and box["x"] + box["width"] <= view["width"] and box["y"] + box["height"] <= view["height"])
+    return (
+        box is not None
+        and box["x"] >= 0
+        and box["y"] >= 0
+        and box["x"] + box["width"] <= view["width"]
+        and box["y"] + box["height"] <= view["height"]
+    )
 
 
 def _laptop_check(page, stepper, shots: Path) -> dict:
@@ -182,21 +215,34 @@ def _laptop_check(page, stepper, shots: Path) -> dict:
     description = stepper.locator(".course-stepper-description .widget-html-content")
     for k in range(1, STEPS + 1):
         stepper.locator("button", has_text="next").click()
-        page.wait_for_function("([el, k]) => el.innerText.startsWith(`step ${k}/`)",
-                               arg=[description.element_handle(), k], timeout=20_000)
+        page.wait_for_function(
+            "([el, k]) => el.innerText.startsWith(`step ${k}/`)",
+            arg=[description.element_handle(), k],
+            timeout=20_000,
+        )
     expect(page.locator(".jp-StatusBar-Widget").first).to_contain_text("| Idle", timeout=30_000)
     image = stepper.locator("img").first
-    page.wait_for_function("el => el.complete && el.naturalHeight > 0", arg=image.element_handle(),
-                           timeout=10_000)
+    page.wait_for_function(
+        "el => el.complete && el.naturalHeight > 0", arg=image.element_handle(), timeout=10_000
+    )
     page.wait_for_timeout(300)  # laid out
     path = shots / "browser_stepper_1366x768.png"
     page.screenshot(path=str(path))
-    return {"shot": path, "title": description.inner_text(),
-            "controls": {name: stepper.locator(sel).first.bounding_box() for name, sel in
-                         (("play", ".widget-play"), ("previous", "button:has-text('previous')"),
-                          ("next", "button:has-text('next')"), ("slider", ".widget-slider"),
-                          ("description", ".course-stepper-description"))},
-            "image": image.bounding_box()}
+    return {
+        "shot": path,
+        "title": description.inner_text(),
+        "controls": {
+            name: stepper.locator(sel).first.bounding_box()
+            for name, sel in (
+                ("play", ".widget-play"),
+                ("previous", "button:has-text('previous')"),
+                ("next", "button:has-text('next')"),
+                ("slider", ".widget-slider"),
+                ("description", ".course-stepper-description"),
+            )
+        },
+        "image": image.bounding_box(),
+    }
 
 
 def _source_check(page, shots: Path) -> dict:
@@ -208,17 +254,20 @@ def _source_check(page, shots: Path) -> dict:
     view.scroll_into_view_if_needed()
     view.screenshot(path=str(shots / "browser_source.png"))
     keyword = view.locator("span.k", has_text="def").first
-    return {"equal": view.locator("tr.course-source-equal").count(),
-            "changed": view.locator("tr.course-source-replace, tr.course-source-delete, "
-                                    "tr.course-source-insert").count(),
-            "keyword": keyword.evaluate("el => getComputedStyle(el).color")}
+    return {
+        "equal": view.locator("tr.course-source-equal").count(),
+        "changed": view.locator(
+            "tr.course-source-replace, tr.course-source-delete, tr.course-source-insert"
+        ).count(),
+        "keyword": keyword.evaluate("el => getComputedStyle(el).color"),
+    }
 
 
 def _highlight_pixels(path: Path, color: str, box: dict) -> tuple[int, int]:
     """(pixels of ``color`` inside ``box``, outside it) in the screenshot at ``path``."""
     from PIL import Image
 
-    want = tuple(int(color[k:k + 2], 16) for k in (1, 3, 5))
+    want = tuple(int(color[k : k + 2], 16) for k in (1, 3, 5))
     img = Image.open(path).convert("RGB")
     inside = outside = 0
     for i, px in enumerate(img.getdata()):

@@ -60,11 +60,13 @@ def session():
 
 
 @pytest.mark.parametrize("lesson, field, k", _answer_sets())
-def test_the_grader_rejects_each_wrong_answer_with_its_hint_and_accepts_each_right_one(lesson, field, k, session,
-                                                                                      tmp_path):
+def test_the_grader_rejects_each_wrong_answer_with_its_hint_and_accepts_each_right_one(
+    lesson, field, k, session, tmp_path
+):
     path, wanted = _notebook(lesson, field, k, tmp_path)
-    report = grade_in_session(session, path, *read_notebook(path, None), timeout=300, cell_timeout=60,
-                              run=False)  # score only, no kernel
+    report = grade_in_session(
+        session, path, *read_notebook(path, None), timeout=300, cell_timeout=60, run=False
+    )  # score only, no kernel
     assert not report.error, report.error
     verdicts = {e["id"]: e for e in report.exercises}
     for ex_id, hint in wanted.items():

@@ -131,7 +131,9 @@ def both(program, make_inputs, **kw) -> tuple[Seen, Seen]:
 
 
 def mlp_inputs():
-    net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8), torch.nn.Tanh())
+    net = torch.nn.Sequential(
+        torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8), torch.nn.Tanh()
+    )
     return net, torch.randn(4, 8, requires_grad=True)
 
 
@@ -149,6 +151,7 @@ def test_an_mlp_recomputes_like_torch():
     theirs, ours = both(checkpointed_mlp, mlp_inputs)
     assert theirs.backward_ops["aten.addmm.default"] == 2  # the forward ran again in backward
     assert theirs.packs == 1  # the outer hooks see only the checkpoint's input
+
 
 def test_a_transformer_block_with_dropout_gets_the_same_mask_and_gradients():
     """Dropout in a block: the recomputation draws the forward's mask (RNG stashed), like torch?"""
@@ -189,24 +192,32 @@ def kwargs_and_objects(lib, x):
 
 def test_kwargs_and_non_tensor_outputs_pass_through():
     """Keyword arguments reach fn; non-tensor outputs come back unchanged?"""
-    theirs, ours = both(kwargs_and_objects, lambda: [torch.randn(3, requires_grad=True)],
-                        backward=lambda out: (out[0].sum() + out[3].sum()).backward())
+    theirs, ours = both(
+        kwargs_and_objects,
+        lambda: [torch.randn(3, requires_grad=True)],
+        backward=lambda out: (out[0].sum() + out[3].sum()).backward(),
+    )
     assert ours.outputs[1:3] == ["tag", 3]
 
 
 @pytest.mark.parametrize("early_stop", [True, False])
 def test_early_stop_on_and_off(early_stop):
     """early_stop=False runs the whole function again; True stops at the last saved tensor?"""
+
     def program(lib, x):
-        return lib.checkpoint(lambda t: t.sin().exp().sum().cos() + t.sum(), x, use_reentrant=False,
-                              early_stop=early_stop)
+        return lib.checkpoint(
+            lambda t: t.sin().exp().sum().cos() + t.sum(), x, use_reentrant=False, early_stop=early_stop
+        )
 
     theirs, _ = both(program, lambda: [torch.randn(4, requires_grad=True)])
-    assert (theirs.backward_ops["aten.add.Tensor"] == 1) is early_stop  # the final add runs again only without
+    assert (
+        theirs.backward_ops["aten.add.Tensor"] == 1
+    ) is early_stop  # the final add runs again only without
 
 
 def test_set_checkpoint_early_stop_overrides_the_argument():
     """The context manager wins over early_stop=True, in both?"""
+
     def program(lib, x):
         with lib.set_checkpoint_early_stop(False):
             return lib.checkpoint(lambda t: t.sin().exp() * 2, x, use_reentrant=False)
@@ -217,6 +228,7 @@ def test_set_checkpoint_early_stop_overrides_the_argument():
 
 def test_retain_graph_then_a_second_backward_recomputes_again():
     """backward(retain_graph=True) twice: two recomputations, summed gradients, like torch?"""
+
     def twice(out):
         out.sum().backward(retain_graph=True)
         out.sum().backward()
@@ -227,6 +239,7 @@ def test_retain_graph_then_a_second_backward_recomputes_again():
 
 def test_double_backward_through_a_checkpoint():
     """grad of grad (create_graph=True) through the checkpoint, as torch allows it?"""
+
     def double(out):
         (g,) = torch.autograd.grad(out.sum(), DOUBLE_INPUT, create_graph=True)
         g.sum().backward()
@@ -243,6 +256,7 @@ def test_double_backward_through_a_checkpoint():
 @pytest.mark.parametrize("retain", [True, False])
 def test_a_backward_inside_the_checkpointed_function(early_stop, retain):
     """torch.autograd.grad inside fn (torch's Rule 6): recomputes inside the forward, skips freed holders?"""
+
     def program(lib, x):
         def fn(t):
             z = t.sin().cos()
@@ -256,6 +270,7 @@ def test_a_backward_inside_the_checkpointed_function(early_stop, retain):
 
 def test_backward_twice_without_retain_graph_fails_like_torch():
     """A second backward after the graph was freed: RuntimeError in both?"""
+
     def twice(out):
         out.sum().backward()
         out.sum().backward()
@@ -266,6 +281,7 @@ def test_backward_twice_without_retain_graph_fails_like_torch():
 
 def test_without_grad_mode_the_function_just_runs():
     """Under no_grad nothing is saved or recomputed: one plain call, no graph?"""
+
     def program(lib, x):
         with torch.no_grad():
             return lib.checkpoint(torch.sin, x, use_reentrant=False)
@@ -280,8 +296,9 @@ def test_without_grad_mode_the_function_just_runs():
 def sac_program(policy):
     def program(lib, x, w):
         ctx_fn = functools.partial(lib.create_selective_checkpoint_contexts, policy)
-        return lib.checkpoint(lambda a, b: torch.sigmoid((a @ b) @ b) * b, x, w,
-                              use_reentrant=False, context_fn=ctx_fn)
+        return lib.checkpoint(
+            lambda a, b: torch.sigmoid((a @ b) @ b) * b, x, w, use_reentrant=False, context_fn=ctx_fn
+        )
 
     return program
 
@@ -300,12 +317,17 @@ def test_sac_with_a_list_saves_those_ops():
 @pytest.mark.parametrize("policy", list(P) + [True, False, None, "MUST_SAVE", 7])
 def test_sac_with_a_policy_function(policy):
     """Every CheckpointPolicy, bools, and values that are none of them: same as torch?"""
-    both(sac_program(lambda ctx, op, *a, **k: policy if op == torch.ops.aten.mm.default else P.PREFER_RECOMPUTE),
-         sac_inputs)
+    both(
+        sac_program(
+            lambda ctx, op, *a, **k: policy if op == torch.ops.aten.mm.default else P.PREFER_RECOMPUTE
+        ),
+        sac_inputs,
+    )
 
 
 def test_sac_backward_twice_is_refused_like_torch():
     """A second backward through cached outputs: RuntimeError in both?"""
+
     def twice(out):
         out.sum().backward(retain_graph=True)
         out.sum().backward()
@@ -317,15 +339,20 @@ def test_sac_backward_twice_is_refused_like_torch():
 def test_sac_sees_cache_mutation_like_torch():
     """A cached output modified in place before backward: RuntimeError, unless allowed?"""
     for allow in (False, True):
+
         def program(lib, x, w, allow=allow):
-            ctx_fn = functools.partial(lib.create_selective_checkpoint_contexts, [torch.ops.aten.mm.default],
-                                       allow_cache_entry_mutation=allow)
+            ctx_fn = functools.partial(
+                lib.create_selective_checkpoint_contexts,
+                [torch.ops.aten.mm.default],
+                allow_cache_entry_mutation=allow,
+            )
 
             def fn(a, b):
                 y = a @ b
                 z = y.sigmoid()
                 y.mul_(2)
                 return z
+
             return lib.checkpoint(fn, x, w, use_reentrant=False, context_fn=ctx_fn)
 
         both(program, sac_inputs)
@@ -347,10 +374,13 @@ def test_sac_refuses_what_is_not_a_policy(bad, error):
 
 def changing(second):
     """A function that runs ``t.sin()`` the first time and ``second(t)`` after."""
+
     def program(lib, x, **kw):
         calls = itertools.count()
-        return lib.checkpoint(lambda t: t.sin().exp() if next(calls) == 0 else second(t),
-                              x, use_reentrant=False, **kw)
+        return lib.checkpoint(
+            lambda t: t.sin().exp() if next(calls) == 0 else second(t), x, use_reentrant=False, **kw
+        )
+
     return program
 
 
@@ -362,7 +392,9 @@ def _counts(lib_name, message):
 
 def _mismatches(lib_name, message):
     if lib_name == "torch":
-        return re.findall(r"position (\d+):\nsaved metadata: (\{.*\})\nrecomputed metadata: (\{.*\})", message)
+        return re.findall(
+            r"position (\d+):\nsaved metadata: (\{.*\})\nrecomputed metadata: (\{.*\})", message
+        )
     return re.findall(r"saved tensor (\d+): forward (\{.*\}), recomputed (\{.*\})", message)
 
 
@@ -383,14 +415,18 @@ def test_other_shapes_in_the_recomputation_is_a_checkpoint_error():
 
 def test_determinism_check_none_compares_nothing():
     """determinism_check='none': the shape change passes unnoticed (then fails or not) as in torch?"""
-    both(functools.partial(changing(lambda t: t[:2].sin().exp()), determinism_check="none"),
-         lambda: [torch.randn(4, requires_grad=True)])
+    both(
+        functools.partial(changing(lambda t: t[:2].sin().exp()), determinism_check="none"),
+        lambda: [torch.randn(4, requires_grad=True)],
+    )
 
 
 def test_more_tensors_without_early_stop_is_a_checkpoint_error():
     """early_stop=False and more saves in the recomputation: CheckpointError in both?"""
-    theirs, ours = both(functools.partial(changing(lambda t: t.sin().exp().exp()), early_stop=False),
-                        lambda: [torch.randn(4, requires_grad=True)])
+    theirs, ours = both(
+        functools.partial(changing(lambda t: t.sin().exp().exp()), early_stop=False),
+        lambda: [torch.randn(4, requires_grad=True)],
+    )
     assert theirs.error[0] is torch_ckpt.CheckpointError
 
 
@@ -422,6 +458,7 @@ def test_debug_lists_the_ops_of_both_runs(torch_debug_seen):
 
 def test_set_checkpoint_debug_enabled_turns_debug_on_for_every_checkpoint(torch_debug_seen):
     """The global switch: debug output without debug=True; and False wins over debug=True, as in torch?"""
+
     def program(lib, x, enabled=True, **kw):
         with lib.set_checkpoint_debug_enabled(enabled):
             return changing(lambda t: t * 2)(lib, x, **kw)
@@ -433,7 +470,9 @@ def test_set_checkpoint_debug_enabled_turns_debug_on_for_every_checkpoint(torch_
     assert ours.error[0] is torch_ckpt.CheckpointError and "recomputation:\n" not in ours.error[1]
 
 
-@pytest.mark.parametrize("kw", [{"determinism_check": "shapes"}, {"debug": True, "context_fn": lambda: (None, None)}])
+@pytest.mark.parametrize(
+    "kw", [{"determinism_check": "shapes"}, {"debug": True, "context_fn": lambda: (None, None)}]
+)
 def test_bad_arguments_are_value_errors(kw):
     """An unknown determinism_check, or debug with a context_fn: ValueError in both?"""
     for lib in LIBS.values():
@@ -443,13 +482,15 @@ def test_bad_arguments_are_value_errors(kw):
 
 def test_a_context_that_swallows_the_forwards_exception_is_a_runtime_error():
     """context_fn's forward context suppresses fn's error: RuntimeError, in both?"""
+
     def context_fn():
         return contextlib.suppress(ZeroDivisionError), contextlib.nullcontext()
 
     for lib in LIBS.values():
         with pytest.raises(RuntimeError, match="context_fn"):
-            lib.checkpoint(lambda t: 1 / 0, torch.ones(2, requires_grad=True), use_reentrant=False,
-                           context_fn=context_fn)
+            lib.checkpoint(
+                lambda t: 1 / 0, torch.ones(2, requires_grad=True), use_reentrant=False, context_fn=context_fn
+            )
 
 
 def test_use_reentrant_omitted_warns_and_runs_the_reentrant_checkpoint():
@@ -492,8 +533,13 @@ def test_saved_tensor_read_outside_backward_recomputes_each_time():
 # ---- Hypothesis: random sequences of ops and policies ---------------------------------------
 
 OPS = {
-    "sin": torch.sin, "exp": lambda t: t.exp() * 0.5, "tanh": torch.tanh, "mul": lambda t: t * t,
-    "mm": lambda t: t @ t.T @ t * 0.1, "sigmoid": torch.sigmoid, "dropout": lambda t: torch.dropout(t, 0.3, True),
+    "sin": torch.sin,
+    "exp": lambda t: t.exp() * 0.5,
+    "tanh": torch.tanh,
+    "mul": lambda t: t * t,
+    "mm": lambda t: t @ t.T @ t * 0.1,
+    "sigmoid": torch.sigmoid,
+    "dropout": lambda t: torch.dropout(t, 0.3, True),
     "view": lambda t: t.view(9).sin().view(3, 3),
 }
 POLICIES = list(P) + [True, False]
@@ -502,25 +548,39 @@ POLICIES = list(P) + [True, False]
 @settings(max_examples=20, deadline=None)
 @given(
     ops=st.lists(st.sampled_from(sorted(OPS)), min_size=1, max_size=5),
-    policy=st.dictionaries(st.sampled_from(["aten.sin.default", "aten.mm.default", "aten.mul.Tensor",
-                                            "aten.exp.default", "aten.tanh.default", "aten.t.default",
-                                            "aten.view.default"]), st.sampled_from(POLICIES)),
+    policy=st.dictionaries(
+        st.sampled_from(
+            [
+                "aten.sin.default",
+                "aten.mm.default",
+                "aten.mul.Tensor",
+                "aten.exp.default",
+                "aten.tanh.default",
+                "aten.t.default",
+                "aten.view.default",
+            ]
+        ),
+        st.sampled_from(POLICIES),
+    ),
     early_stop=st.booleans(),
     selective=st.booleans(),
     twice=st.booleans(),
 )
 def test_random_programs_match_torch(ops, policy, early_stop, selective, twice):
     """Any short chain of ops, any policy per op, early stop or not, one or two backwards: same as torch?"""
+
     def program(lib, x):
         def fn(t):
             for name in ops:
                 t = OPS[name](t)
             return t
+
         kw = {"early_stop": early_stop}
         if selective:
             kw["context_fn"] = functools.partial(
                 lib.create_selective_checkpoint_contexts,
-                lambda ctx, op, *a, **k: policy.get(str(op), P.PREFER_RECOMPUTE))
+                lambda ctx, op, *a, **k: policy.get(str(op), P.PREFER_RECOMPUTE),
+            )
         return lib.checkpoint(fn, x, use_reentrant=False, **kw)
 
     def backward(out):
@@ -563,6 +623,7 @@ def test_a_saved_tensor_unpacked_twice_in_one_backward_is_a_checkpoint_error():
 
 def test_autocast_in_forward_is_reapplied_in_the_recomputation():
     """Forward under CPU autocast, backward outside it: same bfloat16 saves recomputed, as torch?"""
+
     def program(lib, x, w):
         with torch.autocast("cpu", dtype=torch.bfloat16):
             return lib.checkpoint(lambda a, b: (a @ b).relu() @ b, x, w, use_reentrant=False)
@@ -573,6 +634,7 @@ def test_autocast_in_forward_is_reapplied_in_the_recomputation():
 
 def test_a_graph_exec_group_recomputes_once_for_two_backwards():
     """Two backwards over disjoint outputs inside torch's GraphExecGroup: one recomputation, as torch?"""
+
     def program(lib, x):
         return lib.checkpoint(lambda t: (t.sin().exp(), t.cos().exp()), x, use_reentrant=False)
 
@@ -582,14 +644,18 @@ def test_a_graph_exec_group_recomputes_once_for_two_backwards():
             out[1].sum().backward(retain_graph=True)
 
     grouped, _ = both(program, lambda: [torch.randn(3, requires_grad=True)], backward=two_parts)
-    apart, _ = both(program, lambda: [torch.randn(3, requires_grad=True)],
-                    backward=functools.partial(two_parts, group=False))
+    apart, _ = both(
+        program,
+        lambda: [torch.randn(3, requires_grad=True)],
+        backward=functools.partial(two_parts, group=False),
+    )
     # sin runs in the recomputation (and once more in cos's backward formula)
     assert grouped.backward_ops["aten.sin.default"] == apart.backward_ops["aten.sin.default"] - 1
 
 
 def test_an_error_in_the_function_propagates_and_pops_the_hooks():
     """fn raises: the same error comes out, and no checkpoint hook stays pushed (later saves are plain)?"""
+
     def fails(t):
         t.exp()  # a save under the checkpoint's hooks, then the error
         raise ZeroDivisionError("fn failed")
@@ -613,5 +679,10 @@ def test_course_trace_names_the_hook_of_each_pack():
     with trace.record() as events:
         course_ckpt.checkpoint(lambda t: t.sin().exp(), x, use_reentrant=False).sum().backward()
     assert [str(e).rsplit(" ", 1)[0] if e.kind == "pack" else e.name for e in events] == [
-        "pack _checkpoint_hook t0", "pack _checkpoint_hook t1",
-        "pack _recomputation_hook t0", "pack _recomputation_hook t2", "ExpBackward0", "SinBackward0"]
+        "pack _checkpoint_hook t0",
+        "pack _checkpoint_hook t1",
+        "pack _recomputation_hook t0",
+        "pack _recomputation_hook t2",
+        "ExpBackward0",
+        "SinBackward0",
+    ]

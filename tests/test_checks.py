@@ -97,7 +97,7 @@ def _hint_block(lines: list[str]) -> list[str]:
     """The lines of a verdict that hold its hint: the `hint:` line and those indented under it."""
     start = next(i for i, line in enumerate(lines) if line.startswith("  hint:     "))
     block = [lines[start]]
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if not line.startswith(" " * 12) or line[12:13] == " ":
             break
         block.append(line)
@@ -112,7 +112,7 @@ def _without_hint(message: str) -> str:
     lines = message.splitlines()
     block = _hint_block(lines)
     start = lines.index(block[0])
-    return "\n".join(lines[:start] + lines[start + len(block):])
+    return "\n".join(lines[:start] + lines[start + len(block) :])
 
 
 _HINT_WORDS = st.lists(st.text("abcxyz_.,()'0:", min_size=1, max_size=24), min_size=1, max_size=20)
@@ -125,13 +125,21 @@ def test_a_long_hint_wraps_between_words_and_stays_under_its_label(words, long_w
     line after the first starts in the hint's column, so the learner reads it as one block."""
     words = words[:at] + [long_word] + words[at:] if long_word else words
     hint = " ".join(words)
-    ex = Exercise(id="9.1", name="double", title="Double it", solution=lambda x: 2 * x,
-                  cases=[case(3)], wrong=[wrong(lambda x: x + 1, hint)])
+    ex = Exercise(
+        id="9.1",
+        name="double",
+        title="Double it",
+        solution=lambda x: 2 * x,
+        cases=[case(3)],
+        wrong=[wrong(lambda x: x + 1, hint)],
+    )
     block = _hint_block(grade_answer(ex, lambda x: x + 1).message.splitlines())
     assert _words(block) == words  # nothing cut, lost or added
     assert block[0].startswith("  hint:     ") and all(line.startswith(" " * 12) for line in block[1:])
     for line, after in zip(block, block[1:] + [None]):
-        assert len(line) <= checks.WIDTH or len(line[12:].split()) == 1, line  # only a lone long word sticks out
+        assert len(line) <= checks.WIDTH or len(line[12:].split()) == 1, (
+            line
+        )  # only a lone long word sticks out
         if after is not None:  # the next line's first word would not have fitted on this one
             assert len(line) + 1 + len(after[12:].split()[0]) > checks.WIDTH, (line, after)
 
@@ -159,8 +167,15 @@ def test_an_unknown_exercise_is_reported_not_raised(capsys):
 
 
 def test_an_answer_that_mutates_its_input_cannot_change_the_next_case():
-    ex = Exercise(id="98.1", name="f", title="t", solution=lambda x: x.sum(), may_leave={"version"},
-                  cases=[case(torch.ones(3)), case(torch.ones(3))], wrong=[wrong(0, "h")])
+    ex = Exercise(
+        id="98.1",
+        name="f",
+        title="t",
+        solution=lambda x: x.sum(),
+        may_leave={"version"},
+        cases=[case(torch.ones(3)), case(torch.ones(3))],
+        wrong=[wrong(0, "h")],
+    )
 
     def mutating(x):
         out = x.sum()
@@ -168,17 +183,28 @@ def test_an_answer_that_mutates_its_input_cannot_change_the_next_case():
         return out
 
     assert grade_answer(ex, mutating).status == "passed"  # the spec allows it; the next case has fresh copies
-    strict = Exercise(id="98.1", name="f", title="t", solution=lambda x: x.sum(),
-                      cases=[case(torch.ones(3))], wrong=[wrong(0, "h")])
+    strict = Exercise(
+        id="98.1",
+        name="f",
+        title="t",
+        solution=lambda x: x.sum(),
+        cases=[case(torch.ones(3))],
+        wrong=[wrong(0, "h")],
+    )
     result = grade_answer(strict, mutating)
     assert result.status == "failed" and "left:     left behind: x was changed in place" in result.message
 
 
 def test_a_hidden_case_failure_is_labelled_hidden():
-    ex = Exercise(id="98.2", name="f", title="t", solution=lambda x: x.abs(),
-                  cases=[case(torch.tensor([1.0]))],
-                  hidden=[case(torch.tensor([-1.0]), label="a negative entry")],
-                  wrong=[wrong(lambda x: x, "abs of a negative number is positive")])
+    ex = Exercise(
+        id="98.2",
+        name="f",
+        title="t",
+        solution=lambda x: x.abs(),
+        cases=[case(torch.tensor([1.0]))],
+        hidden=[case(torch.tensor([-1.0]), label="a negative entry")],
+        wrong=[wrong(lambda x: x, "abs of a negative number is positive")],
+    )
     result = grade_answer(ex, lambda x: x)
     assert "a negative entry (hidden case)" in result.message
     assert result.hint == "abs of a negative number is positive"
@@ -194,8 +220,15 @@ def test_a_prediction_of_an_error_is_checked_against_what_torch_raises():
         c.backward()
         c.backward()  # the saved tensors are freed: torch raises RuntimeError
 
-    ex = Exercise(id="98.3", name="p", title="t", kind="predict", solution=RuntimeError,
-                  oracle=second_backward_without_retain, wrong=[wrong(8.0, "the graph is freed")])
+    ex = Exercise(
+        id="98.3",
+        name="p",
+        title="t",
+        kind="predict",
+        solution=RuntimeError,
+        oracle=second_backward_without_retain,
+        wrong=[wrong(8.0, "the graph is freed")],
+    )
     assert grade_answer(ex, RuntimeError).status == "passed"
     assert grade_answer(ex, ValueError).status == "failed"
     assert grade_answer(ex, 8.0).hint == "the graph is freed"
@@ -235,8 +268,15 @@ def _saved_bytes(hooks, x):
 HALF = (lambda t: t.to(torch.float16), lambda p: p.to(torch.float32))
 IDENTITY = (lambda t: t, lambda p: p)
 COST_EXERCISE = Exercise(
-    id="98.4", name="hooks", title="Save half the bytes", solution=HALF, run=_run_with_hooks,
-    cost=_saved_bytes, budget={"saved bytes": 24}, rtol=1e-2, atol=1e-2,
+    id="98.4",
+    name="hooks",
+    title="Save half the bytes",
+    solution=HALF,
+    run=_run_with_hooks,
+    cost=_saved_bytes,
+    budget={"saved bytes": 24},
+    rtol=1e-2,
+    atol=1e-2,
     cases=[case(torch.linspace(-1, 1, 4))],
     wrong=[wrong(IDENTITY, "saving float32 as is keeps every byte: pack to a smaller dtype")],
 )
@@ -260,15 +300,20 @@ def test_a_correct_answer_over_budget_fails_with_the_cost_hint():
 
 
 @settings(max_examples=30, deadline=None)
-@given(values=st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=6),
-       dtype=st.sampled_from([torch.float32, torch.float64]))
+@given(
+    values=st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=6),
+    dtype=st.sampled_from([torch.float32, torch.float64]),
+)
 def test_a_tensor_outcome_equals_itself_and_survives_a_weights_only_round_trip(values, dtype):
     t = torch.tensor(values, dtype=dtype, requires_grad=True) * 1
     buffer = io.BytesIO()
     torch.save(value_outcome((t, {"grad": t, 1: None}, RuntimeError, t.dtype)), buffer)
     buffer.seek(0)
     loaded = torch.load(buffer, weights_only=True)
-    assert same(loaded, value_outcome((t.detach().clone(), {"grad": t, 1: None}, RuntimeError, dtype))) == (True, "")
+    assert same(loaded, value_outcome((t.detach().clone(), {"grad": t, 1: None}, RuntimeError, dtype))) == (
+        True,
+        "",
+    )
 
 
 def test_outcomes_compare_shape_and_dtype_strictly_and_values_with_tolerance():
@@ -292,15 +337,38 @@ def test_a_learner_object_with_a_broken_repr_is_encoded_not_raised():
 
 
 def _prediction(truth, **fields):
-    return Exercise(id="97.1", name="p", title="t", kind="predict", solution=truth(), oracle=truth,
-                    wrong=[wrong("a wrong value", "a hint")], **fields)
+    return Exercise(
+        id="97.1",
+        name="p",
+        title="t",
+        kind="predict",
+        solution=truth(),
+        oracle=truth,
+        wrong=[wrong("a wrong value", "a hint")],
+        **fields,
+    )
 
 
 @pytest.mark.parametrize(
     "answer, truth",
-    [(8, 8.0), (True, 1), ([1, 0, 1], [True, False, True]), (("a", "b"), ["a", "b"]),
-     ({"k": [[1.0, 2.0]]}, {"k": [(1.0, 2.0)]}), (8, torch.tensor(8.0)), ([1.0, 2.0], torch.tensor([1.0, 2.0]))],
-    ids=["int-for-float", "bool-for-int", "ints-for-bools", "tuple-for-list", "nested", "int-for-tensor", "list-for-tensor"],
+    [
+        (8, 8.0),
+        (True, 1),
+        ([1, 0, 1], [True, False, True]),
+        (("a", "b"), ["a", "b"]),
+        ({"k": [[1.0, 2.0]]}, {"k": [(1.0, 2.0)]}),
+        (8, torch.tensor(8.0)),
+        ([1.0, 2.0], torch.tensor([1.0, 2.0])),
+    ],
+    ids=[
+        "int-for-float",
+        "bool-for-int",
+        "ints-for-bools",
+        "tuple-for-list",
+        "nested",
+        "int-for-tensor",
+        "list-for-tensor",
+    ],
 )
 def test_python_equal_plain_values_are_accepted(answer, truth):
     assert grade_answer(_prediction(lambda: truth), answer).status == "passed"
@@ -308,14 +376,24 @@ def test_python_equal_plain_values_are_accepted(answer, truth):
 
 @pytest.mark.parametrize(
     "answer, truth, form",
-    [("RuntimeError", RuntimeError, "the exception class RuntimeError (not a string)"),
-     ("8.0", 8.0, "a float"),
-     (torch.tensor([1, 2]), torch.tensor([1.0, 2.0]), "a float32 tensor of shape (2,)"),
-     (torch.tensor(8), torch.tensor(8.0), "a float (or a float32 tensor)"),
-     ([("a", True)], {"a": True}, "a dict from strings to bools"),
-     (" mul  pre", "mul pre", None), (["Z", "x"], ["z", "x"], None)],
-    ids=["string-for-exception", "string-for-float", "int-tensor", "int-0d-tensor", "pairs-for-dict", "spaces",
-         "upper-case"],
+    [
+        ("RuntimeError", RuntimeError, "the exception class RuntimeError (not a string)"),
+        ("8.0", 8.0, "a float"),
+        (torch.tensor([1, 2]), torch.tensor([1.0, 2.0]), "a float32 tensor of shape (2,)"),
+        (torch.tensor(8), torch.tensor(8.0), "a float (or a float32 tensor)"),
+        ([("a", True)], {"a": True}, "a dict from strings to bools"),
+        (" mul  pre", "mul pre", None),
+        (["Z", "x"], ["z", "x"], None),
+    ],
+    ids=[
+        "string-for-exception",
+        "string-for-float",
+        "int-tensor",
+        "int-0d-tensor",
+        "pairs-for-dict",
+        "spaces",
+        "upper-case",
+    ],
 )
 def test_a_right_value_in_another_form_fails_with_a_message_naming_the_form(answer, truth, form):
     result = grade_answer(_prediction(lambda: truth), answer)
@@ -335,8 +413,10 @@ def test_an_int_is_exact_whatever_the_tolerance(value):
 
 
 @settings(max_examples=40, deadline=None)
-@given(values=st.lists(st.integers(-5, 5), min_size=1, max_size=5),
-       dtype=st.sampled_from([torch.bool, torch.int64, torch.int32]))
+@given(
+    values=st.lists(st.integers(-5, 5), min_size=1, max_size=5),
+    dtype=st.sampled_from([torch.bool, torch.int64, torch.int32]),
+)
 def test_a_tensor_of_another_kind_never_passes_a_float_prediction(values, dtype):
     answer = torch.tensor(values).to(dtype)
     truth = [float(v) for v in answer.tolist()]
@@ -371,8 +451,15 @@ def test_a_placeholder_prediction_is_not_attempted_and_says_what_to_do(capsys):
 
 
 def test_a_failing_check_prints_at_most_15_lines_whatever_it_returns(capsys):
-    big = Exercise(id="97.2", name="f", title="t", solution=lambda x: (torch.ones(200, 300) * x, {"k": x}),
-                   cases=[case(2.0)], wrong=[wrong(lambda x: None, "h")], hint="a conceptual hint\n" * 20)
+    big = Exercise(
+        id="97.2",
+        name="f",
+        title="t",
+        solution=lambda x: (torch.ones(200, 300) * x, {"k": x}),
+        cases=[case(2.0)],
+        wrong=[wrong(lambda x: None, "h")],
+        hint="a conceptual hint\n" * 20,
+    )
     checks.registry._REGISTRY[big.id] = big
     try:
         check("97.2", lambda x: (torch.zeros(200, 300), {"k": "a long string " * 200}))
@@ -392,11 +479,18 @@ def test_what_the_probes_print_never_reaches_the_cell(capsys):
     def noisy_wrong(x):
         print("a known wrong answer talks")
         import warnings
-        warnings.warn("and warns")
+
+        warnings.warn("and warns", stacklevel=2)
         return x
 
-    ex = Exercise(id="97.3", name="f", title="t", solution=noisy_oracle, cases=[case(1)],
-                  wrong=[wrong(noisy_wrong, "add one")])
+    ex = Exercise(
+        id="97.3",
+        name="f",
+        title="t",
+        solution=noisy_oracle,
+        cases=[case(1)],
+        wrong=[wrong(noisy_wrong, "add one")],
+    )
     checks.registry._REGISTRY[ex.id] = ex
     try:
         check("97.3", lambda x: x - 1)
@@ -435,16 +529,22 @@ LEAKS = {
 
 
 def _kernel():
-    return (torch.is_grad_enabled(), torch.is_anomaly_enabled(),
-            torch._C._autograd._top_saved_tensors_default_hooks(True),
-            torch._C._len_torch_function_stack(), torch._C._len_torch_dispatch_stack())
+    return (
+        torch.is_grad_enabled(),
+        torch.is_anomaly_enabled(),
+        torch._C._autograd._top_saved_tensors_default_hooks(True),
+        torch._C._len_torch_function_stack(),
+        torch._C._len_torch_dispatch_stack(),
+    )
 
 
 def _leaky(answer, leak):
     """``answer``, which also leaves ``leak`` behind, on every call."""
+
     def leaky(*args, **kwargs):
         leak()
         return answer(*args, **kwargs)
+
     return leaky
 
 
@@ -475,8 +575,14 @@ def test_every_check_catches_the_kernel_left_changed(ex):
 
 
 def test_a_change_to_a_handed_in_tensor_is_named():
-    ex = Exercise(id="98.5", name="f", title="t", solution=lambda w: (w * 2).sum().item(),
-                  cases=[case(torch.ones(2, requires_grad=True))], wrong=[wrong(0, "h")])
+    ex = Exercise(
+        id="98.5",
+        name="f",
+        title="t",
+        solution=lambda w: (w * 2).sum().item(),
+        cases=[case(torch.ones(2, requires_grad=True))],
+        wrong=[wrong(0, "h")],
+    )
 
     def freezes(w):
         w.requires_grad_(False)
@@ -490,8 +596,15 @@ def test_a_change_to_a_handed_in_tensor_is_named():
     result = grade_answer(ex, fills_grad)
     assert result.status == "failed" and "w.grad now holds a gradient (was None)" in result.message
     assert result.hint == ADVICE["grad"]
-    allowed = Exercise(id="98.5", name="f", title="t", solution=lambda w: 4.0, may_leave={"grad"},
-                       cases=[case(torch.ones(2, requires_grad=True))], wrong=[wrong(0, "h")])
+    allowed = Exercise(
+        id="98.5",
+        name="f",
+        title="t",
+        solution=lambda w: 4.0,
+        may_leave={"grad"},
+        cases=[case(torch.ones(2, requires_grad=True))],
+        wrong=[wrong(0, "h")],
+    )
     assert grade_answer(allowed, fills_grad).status == "passed"
 
 
@@ -501,8 +614,15 @@ def test_a_run_watches_what_it_hands_the_answer_with_handed():
         with checks.handed(model=model):
             return answer(model)
 
-    ex = Exercise(id="98.6", name="f", title="t", solution=lambda m: m.weight.shape[1], run=run,
-                  cases=[case()], wrong=[wrong(0, "h")])
+    ex = Exercise(
+        id="98.6",
+        name="f",
+        title="t",
+        solution=lambda m: m.weight.shape[1],
+        run=run,
+        cases=[case()],
+        wrong=[wrong(0, "h")],
+    )
     assert grade_answer(ex, lambda m: m.weight.shape[1]).status == "passed"
     hooked = grade_answer(ex, lambda m: (m.register_forward_hook(lambda *a: None), 2)[1])
     assert "model has +1 hooks registered on it" in hooked.message
@@ -511,8 +631,14 @@ def test_a_run_watches_what_it_hands_the_answer_with_handed():
 
 
 def test_an_answer_that_keeps_state_between_calls_fails_on_its_second_call():
-    ex = Exercise(id="98.7", name="f", title="t", solution=lambda x: x + 1, cases=[case(1), case(2)],
-                  wrong=[wrong(0, "h")])
+    ex = Exercise(
+        id="98.7",
+        name="f",
+        title="t",
+        solution=lambda x: x + 1,
+        cases=[case(1), case(2)],
+        wrong=[wrong(0, "h")],
+    )
     seen = []
 
     def remembers(x):  # right the first time only: a module-level list it never clears
@@ -546,7 +672,7 @@ def test_right_value_in_another_form_names_the_differing_part_not_the_whole():
 def test_the_lessons_wrong_values_do_not_get_a_right_value_hint():
     pays = checks.get("4.4")  # a wrong verdict is no right value in another form
     assert "right value" not in grade_answer(pays, {**pays.solution, "batch x2": "free"}).hint
-    float64 = grade_answer(checks.get("0.1"), lambda x: (x.double() ** 2 * 3))
+    float64 = grade_answer(checks.get("0.1"), lambda x: x.double() ** 2 * 3)
     assert "a dict" not in float64.hint
 
 
@@ -615,7 +741,10 @@ def test_a_wrong_prediction_says_how_much_is_wrong_and_where():
     assert "2.0" not in result.message and "expected" not in result.message
     assert "wrong:    missing key 'b'" in grade_answer(ex, {"a": 1.0, "c": [1, 2, 3]}).message
     empty = grade_answer(checks.get("1.3"), {})
-    assert "missing key" in empty.message and show(checks.expected_outcomes(checks.get("1.3"))[0]) not in empty.message
+    assert (
+        "missing key" in empty.message
+        and show(checks.expected_outcomes(checks.get("1.3"))[0]) not in empty.message
+    )
 
 
 def test_check_with_reveal_shows_the_answer_and_the_grader_can_find_the_request(capsys):
@@ -675,8 +804,11 @@ def _truths_imported(notebook: Path) -> list[str]:
 def test_the_import_finder_sees_every_way_of_naming_a_truth():
     truth = checks.get("6.2").oracle
     module, name = truth.__module__, truth.__name__
-    sources = [f"from {module} import {name} as m", f"import {module} as L\nL.{name}()",
-               f"from course.checks import {module.rsplit('.', 1)[1]} as L\nL.{name}()"]
+    sources = [
+        f"from {module} import {name} as m",
+        f"import {module} as L\nL.{name}()",
+        f"from course.checks import {module.rsplit('.', 1)[1]} as L\nL.{name}()",
+    ]
     for source in sources:
         assert _names_taken_from_check_modules(source) == [(module, name)], source
     assert _names_taken_from_check_modules("from course.checks import check\n%time x") == []

@@ -94,8 +94,10 @@ def test_course_lab_echoes_the_command_it_runs_interpreter_included(tmp_path, mo
     assert lab.main([str(tmp_path / "ws"), "--source", str(tmp_path), "--", "--no-browser"]) == 0
     echoed = [line for line in capsys.readouterr().err.splitlines() if line.startswith("+ ")]
     config = tmp_path / "ws" / ".course" / "jupyter"
-    assert echoed == [f"+ JUPYTER_CONFIG_PATH={config}:/etc/site-jupyter {sys.executable} -m jupyter lab "
-                      f"{tmp_path / 'ws'} --no-browser" + (" --allow-root" if os.geteuid() == 0 else "")]
+    assert echoed == [
+        f"+ JUPYTER_CONFIG_PATH={config}:/etc/site-jupyter {sys.executable} -m jupyter lab "
+        f"{tmp_path / 'ws'} --no-browser" + (" --allow-root" if os.geteuid() == 0 else "")
+    ]
     assert execs[0][0] == sys.executable and os.environ["JUPYTER_CONFIG_PATH"].startswith(f"{config}:")
 
 
@@ -131,12 +133,29 @@ def _lab_setting(tmp_path: Path, command: list[str], name: str) -> dict:
     port, token = _free_port(), "course-test-token"
     home = tmp_path / name
     env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
-    env.update(HOME=str(home), JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_DATA_DIR=str(home / "data"),
-               JUPYTER_RUNTIME_DIR=str(home / "runtime"), JUPYTERLAB_SETTINGS_DIR=str(home / "user-settings"),
-               JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"))
-    args = ["--no-browser", f"--port={port}", f"--IdentityProvider.token={token}", "--ServerApp.port_retries=0"]
-    server = subprocess.Popen([*command, *args], cwd=tmp_path, env=env, start_new_session=True,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    env.update(
+        HOME=str(home),
+        JUPYTER_CONFIG_DIR=str(home / "config"),
+        JUPYTER_DATA_DIR=str(home / "data"),
+        JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+        JUPYTERLAB_SETTINGS_DIR=str(home / "user-settings"),
+        JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
+    )
+    args = [
+        "--no-browser",
+        f"--port={port}",
+        f"--IdentityProvider.token={token}",
+        "--ServerApp.port_retries=0",
+    ]
+    server = subprocess.Popen(
+        [*command, *args],
+        cwd=tmp_path,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         base = f"http://127.0.0.1:{port}"
         for _ in range(240):  # JupyterLab takes seconds to start on a busy machine; a minute at most
@@ -144,7 +163,10 @@ def _lab_setting(tmp_path: Path, command: list[str], name: str) -> dict:
             if status or server.poll() is not None:
                 break
             time.sleep(0.5)
-        assert status == 200 and "JupyterLab" in page, (status, server.poll() is None or server.stderr.read()[-3000:])
+        assert status == 200 and "JupyterLab" in page, (
+            status,
+            server.poll() is None or server.stderr.read()[-3000:],
+        )
         status, body = _get(f"{base}/lab/api/settings/@jupyterlab/apputils-extension:notification", token)
         assert status == 200, status
         return json.loads(body)
@@ -165,12 +187,16 @@ def test_course_lab_opens_jupyterlab_without_the_news_question(tmp_path):
 
     (tmp_path / "lessons").mkdir()
     nbformat.write(nbformat.v4.new_notebook(), tmp_path / "lessons" / "00_first.ipynb")
-    ours = _lab_setting(tmp_path, [sys.executable, "-m", "course", "lab", "ws", "--source", "lessons", "--"], "a")
+    ours = _lab_setting(
+        tmp_path, [sys.executable, "-m", "course", "lab", "ws", "--source", "lessons", "--"], "a"
+    )
     # The page computes a setting as the learner's value, else the schema's default; the settings
     # server hands out the schema with the overrides' defaults in it.
     assert ours["schema"]["properties"]["fetchNews"]["default"] == "false", ours["schema"]["properties"]
     assert ours["settings"] == {} and ours["raw"] == "{}"  # nothing written in the learner's settings
-    plain = _lab_setting(tmp_path, lab.jupyter_command(Path("ws"), [], is_root=os.geteuid() == 0), "b")  # no course lab
+    plain = _lab_setting(
+        tmp_path, lab.jupyter_command(Path("ws"), [], is_root=os.geteuid() == 0), "b"
+    )  # no course lab
     assert plain["schema"]["properties"]["fetchNews"]["default"] == "none"  # JupyterLab's own: it asks
 
 
@@ -179,12 +205,20 @@ def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
     import nbformat
 
     nbformat.write(nbformat.v4.new_notebook(), tmp_path / "00_first.ipynb")
-    for args in (["start", str(tmp_path / "ws"), "--source", str(tmp_path)], ["progress", str(tmp_path / "ws")]):
+    for args in (
+        ["start", str(tmp_path / "ws"), "--source", str(tmp_path)],
+        ["progress", str(tmp_path / "ws")],
+    ):
         read_end, write_end = os.pipe()
         os.close(read_end)  # nobody will ever read: every write fails with EPIPE
         try:
-            out = subprocess.run([sys.executable, "-m", "course", *args], stdout=write_end,
-                                 stderr=subprocess.PIPE, text=True, timeout=120)
+            out = subprocess.run(
+                [sys.executable, "-m", "course", *args],
+                stdout=write_end,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=120,
+            )
         finally:
             os.close(write_end)
         assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
@@ -204,11 +238,17 @@ def test_is_the_supported_range_stated_alike_everywhere():
     from packaging.specifiers import SpecifierSet
 
     root = Path(__file__).resolve().parents[1]
-    texts = {name: (root / name).read_text() for name in ("pyproject.toml", "README.md", "docs/instructor-guide.md")}
+    texts = {
+        name: (root / name).read_text()
+        for name in ("pyproject.toml", "README.md", "docs/instructor-guide.md")
+    }
     stated = {
-        (name, m.group(1)) for name, text in texts.items()
+        (name, m.group(1))
+        for name, text in texts.items()
         for m in re.finditer(r"torch ?`?(>=[\d.]+,<[\d.]+)", text)
-    } | {(name, m.group(1)) for name, text in texts.items() for m in re.finditer(r"`(>=[\d.]+,<[\d.]+)", text)}
+    } | {
+        (name, m.group(1)) for name, text in texts.items() for m in re.finditer(r"`(>=[\d.]+,<[\d.]+)", text)
+    }
     assert {name for name, _ in stated} == set(texts)
     for name, spec in stated:
         assert SpecifierSet(spec) == SUPPORTED_TORCH, (name, spec)

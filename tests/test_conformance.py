@@ -204,7 +204,12 @@ FIELD_VALUES = {  # two different values per field type, so unequal twins can be
 def _instance(cls, which: int):
     """A torch instance of ``cls``; ``which`` 0 or 1 picks one of two different field values."""
     fields = dataclasses.fields(cls)
-    return cls(**{f.name: FIELD_VALUES[f.type if isinstance(f.type, str) else f.type.__name__][which] for f in fields})
+    return cls(
+        **{
+            f.name: FIELD_VALUES[f.type if isinstance(f.type, str) else f.type.__name__][which]
+            for f in fields
+        }
+    )
 
 
 def test_every_class_is_covered():
@@ -251,7 +256,11 @@ descriptor_trees = st.recursive(
     lambda inner: st.one_of(
         inner.filter(lambda d: isinstance(d, T.DifferentiableAOTInput)).map(T.GradAOTOutput),
         inner.filter(lambda d: isinstance(d, T.DifferentiableAOTOutput)).map(T.TangentAOTInput),
-        st.builds(T.SubclassGetAttrAOTInput, inner.filter(lambda d: isinstance(d, T.AOTInput)), st.sampled_from("ab")),
+        st.builds(
+            T.SubclassGetAttrAOTInput,
+            inner.filter(lambda d: isinstance(d, T.AOTInput)),
+            st.sampled_from("ab"),
+        ),
         inner.filter(lambda d: isinstance(d, T.AOTInput)).map(T.ViewBaseAOTInput),
     ),
     max_leaves=4,
@@ -260,7 +269,9 @@ descriptor_trees = st.recursive(
 
 # The tree strategy filters by kind (a grad wraps a differentiable input, ...), so on some
 # seeds most draws are thrown away: that is the design, not a slow test.
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow]
+)
 @given(a=descriptor_trees, b=descriptor_trees)
 def test_equality_across_families_matches_torch_among_its_own(a, b):
     """For any two torch trees: every mix of course/torch compares as torch compares them, hash agrees?"""
@@ -291,8 +302,11 @@ def test_fx_utils_results_answer_to_torch_descriptors():
 
 
 def _view_ops(gm: fx.GraphModule) -> list[str]:
-    return sorted(str(n.target) for n in gm.graph.nodes if n.op == "call_function"
-                  and str(n.target).startswith(("aten.detach.", "aten.alias.")))
+    return sorted(
+        str(n.target)
+        for n in gm.graph.nodes
+        if n.op == "call_function" and str(n.target).startswith(("aten.detach.", "aten.alias."))
+    )
 
 
 def test_does_the_staged_builder_keep_detach_like_torchs_export():

@@ -42,8 +42,12 @@ def _spell(desc, rng, positional, quote):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.randoms(use_true_random=False), st.booleans(), st.sampled_from(["'", '"']),
-       st.lists(st.sampled_from(TORCH_DESCS), min_size=1, max_size=4))
+@given(
+    st.randoms(use_true_random=False),
+    st.booleans(),
+    st.sampled_from(["'", '"']),
+    st.lists(st.sampled_from(TORCH_DESCS), min_size=1, max_size=4),
+)
 def test_any_spelling_reads_as_torch_prints_it(rng, positional, quote, descs):
     """Is every spelling (quotes, spaces, positional fields) read as torch's repr?"""
     spelled = [_spell(d, rng, positional, quote) for d in descs]
@@ -61,22 +65,25 @@ def test_module_prefix_is_accepted():
     assert descriptor_repr("cd.ParamAOTInput('w')") == "ParamAOTInput(target='w')"
 
 
-@pytest.mark.parametrize("text", [
-    "ParamAOTInput(target=w)",              # a name, not a string
-    "ParamAOTInput(target=1)",              # wrong field type
-    "PlainAOTInput('0')",                   # wrong field type
-    "PlainAOTInput(idx=True)",              # a bool is not an index
-    "ParamAOTInput()",                      # missing field
-    "ParamAOTInput('a', 'b')",              # too many fields
-    "ParamAOTInput(name='a')",              # unknown field
-    "ParamAOTInput('a', target='a')",       # field given twice
-    "NotADescriptor(idx=0)",
-    "AOTInput()",                           # an abstract base
-    "__import__('os').system('true')",      # never evaluated
-    "ParamAOTInput(target='w'",             # syntax error
-    "ParamAOTInput(*['w'])",
-    "",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ParamAOTInput(target=w)",  # a name, not a string
+        "ParamAOTInput(target=1)",  # wrong field type
+        "PlainAOTInput('0')",  # wrong field type
+        "PlainAOTInput(idx=True)",  # a bool is not an index
+        "ParamAOTInput()",  # missing field
+        "ParamAOTInput('a', 'b')",  # too many fields
+        "ParamAOTInput(name='a')",  # unknown field
+        "ParamAOTInput('a', target='a')",  # field given twice
+        "NotADescriptor(idx=0)",
+        "AOTInput()",  # an abstract base
+        "__import__('os').system('true')",  # never evaluated
+        "ParamAOTInput(target='w'",  # syntax error
+        "ParamAOTInput(*['w'])",
+        "",
+    ],
+)
 def test_unreadable_text_gives_none(text):
     """Is text that is not a descriptor call with constant fields refused (None)?"""
     assert descriptor_repr(text) is None
@@ -93,13 +100,17 @@ def test_torch_refused_nesting_is_still_read():
     """A nesting torch refuses is still read (judging it is the check's job, not the reader's)."""
     with pytest.raises(AssertionError):
         td.TangentAOTInput(td.PlainAOTInput(0))
-    assert descriptor_repr("TangentAOTInput(PlainAOTInput(0))") == "TangentAOTInput(output=PlainAOTInput(idx=0))"
+    assert (
+        descriptor_repr("TangentAOTInput(PlainAOTInput(0))") == "TangentAOTInput(output=PlainAOTInput(idx=0))"
+    )
 
 
 def test_read_descriptors_is_the_parse_for_exercises():
     """Does read_descriptors give the canonical reprs, and a ValueError with a message otherwise?"""
     from course.checks.descriptor_answers import read_descriptors
 
-    assert read_descriptors(['GradAOTOutput(ParamAOTInput("w"))']) == ["GradAOTOutput(grad_of=ParamAOTInput(target='w'))"]
+    assert read_descriptors(['GradAOTOutput(ParamAOTInput("w"))']) == [
+        "GradAOTOutput(grad_of=ParamAOTInput(target='w'))"
+    ]
     with pytest.raises(ValueError, match="list of descriptors"):
         read_descriptors("PlainAOTInput(0)")

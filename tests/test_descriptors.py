@@ -34,7 +34,10 @@ METHODS = ("expr", "is_param", "is_buffer", "is_tangent", "is_grad", "__post_ini
 def field_types(cls) -> dict[str, type]:
     """Field name -> type, with torch's string annotation ("AOTOutput") resolved."""
     module = importlib.import_module(cls.__module__)
-    return {f.name: getattr(module, f.type) if isinstance(f.type, str) else f.type for f in dataclasses.fields(cls)}
+    return {
+        f.name: getattr(module, f.type) if isinstance(f.type, str) else f.type
+        for f in dataclasses.fields(cls)
+    }
 
 
 # ---- the classes -------------------------------------------------------------------------
@@ -69,7 +72,12 @@ def test_class_shape_matches_torch(name):
 
 def sample(cls):
     """One torch instance of ``cls`` with simple field values."""
-    values = {int: 1, str: "w", T.DifferentiableAOTInput: T.PlainAOTInput(0), T.AOTInput: T.BufferAOTInput("b")}
+    values = {
+        int: 1,
+        str: "w",
+        T.DifferentiableAOTInput: T.PlainAOTInput(0),
+        T.AOTInput: T.BufferAOTInput("b"),
+    }
     values |= {T.DifferentiableAOTOutput: T.PlainAOTOutput(2), T.AOTOutput: T.DummyAOTOutput(3)}
     return cls(**{k: values[t] for k, t in field_types(cls).items()})
 
@@ -143,9 +151,13 @@ def _is_leaf(cls):
 
 def _pool(base):
     """Every torch class under ``base``, leaves first (so Hypothesis shrinks to small trees)."""
-    classes = sorted((c for c in TORCH_CLASSES.values() if issubclass(c, base)), key=lambda c: not _is_leaf(c))
+    classes = sorted(
+        (c for c in TORCH_CLASSES.values() if issubclass(c, base)), key=lambda c: not _is_leaf(c)
+    )
     return st.deferred(
-        lambda: st.one_of(*[st.builds(c, **{k: _field(t) for k, t in field_types(c).items()}) for c in classes])
+        lambda: st.one_of(
+            *[st.builds(c, **{k: _field(t) for k, t in field_types(c).items()}) for c in classes]
+        )
     )
 
 
@@ -192,9 +204,13 @@ def test_validate_treats_torch_and_course_alike(desc):
 
 # Legal descriptors, built the way AOTAutograd's pipeline builds them (course classes).
 _idx, _name = st.integers(0, 2), st.sampled_from(["a", "weight"])
-plain_in = st.one_of(st.builds(C.PlainAOTInput, _idx), st.builds(C.ParamAOTInput, _name), st.builds(C.BufferAOTInput, _name))
+plain_in = st.one_of(
+    st.builds(C.PlainAOTInput, _idx), st.builds(C.ParamAOTInput, _name), st.builds(C.BufferAOTInput, _name)
+)
 views_in = st.recursive(
-    plain_in, lambda d: st.one_of(st.builds(C.ViewBaseAOTInput, d), st.builds(C.SyntheticBaseAOTInput, d)), max_leaves=3
+    plain_in,
+    lambda d: st.one_of(st.builds(C.ViewBaseAOTInput, d), st.builds(C.SyntheticBaseAOTInput, d)),
+    max_leaves=3,
 )
 views_out = st.one_of(
     st.builds(C.PlainAOTOutput, _idx),
@@ -206,12 +222,16 @@ autograd_in = st.builds(C.TangentAOTInput, views_out)
 autograd_out = st.builds(C.GradAOTOutput, views_in)
 subclass_in = st.recursive(
     st.one_of(views_in, autograd_in),
-    lambda d: st.one_of(st.builds(C.SubclassGetAttrAOTInput, d, _name), st.builds(C.SubclassSizeAOTInput, d, _idx)),
+    lambda d: st.one_of(
+        st.builds(C.SubclassGetAttrAOTInput, d, _name), st.builds(C.SubclassSizeAOTInput, d, _idx)
+    ),
     max_leaves=3,
 )
 subclass_out = st.recursive(
     st.one_of(views_out, autograd_out),
-    lambda d: st.one_of(st.builds(C.SubclassGetAttrAOTOutput, d, _name), st.builds(C.SubclassStrideAOTOutput, d, _idx)),
+    lambda d: st.one_of(
+        st.builds(C.SubclassGetAttrAOTOutput, d, _name), st.builds(C.SubclassStrideAOTOutput, d, _idx)
+    ),
     max_leaves=3,
 )
 
@@ -325,7 +345,9 @@ def test_docstring_bad_lines_are_rejected(expr):
 
 
 def test_tangent_of_a_subclass_output_explains_the_order():
-    with pytest.raises(AssertionError, match="autograd stage, which runs after views/mutations and before subclasses"):
+    with pytest.raises(
+        AssertionError, match="autograd stage, which runs after views/mutations and before subclasses"
+    ):
         C.TangentAOTInput(C.SubclassGetAttrAOTOutput(C.PlainAOTOutput(0), "a"))
 
 
@@ -348,7 +370,12 @@ def test_validate_rejects_illegal_nestings(desc, message):
 
 @pytest.mark.parametrize(
     "desc",
-    [C.PlainAOTInput("0"), C.PlainAOTInput(True), C.ParamAOTInput(3), C.InputMutationAOTOutput(C.PlainAOTOutput(0))],
+    [
+        C.PlainAOTInput("0"),
+        C.PlainAOTInput(True),
+        C.ParamAOTInput(3),
+        C.InputMutationAOTOutput(C.PlainAOTOutput(0)),
+    ],
     ids=repr,
 )
 def test_validate_rejects_wrong_field_types(desc):
@@ -368,7 +395,6 @@ def test_every_descriptor_torch_makes_is_valid(case):
 # ---- the docstring examples run ----------------------------------------------------------
 
 
-
 def test_typing_names_resolve():
     """Our field annotations resolve to our own classes (so a learner's IDE follows them)."""
     for cls in _course_classes().values():
@@ -380,13 +406,15 @@ def test_typing_names_resolve():
 # validate is the course's own rule; its oracle is what torch really builds: every descriptor
 # torch's aot_export_joint_with_descriptors puts on a corpus graph must pass it unchanged.
 
-from corpus import CASES, torch_joint  # noqa: E402  (pytest puts tests/ on sys.path)
+from corpus import CASES  # noqa: E402  (pytest puts tests/ on sys.path)
 
 
 @pytest.mark.parametrize("name", [c.name for c in CASES])
 def test_every_descriptor_torch_exports_validates(name):
     descs = [n.meta["desc"] for n in torch_joint(name).graph.nodes if "desc" in n.meta]
-    flat = [d for desc in descs for d in (desc if isinstance(desc, (list, tuple)) else [desc]) if d is not None]
+    flat = [
+        d for desc in descs for d in (desc if isinstance(desc, (list, tuple)) else [desc]) if d is not None
+    ]
     assert flat, name
     for desc in flat:
         assert C.validate(desc) is desc

@@ -13,24 +13,38 @@ import pytest
 import course
 
 MODULES = sorted(
-    m.name for m in pkgutil.walk_packages(course.__path__, prefix="course.") if not m.name.endswith("__main__")
+    m.name
+    for m in pkgutil.walk_packages(course.__path__, prefix="course.")
+    if not m.name.endswith("__main__")
 )
 
 
 #: Modules whose docstrings must keep at least this many examples (the reference
 #: implementation teaches through them; an example deleted by accident fails here).
 MIN_EXAMPLES = {
-    "course.autograd.graph": 11, "course.autograd.hooks": 11, "course.autograd.saved_tensors": 3, "course.autograd.mutation": 3,
-    "course.autograd_graph": 1, "course.aot.descriptors": 1, "course.aot.fx_utils": 1, "course.aot.printing": 1,
-    "course.autograd.checkpoint": 20, "course.autograd.selective": 11, "course.autograd.checkpoint_state": 8,
-    "course.autograd.checkpoint_debug": 8, "course.checkpoint": 6, "course.autograd.version_check": 20,
+    "course.autograd.graph": 11,
+    "course.autograd.hooks": 11,
+    "course.autograd.saved_tensors": 3,
+    "course.autograd.mutation": 3,
+    "course.autograd_graph": 1,
+    "course.aot.descriptors": 1,
+    "course.aot.fx_utils": 1,
+    "course.aot.printing": 1,
+    "course.autograd.checkpoint": 20,
+    "course.autograd.selective": 11,
+    "course.autograd.checkpoint_state": 8,
+    "course.autograd.checkpoint_debug": 8,
+    "course.checkpoint": 6,
+    "course.autograd.version_check": 20,
 }
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_module_examples_run(name):
     module = importlib.import_module(name)
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, verbose=False)
+    result = doctest.testmod(
+        module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, verbose=False
+    )
     assert result.failed == 0, f"{result.failed} of {result.attempted} examples in {name} failed"
     assert result.attempted >= MIN_EXAMPLES.get(name, 0), f"{name} lost its examples"
 

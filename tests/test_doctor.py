@@ -55,7 +55,8 @@ def test_a_deleted_lesson_names_restore(tmp_path):
     workspace.start(root, source=_source(tmp_path))
     (root / "01_second.ipynb").unlink()
     assert _problems(doctor.check_workspace(root)) == [
-        (f"01_second.ipynb was deleted from {root}", f"course update {root} --restore 01_second.ipynb")]
+        (f"01_second.ipynb was deleted from {root}", f"course update {root} --restore 01_second.ipynb")
+    ]
 
 
 def test_a_stale_copy_is_found_whether_edited_or_not(tmp_path):
@@ -70,10 +71,15 @@ def test_a_stale_copy_is_found_whether_edited_or_not(tmp_path):
     mine.cells.append(nbformat.v4.new_code_cell("my_answer = 1"))
     nbformat.write(mine, root / "01_second.ipynb")
     assert _problems(doctor.check_workspace(root)) == [
-        ("00_first.ipynb is an older version of the lesson (you have not edited it)",
-         f"course update {root} replaces it"),
-        ("01_second.ipynb is an older version, edited by you",
-         f"course update {root} keeps yours and saves the new one beside it")]
+        (
+            "00_first.ipynb is an older version of the lesson (you have not edited it)",
+            f"course update {root} replaces it",
+        ),
+        (
+            "01_second.ipynb is an older version, edited by you",
+            f"course update {root} keeps yours and saves the new one beside it",
+        ),
+    ]
     workspace.update(root)  # what the fixes say to do
     assert [f.ok for f in doctor.check_workspace(root)] == [True]
 
@@ -81,7 +87,7 @@ def test_a_stale_copy_is_found_whether_edited_or_not(tmp_path):
 def test_a_lesson_the_install_has_and_the_folder_lacks_is_missing(tmp_path):
     root = tmp_path / "ws"
     workspace.start(root)  # the installed course's lessons
-    manifest = (root / workspace.MANIFEST)
+    manifest = root / workspace.MANIFEST
     text = manifest.read_text()
     import json
 
@@ -90,7 +96,9 @@ def test_a_lesson_the_install_has_and_the_folder_lacks_is_missing(tmp_path):
     del data["lessons"][last]  # as if the folder was made by an older release without it
     (root / last).unlink()
     manifest.write_text(json.dumps(data))
-    assert _problems(doctor.check_workspace(root)) == [(f"1 lesson(s) not in {root}: {last}", f"course update {root}")]
+    assert _problems(doctor.check_workspace(root)) == [
+        (f"1 lesson(s) not in {root}: {last}", f"course update {root}")
+    ]
 
 
 def test_a_kernel_that_does_not_exist_names_the_command_that_registers_one(tmp_path):

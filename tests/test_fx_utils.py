@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from torch import fx, nn
 from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
 
-from course.aot import descriptors as C
 from course import SUPPORTED_TORCH, UnsupportedTorchError
+from course.aot import descriptors as C
 from course.aot import fx_utils
 from course.aot.printing import format_joint_graph
 
@@ -231,7 +231,9 @@ def test_printout_lists_every_placeholder_and_output_in_order(case):
     expected += [("out", str(n), repr(d)) for n, d in zip(out.args[0], out.meta["desc"])]
     lines = format_joint_graph(graph).splitlines()
     assert [tuple(line.split(maxsplit=2)) for line in lines] == expected
-    assert len({len(line) - len(line.split(maxsplit=2)[2]) for line in lines}) == 1  # descriptors in one column
+    assert (
+        len({len(line) - len(line.split(maxsplit=2)[2]) for line in lines}) == 1
+    )  # descriptors in one column
     assert " at 0x" not in format_joint_graph(graph, expr=True)
 
 

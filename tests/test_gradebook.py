@@ -20,7 +20,7 @@ import pytest
 
 import course
 from course import checks
-from course.grading import gradebook, signing
+from course.grading import signing
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "the instructor's CI secret"
@@ -33,16 +33,26 @@ def _entry(ex, status, hint=""):
 
 def _report(entries, key=KEY):
     """A report as ``course grade --json`` in CI makes it: totals, course version, signed."""
-    report = {"format": "course-grade/1", "course_version": course.__version__,
-              "score": sum(e["score"] for e in entries), "max_score": sum(e["points"] for e in entries),
-              "notebooks": [{"path": "00_warmup.ipynb", "error": "", "exercises": entries}]}
+    report = {
+        "format": "course-grade/1",
+        "course_version": course.__version__,
+        "score": sum(e["score"] for e in entries),
+        "max_score": sum(e["points"] for e in entries),
+        "notebooks": [{"path": "00_warmup.ipynb", "error": "", "exercises": entries}],
+    }
     return signing.sign(report, key.encode()) if key else report
 
 
 def _run(*args, cwd=ROOT, env=None):
     env = {**os.environ, "COURSE_GRADE_KEY": KEY, **(env or {})}
-    return subprocess.run([sys.executable, "-I", "-m", "course", "gradebook", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd, timeout=900, env=env)
+    return subprocess.run(
+        [sys.executable, "-I", "-m", "course", "gradebook", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=900,
+        env=env,
+    )
 
 
 def test_a_roster_of_ci_reports_gives_scores_rates_and_misconceptions(tmp_path):
@@ -115,7 +125,10 @@ def test_a_roster_of_notebooks_is_graded_and_cached(tmp_path):
 
     ex = checks.get("0.1")
     namespace: dict = {}
-    exec("import torch\ndef f(x):\n    x = x.detach().requires_grad_()\n    (x**3).sum()\n    return x.grad", namespace)
+    exec(
+        "import torch\ndef f(x):\n    x = x.detach().requires_grad_()\n    (x**3).sum()\n    return x.grad",
+        namespace,
+    )
     expected_hint = checks.grade_answer(ex, namespace["f"]).hint  # what the grader will say
 
     out_json = tmp_path / "class.json"
@@ -150,7 +163,7 @@ def test_only_signed_well_formed_reports_count_and_a_bad_one_costs_only_its_row(
     roster = tmp_path / "roster"
     forged_score = _report([_entry(first, "failed"), _entry(second, "failed")])
     forged_score["notebooks"][0]["exercises"] = copy.deepcopy(honest)  # edited after signing: well formed,
-    forged_score["score"] = first.points + second.points                # totals that add up
+    forged_score["score"] = first.points + second.points  # totals that add up
     stale = copy.deepcopy(_report(honest))  # signed, but for another notebook than the one in the folder
     stale["notebooks"][0]["sha256"] = "0" * 64
     stale = signing.sign(stale, KEY.encode())
@@ -167,19 +180,22 @@ def test_only_signed_well_formed_reports_count_and_a_bad_one_costs_only_its_row(
         "string": json.dumps({**_report(honest, key=None), "notebooks": "all"}),
         "nulls": json.dumps({**_report(honest, key=None), "score": None, "max_score": None}),
         "stale": json.dumps(stale),
-        "=HYPERLINK(\"x\")": json.dumps(_report(honest, key=None)),
+        '=HYPERLINK("x")': json.dumps(_report(honest, key=None)),
     }
     for name, text in bad.items():
         (roster / name).mkdir(parents=True)
         (roster / name / "report.json").write_text(text)
     shutil.copy(ROOT / "notebooks" / "00_warmup.ipynb", roster / "stale" / "00_warmup.ipynb")
     out_csv, out_json = tmp_path / "class.csv", tmp_path / "class.json"
-    proc = _run(roster, "--lessons", "00", "--csv", out_csv, "--json", out_json, "-q",
-                env={"PATH": "/nonexistent"})  # the stale learner's notebook is graded, without bubblewrap
+    proc = _run(
+        roster, "--lessons", "00", "--csv", out_csv, "--json", out_json, "-q", env={"PATH": "/nonexistent"}
+    )  # the stale learner's notebook is graded, without bubblewrap
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     report = json.loads(out_json.read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the JSON"))
     totals = {x["learner"]: x["total"] for x in report["learners"]}
-    assert totals.pop("ada") == first.points + second.points, [x for x in report["learners"] if x["learner"] == "ada"]
+    assert totals.pop("ada") == first.points + second.points, [
+        x for x in report["learners"] if x["learner"] == "ada"
+    ]
     assert set(totals.values()) == {0}, totals  # every other row: 0, and every row is there
     notes = {x["learner"]: x["note"] for x in report["learners"]}
     assert "signature does not check" in notes["other-key"] and "signature does not check" in notes["edited"]
@@ -188,7 +204,7 @@ def test_only_signed_well_formed_reports_count_and_a_bad_one_costs_only_its_row(
         assert "ignored" in notes[name], (name, notes[name])
     assert "WARNING: bubblewrap is not available" in proc.stderr  # said loudly
     rows = {r["learner"]: r for r in csv.DictReader(out_csv.open())}
-    assert "'=HYPERLINK(\"x\")" in rows  # shown as text by a spreadsheet, not run
+    assert '\'=HYPERLINK("x")' in rows  # shown as text by a spreadsheet, not run
 
 
 def test_an_output_that_cannot_be_written_is_an_error_after_the_table(tmp_path):
@@ -225,7 +241,9 @@ _seen = _attack()
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (apt-get install bubblewrap)")
+@pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap is not installed (apt-get install bubblewrap)"
+)
 def test_one_hostile_learner_changes_no_other_learners_grade(tmp_path):
     import nbformat
 
@@ -236,8 +254,11 @@ def test_one_hostile_learner_changes_no_other_learners_grade(tmp_path):
         shutil.copy(source, roster / name / "00_warmup.ipynb")
     forged = json.dumps(_report([], key=None))
     nb = nbformat.read(untouched, as_version=4)
-    nb.cells.append(nbformat.v4.new_code_cell(_HOSTILE.format(roster=str(roster), escape=str(tmp_path / "escaped"),
-                                                              forged=forged)))
+    nb.cells.append(
+        nbformat.v4.new_code_cell(
+            _HOSTILE.format(roster=str(roster), escape=str(tmp_path / "escaped"), forged=forged)
+        )
+    )
     nbformat.write(nb, roster / "mallory" / "00_warmup.ipynb")
     out_json = tmp_path / "class.json"
     full = sum(ex.points for ex in checks.all_exercises(0))

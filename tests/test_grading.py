@@ -25,9 +25,9 @@ import pytest
 from course import checks
 from course.grading.grade import exit_code
 from course.grading.judging import check_and_judge
+from course.grading.kernel import run_notebook
 from course.grading.notebook import lesson_of
 from course.grading.session import open_session
-from course.grading.kernel import run_notebook
 from course.grading.worker import definitions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,8 +65,14 @@ def _grade_cli(*args: str) -> tuple[subprocess.CompletedProcess, dict]:
     """``python -m course grade ARGS`` on the snapshot of the package; (process, --json report)."""
     out = Path(args[args.index("--json") + 1])
     env = {**os.environ, "PYTHONPATH": str(_snapshot())}
-    proc = subprocess.run([sys.executable, "-m", "course", "grade", *args], capture_output=True, text=True,
-                          timeout=900, env=env, cwd=out.parent)
+    proc = subprocess.run(
+        [sys.executable, "-m", "course", "grade", *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+        cwd=out.parent,
+    )
     return proc, json.loads(out.read_text())
 
 
@@ -129,8 +135,15 @@ def test_a_prediction_whose_answer_was_asked_for_is_reported_as_revealed_not_ear
 def test_right_answers_score_despite_a_messy_notebook(tmp_path):
     path = DATA / "00_messy.ipynb"
     before = _stat(path)
-    _, summary = _grade_cli(str(path), "--timeout", "300", "--cell-timeout", "15",  # generous: CI machines are slow
-                            "--json", str(tmp_path / "g.json"))
+    _, summary = _grade_cli(
+        str(path),
+        "--timeout",
+        "300",
+        "--cell-timeout",
+        "15",  # generous: CI machines are slow
+        "--json",
+        str(tmp_path / "g.json"),
+    )
     assert _stat(path) == before
     (report,) = summary["notebooks"]
     assert report["all_passed"] and report["score"] == report["max_score"] == 3
@@ -149,26 +162,37 @@ def test_an_answer_that_never_returns_is_reported_as_timed_out(tmp_path):
 
 
 def test_a_definition_that_never_finishes_is_skipped_and_noted(tmp_path):
-    cells = [[0, "import time\nforever = [time.sleep(1) for _ in iter(int, 1)]"], [1, "predicted_a_grad = 8.0"]]
+    cells = [
+        [0, "import time\nforever = [time.sleep(1) for _ in iter(int, 1)]"],
+        [1, "predicted_a_grad = 8.0"],
+    ]
     result = _check_one(checks.get("0.2"), cells, tmp_path, cell_timeout=2, limit=120)
     assert result["status"] == "passed"
 
 
-_CUBE_SUM_GRAD = "def cube_sum_grad(x):\n    x = x.detach().requires_grad_()\n    (x**3).sum().backward()\n    return x.grad"
+_CUBE_SUM_GRAD = (
+    "def cube_sum_grad(x):\n    x = x.detach().requires_grad_()\n"
+    "    (x**3).sum().backward()\n    return x.grad"
+)
 # A definition that runs a backward with lesson 04's simulated GPU loaded (a fake CUDA tensor):
 # on a CUDA build of torch this starts autograd's device threads in the process that runs it.
-_BACKWARD_AT_TOP_LEVEL = ("import torch\nimport course.checks.lesson04\n"
-                          "warm = (torch.ones(2, requires_grad=True) * 2).sum().backward()")
+_BACKWARD_AT_TOP_LEVEL = (
+    "import torch\nimport course.checks.lesson04\n"
+    "warm = (torch.ones(2, requires_grad=True) * 2).sum().backward()"
+)
 
 
 def _fork_then_backward(setup: str) -> str:
     """Run ``setup`` in a fresh interpreter, fork, run a backward in the child: what it says."""
-    program = (f"import os, torch\n{setup}\npid = os.fork()\nif pid == 0:\n    try:\n"
-               "        (torch.ones(2, requires_grad=True) * 2).sum().backward()\n        os._exit(0)\n"
-               "    except RuntimeError:\n        os._exit(3)\n"
-               "print('ok' if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0 else 'refused')")
-    return subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300,
-                          cwd=ROOT).stdout.strip()
+    program = (
+        f"import os, torch\n{setup}\npid = os.fork()\nif pid == 0:\n    try:\n"
+        "        (torch.ones(2, requires_grad=True) * 2).sum().backward()\n        os._exit(0)\n"
+        "    except RuntimeError:\n        os._exit(3)\n"
+        "print('ok' if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0 else 'refused')"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=300, cwd=ROOT
+    ).stdout.strip()
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
@@ -183,8 +207,10 @@ def test_torch_refuses_a_backward_in_a_fork_of_a_process_that_ran_one_on_a_cuda_
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 def test_the_checking_server_runs_no_backward_before_it_forks():
-    setup = "from course.grading.worker import _prepare\nfrom course.lessons import LESSONS\n" \
-            "_prepare([lesson.number for lesson in LESSONS])"
+    setup = (
+        "from course.grading.worker import _prepare\nfrom course.lessons import LESSONS\n"
+        "_prepare([lesson.number for lesson in LESSONS])"
+    )
     assert _fork_then_backward(setup) == "ok"
 
 
@@ -198,7 +224,9 @@ def test_a_definition_that_runs_a_backward_leaves_every_exercise_checkable(tmp_p
 
 
 def test_the_total_timeout_stops_a_notebook_of_endless_cells(tmp_path):
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("while True:\n    pass") for _ in range(3)])
+    nb = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell("while True:\n    pass") for _ in range(3)]
+    )
     run = run_notebook(nb, tmp_path, cell_timeout=2, total_timeout=3)
     assert run.total_timed_out
     assert [c.status for c in run.cells][0] == "timeout" and run.cells[-1].status == "skipped"
@@ -220,12 +248,22 @@ def _live_kernels(psutil) -> list:
 
 
 def test_the_worker_runs_only_definitions():
-    kept = [m.body[0] for m in definitions(
-        "import torch\nfrom course import checks\nchecks.check = print\nsetattr(checks, 'x', 1)\n"
-        "print('passed')\nx: int = 3\na, [b, c] = 1, [2, 3]\nd[0] = 1\nfor i in range(3): pass\n"
-        "@staticmethod\ndef f(): pass\nclass K: pass\n!ls\n%time y = 2"
-    )]
-    assert [type(s).__name__ for s in kept] == ["Import", "ImportFrom", "AnnAssign", "Assign", "FunctionDef", "ClassDef"]
+    kept = [
+        m.body[0]
+        for m in definitions(
+            "import torch\nfrom course import checks\nchecks.check = print\nsetattr(checks, 'x', 1)\n"
+            "print('passed')\nx: int = 3\na, [b, c] = 1, [2, 3]\nd[0] = 1\nfor i in range(3): pass\n"
+            "@staticmethod\ndef f(): pass\nclass K: pass\n!ls\n%time y = 2"
+        )
+    ]
+    assert [type(s).__name__ for s in kept] == [
+        "Import",
+        "ImportFrom",
+        "AnnAssign",
+        "Assign",
+        "FunctionDef",
+        "ClassDef",
+    ]
 
 
 def test_the_lesson_comes_from_the_file_name_or_the_stubs():
@@ -257,9 +295,14 @@ def test_min_score_relaxes_the_exit_status():
 
 def _lesson0_notebook(tmp_path: Path, answer_0_1: str, answer_0_2: str = "predicted_a_grad = 8.0") -> Path:
     """A lesson-0 notebook laid out as a learner's: markdown, imports, then the two answers."""
-    cells = [nbformat.v4.new_markdown_cell("# Warm-up"), nbformat.v4.new_code_cell("import torch"),
-             nbformat.v4.new_markdown_cell("## Exercise 0.1"), nbformat.v4.new_code_cell(answer_0_1),
-             nbformat.v4.new_code_cell('check("0.1")'), nbformat.v4.new_code_cell(answer_0_2)]
+    cells = [
+        nbformat.v4.new_markdown_cell("# Warm-up"),
+        nbformat.v4.new_code_cell("import torch"),
+        nbformat.v4.new_markdown_cell("## Exercise 0.1"),
+        nbformat.v4.new_code_cell(answer_0_1),
+        nbformat.v4.new_code_cell('check("0.1")'),
+        nbformat.v4.new_code_cell(answer_0_2),
+    ]
     path = tmp_path / "00_mine.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
     return path
@@ -269,10 +312,13 @@ def _by_id(report) -> dict:
     return {e["id"]: e for e in report.exercises}
 
 
-@pytest.mark.parametrize("answer, what", [
-    ("def cube_sum_grad(x):\n    x = x.detach().requires_grad_(\n    return x.grad", "SyntaxError"),
-    ("import math\ncube_sum_grad = math.sqrt(-1)", "ValueError: math domain error"),
-])
+@pytest.mark.parametrize(
+    "answer, what",
+    [
+        ("def cube_sum_grad(x):\n    x = x.detach().requires_grad_(\n    return x.grad", "SyntaxError"),
+        ("import math\ncube_sum_grad = math.sqrt(-1)", "ValueError: math domain error"),
+    ],
+)
 def test_an_answer_cell_that_fails_is_reported_at_its_exercise_as_what_it_is(tmp_path, answer, what):
     """Issue 35, item 4: at that exercise, as what it is, with the cell number JupyterLab
     shows (the 4th cell: markdown counts), never as "not attempted"; not under the others."""
@@ -288,7 +334,9 @@ def test_an_answer_cell_that_fails_is_reported_at_its_exercise_as_what_it_is(tmp
 def test_a_syntax_error_names_its_line_in_the_cell(tmp_path):
     from course.grading.grade import grade_notebook
 
-    report = grade_notebook(_lesson0_notebook(tmp_path, _CUBE_SUM_GRAD, "x = 1\npredicted_a_grad = (8.0"), run=False)
+    report = grade_notebook(
+        _lesson0_notebook(tmp_path, _CUBE_SUM_GRAD, "x = 1\npredicted_a_grad = (8.0"), run=False
+    )
     wrong = _by_id(report)["0.2"]
     assert wrong["status"] == "error" and "cell 6, line 2: SyntaxError" in wrong["message"], wrong["message"]
     assert _by_id(report)["0.1"]["status"] == "passed"
@@ -298,23 +346,32 @@ def test_a_problem_in_an_unrelated_cell_is_not_repeated_under_a_wrong_answer(tmp
     from course.grading.grade import grade_notebook
 
     wrong = "def cube_sum_grad(x):\n    return x * 0"
-    report = grade_notebook(_lesson0_notebook(tmp_path, wrong, "oops = undefined_name\npredicted_a_grad = 8.0"),
-                            run=False)
+    report = grade_notebook(
+        _lesson0_notebook(tmp_path, wrong, "oops = undefined_name\npredicted_a_grad = 8.0"), run=False
+    )
     assert _by_id(report)["0.1"]["status"] == "failed"
     assert "undefined_name" not in _by_id(report)["0.1"]["message"]
 
 
-@pytest.mark.parametrize("name, lesson", [
-    ("03_saved_tensors.ipynb", 3), ("03_saved_tensors.updated.ipynb", None),
-    ("03_saved_tensors.updated-2.ipynb", None), ("03_x.updated_notes.ipynb", 3), (".03_x.ipynb", None),
-])
+@pytest.mark.parametrize(
+    "name, lesson",
+    [
+        ("03_saved_tensors.ipynb", 3),
+        ("03_saved_tensors.updated.ipynb", None),
+        ("03_saved_tensors.updated-2.ipynb", None),
+        ("03_x.updated_notes.ipynb", 3),
+        (".03_x.ipynb", None),
+    ],
+)
 def test_grade_and_gradebook_agree_on_which_notebook_is_which_lesson(tmp_path, name, lesson):
     """One fact, one home (course.grading.names): ``course grade``'s folder plan and
     ``course gradebook``'s notebook list take and skip the same files (issue 28, section 3)."""
     from course.grading import gradebook
     from course.grading.plan import plan_folder
 
-    (tmp_path / name).write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    (tmp_path / name).write_text(
+        json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    )
     plan, _, _ = plan_folder(tmp_path, None)
     assert [n for _, _, n in plan] == ([lesson] if lesson is not None else [])
     assert list(gradebook.learner_notebooks(tmp_path, None, [])) == ([name] if lesson is not None else [])
@@ -326,8 +383,12 @@ def _without_proc(*command: str) -> subprocess.CompletedProcess:
     if bwrap is None:
         pytest.skip("bubblewrap (bwrap) is not installed: cannot hide /proc")
     wrap = [bwrap, "--bind", "/", "/", "--dev", "/dev", "--tmpfs", "/proc"]
-    probe = subprocess.run([*wrap, sys.executable, "-c", "import os; print(os.listdir('/proc'))"],
-                           capture_output=True, text=True, timeout=60)
+    probe = subprocess.run(
+        [*wrap, sys.executable, "-c", "import os; print(os.listdir('/proc'))"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if probe.returncode != 0:
         pytest.skip(f"bubblewrap cannot make a sandbox here: {probe.stderr.strip()[:200]}")
     assert probe.stdout.strip() == "[]"  # /proc is hidden indeed
@@ -339,8 +400,17 @@ def _without_proc(*command: str) -> subprocess.CompletedProcess:
 def test_course_grade_and_course_progress_work_without_proc(tmp_path):
     """Issue 28, section 5: grading works wherever the lessons run (psutil, no /proc reads)."""
     out = tmp_path / "g.json"
-    proc = _without_proc(sys.executable, "-m", "course", "grade", str(ROOT / "solutions" / "00_warmup.ipynb"),
-                         "--no-run", "-q", "--json", str(out))
+    proc = _without_proc(
+        sys.executable,
+        "-m",
+        "course",
+        "grade",
+        str(ROOT / "solutions" / "00_warmup.ipynb"),
+        "--no-run",
+        "-q",
+        "--json",
+        str(out),
+    )
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert json.loads(out.read_text())["all_passed"]
     folder = tmp_path / "mine"

@@ -56,7 +56,9 @@ def _grade(pkg: Path, *args: str, cwd: Path, shell_pipe: bool = False) -> subpro
     cmd = [sys.executable, "-m", "course", "grade", *args]
     if shell_pipe:  # the reader of stdout goes away after one line
         line = " ".join(f"'{c}'" for c in cmd) + " | head -n 1"
-        return subprocess.run(["sh", "-c", line], env=env, cwd=cwd, capture_output=True, text=True, timeout=900)
+        return subprocess.run(
+            ["sh", "-c", line], env=env, cwd=cwd, capture_output=True, text=True, timeout=900
+        )
     return subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=900)
 
 
@@ -112,8 +114,17 @@ def test_a_notebook_that_rewrites_the_grader_cannot_raise_another_lessons_score(
     """
     _write(_solved_00_with([attack]), folder / "00_warmup.ipynb")
     shutil.copy(LEARNER_01, folder / "01_autograd_graph.ipynb")
-    proc = _grade(pkg, str(folder), "--lessons", "00,01", "--no-run", "--json", str(tmp_path / "g.json"), "-q",
-                  cwd=tmp_path)
+    proc = _grade(
+        pkg,
+        str(folder),
+        "--lessons",
+        "00,01",
+        "--no-run",
+        "--json",
+        str(tmp_path / "g.json"),
+        "-q",
+        cwd=tmp_path,
+    )
     assert "Traceback" not in proc.stderr, proc.stderr
     assert _JUDGE_PATCH.strip() in (pkg / "course" / "checks" / "lesson01.py").read_text()  # the attack ran
     summary = json.loads((tmp_path / "g.json").read_text())
@@ -138,7 +149,10 @@ def test_a_detached_process_is_ended_before_the_report_is_written(tmp_path):
     marks, report = tmp_path / "marks", tmp_path / "reports" / "g.json"
     marks.mkdir()
     forged = {"all_passed": True, "score": 999}
-    forger = f"# FORGER\nimport json, time\nwhile True:\n    open({str(report)!r}, 'w').write(json.dumps({forged!r}))\n    time.sleep(0.05)\n"
+    forger = (
+        f"# FORGER\nimport json, time\nwhile True:\n"
+        f"    open({str(report)!r}, 'w').write(json.dumps({forged!r}))\n    time.sleep(0.05)\n"
+    )
     spawn = f"""
     import subprocess, sys
     def _spawn(tag):
@@ -186,8 +200,20 @@ def test_answers_the_comparison_chokes_on_are_errors_and_the_report_is_written(t
     """
     _write(_solved_00_with([answers]), folder / "00_warmup.ipynb")
     out = tmp_path / "not" / "yet"  # the folders are created
-    proc = _grade(pkg, str(folder), "--lessons", "00", "--no-run", "--json", str(out / "g.json"),
-                  "--junit", str(out / "j.xml"), "-q", cwd=tmp_path, shell_pipe=True)
+    proc = _grade(
+        pkg,
+        str(folder),
+        "--lessons",
+        "00",
+        "--no-run",
+        "--json",
+        str(out / "g.json"),
+        "--junit",
+        str(out / "j.xml"),
+        "-q",
+        cwd=tmp_path,
+        shell_pipe=True,
+    )
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
     (nb,) = json.loads((out / "g.json").read_text())["notebooks"]
     assert nb["score"] == 0 and nb["max_score"] == 3
@@ -209,10 +235,14 @@ def test_a_comparison_that_raises_makes_an_error_not_a_crash(monkeypatch):
 
     monkeypatch.setattr(checks, "judge", boom)
     with open_session({0}) as session:
-        result = judge_outcomes(session, ex, {"yours": [{"kind": "value", "value": 1}] * len(ex.all_cases)}, 0.5)
+        result = judge_outcomes(
+            session, ex, {"yours": [{"kind": "value", "value": 1}] * len(ex.all_cases)}, 0.5
+        )
     assert result["status"] == "error" and result["score"] == 0
-    assert result["message"] == ("[0.1 cube_sum_grad] error: the grader could not compare this answer "
-                                 "(OverflowError: int too large to convert to float)")
+    assert result["message"] == (
+        "[0.1 cube_sum_grad] error: the grader could not compare this answer "
+        "(OverflowError: int too large to convert to float)"
+    )
 
 
 # --- 4. a folder is graded against the course's lessons ---------------------------------------
@@ -228,8 +258,19 @@ def test_a_folder_counts_missing_and_unreadable_lessons_and_skips_copies(tmp_pat
     shutil.copy(SOLVED_00, folder / "00_warmup.updated-2.ipynb")
     (folder / "01_autograd_graph.ipynb").write_text('{"cells": [')  # truncated
     (folder / "scratch.ipynb").write_text(json.dumps(nbformat.v4.new_notebook()))
-    proc = _grade(pkg, str(folder), "--lessons", "00,01,02", "--no-run", "--json", str(tmp_path / "g.json"),
-                  "--junit", str(tmp_path / "j.xml"), "-q", cwd=tmp_path)
+    proc = _grade(
+        pkg,
+        str(folder),
+        "--lessons",
+        "00,01,02",
+        "--no-run",
+        "--json",
+        str(tmp_path / "g.json"),
+        "--junit",
+        str(tmp_path / "j.xml"),
+        "-q",
+        cwd=tmp_path,
+    )
     assert "Traceback" not in proc.stderr, proc.stderr
     assert proc.returncode == 1
     summary = json.loads((tmp_path / "g.json").read_text())
@@ -241,7 +282,10 @@ def test_a_folder_counts_missing_and_unreadable_lessons_and_skips_copies(tmp_pat
     assert by_lesson[2]["note"] and {e["status"] for e in by_lesson[2]["exercises"]} == {"not attempted"}
     assert summary["max_score"] == _points(0) + _points(1) + _points(2)
     assert sorted(Path(i["path"]).name for i in summary["ignored"]) == [
-        "00_warmup.updated-2.ipynb", "00_warmup.updated.ipynb", "scratch.ipynb"]
+        "00_warmup.updated-2.ipynb",
+        "00_warmup.updated.ipynb",
+        "scratch.ipynb",
+    ]
     for suite in ET.parse(tmp_path / "j.xml").getroot().findall("testsuite"):
         assert int(suite.get("tests")) == len(suite.findall("testcase"))
 
@@ -270,8 +314,13 @@ def test_without_lessons_every_course_lesson_is_expected(tmp_path):
 
 @pytest.mark.parametrize("jobs", ["0", "-1", "two"])
 def test_a_bad_job_count_is_a_usage_error(tmp_path, jobs):
-    proc = subprocess.run([sys.executable, "-m", "course", "grade", str(SOLVED_00), "-j", jobs],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "course", "grade", str(SOLVED_00), "-j", jobs],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "at least 1" in proc.stderr or "expected one argument" in proc.stderr
 

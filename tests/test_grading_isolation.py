@@ -36,7 +36,7 @@ import nbformat
 import pytest
 
 from course import checks
-from course.grading import checker, grade, signing
+from course.grading import checker, signing
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLVED_00 = ROOT / "solutions" / "00_warmup.ipynb"
@@ -67,8 +67,14 @@ def _with_cells(source: Path, cells: list[str]) -> str:
 def test_a_course_package_and_copy_py_in_the_working_folder_are_never_imported(tmp_path):
     marker = tmp_path / "imported"
     fake = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\nimport sys\nsys.exit(0)\n"
-    for rel in ("course/__init__.py", "course/grading/__init__.py", "course/grading/worker.py", "copy.py",
-                "json.py", "select.py"):
+    for rel in (
+        "course/__init__.py",
+        "course/grading/__init__.py",
+        "course/grading/worker.py",
+        "copy.py",
+        "json.py",
+        "select.py",
+    ):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(fake)
     shutil.copy(LEARNER_00, tmp_path / "00_warmup.ipynb")
@@ -87,7 +93,9 @@ def test_links_fifos_and_devices_are_refused_and_count_zero_out_of_full_points(t
     (folder / "00_warmup.ipynb").symlink_to(SOLVED_00)  # the course's own solution
     os.mkfifo(folder / "01_autograd_graph.ipynb")  # would block a reader forever
     (folder / "02_hooks.ipynb").symlink_to("/dev/zero")  # would be read until memory runs out
-    proc = _course_grade(str(folder), "--lessons", "00,01,02", "--no-run", "--json", "g.json", "-q", cwd=tmp_path)
+    proc = _course_grade(
+        str(folder), "--lessons", "00,01,02", "--no-run", "--json", "g.json", "-q", cwd=tmp_path
+    )
     summary = json.loads((tmp_path / "g.json").read_text())
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert summary["score"] == 0 and summary["max_score"] == _points(0) + _points(1) + _points(2)
@@ -102,9 +110,28 @@ def test_a_planted_report_never_survives_a_grade_that_dies(tmp_path):
     (tmp_path / "j.xml").write_text("<testsuites/>")
     hang = "import time\n_hang = time.sleep(900)\n"  # a definition that outlasts our patience
     (tmp_path / "00_warmup.ipynb").write_text(_with_cells(LEARNER_00, [hang]))
-    proc = subprocess.Popen([sys.executable, "-I", "-m", "course", "grade", "00_warmup.ipynb", "--no-run", "--json",
-                             "g.json", "--junit", "j.xml", "-q", "--cell-timeout", "900"], cwd=tmp_path,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-I",
+            "-m",
+            "course",
+            "grade",
+            "00_warmup.ipynb",
+            "--no-run",
+            "--json",
+            "g.json",
+            "--junit",
+            "j.xml",
+            "-q",
+            "--cell-timeout",
+            "900",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:  # the placeholder replaces the forged file before any learner code runs; then the grader dies
         while '"finished": false' not in (tmp_path / "g.json").read_text() and proc.poll() is None:
             time.sleep(0.1)
@@ -116,7 +143,9 @@ def test_a_planted_report_never_survives_a_grade_that_dies(tmp_path):
     assert report["finished"] is False and report["score"] == 0 and not report["all_passed"]
     assert "did not finish" in report["error"]
     junit = ET.parse(tmp_path / "j.xml").getroot()
-    assert junit.find("testsuite").get("errors") == "1" and "did not finish" in ET.tostring(junit, encoding="unicode")
+    assert junit.find("testsuite").get("errors") == "1" and "did not finish" in ET.tostring(
+        junit, encoding="unicode"
+    )
     assert signing.problems(report)  # not a report a gradebook would count
 
 
@@ -136,8 +165,9 @@ def test_a_killed_checking_server_keeps_every_exercise_in_the_maximum(tmp_path):
     """  # a top-level call: it runs in the headless run (the kernel), not when checking
     (folder / "00_warmup.ipynb").write_text(_with_cells(SOLVED_00, [killer]))
     shutil.copy(LEARNER_01, folder / "01_autograd_graph.ipynb")
-    proc = _course_grade(str(folder), "--lessons", "00,01", "--json", "g.json", "-q", "--min-score", "0.8",
-                         cwd=tmp_path)
+    proc = _course_grade(
+        str(folder), "--lessons", "00,01", "--json", "g.json", "-q", "--min-score", "0.8", cwd=tmp_path
+    )
     summary = json.loads((tmp_path / "g.json").read_text())
     assert summary["max_score"] == _points(0) + _points(1)  # honest: out of 9, never out of 3
     assert summary["score"] <= _points(0) and proc.returncode == 1
@@ -146,7 +176,9 @@ def test_a_killed_checking_server_keeps_every_exercise_in_the_maximum(tmp_path):
 
 @pytest.mark.slow
 def test_control_characters_and_huge_messages_are_neutralised(tmp_path):
-    answer = 'def cube_sum_grad(x):\n    raise ValueError("\\x1b[32mpassed\\x1b[0m\\x00\\x07" + "y" * 5_000_000)\n'
+    answer = (
+        'def cube_sum_grad(x):\n    raise ValueError("\\x1b[32mpassed\\x1b[0m\\x00\\x07" + "y" * 5_000_000)\n'
+    )
     (tmp_path / "00_warmup.ipynb").write_text(_with_cells(LEARNER_00, [answer]))
     proc = _course_grade("00_warmup.ipynb", "--no-run", "--json", "g.json", "--junit", "j.xml", cwd=tmp_path)
     assert "\x1b" not in proc.stdout and "\x00" not in proc.stdout
@@ -156,8 +188,16 @@ def test_control_characters_and_huge_messages_are_neutralised(tmp_path):
     assert entry["status"] == "error" and entry["score"] == 0 and "\x1b" not in entry["message"]
 
 
-@pytest.mark.parametrize("flag, value", [("--timeout", "inf"), ("--timeout", "nan"), ("--cell-timeout", "0"),
-                                         ("--cell-timeout", "-1"), ("--min-score", "nan")])
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--timeout", "inf"),
+        ("--timeout", "nan"),
+        ("--cell-timeout", "0"),
+        ("--cell-timeout", "-1"),
+        ("--min-score", "nan"),
+    ],
+)
 def test_a_limit_that_would_turn_itself_off_is_a_usage_error(tmp_path, flag, value):
     shutil.copy(LEARNER_00, tmp_path / "00_warmup.ipynb")
     proc = _course_grade("00_warmup.ipynb", flag, value, cwd=tmp_path)
@@ -205,7 +245,7 @@ def test_an_outcome_fifo_is_refused_at_once(tmp_path):
 
 # --- processes: nothing outlives the grade -----------------------------------------------------
 
-_HOPPING = r'''
+_HOPPING = r"""
 import os, subprocess, sys, time
 from course.grading.processes import become_subreaper, descendants, end_processes
 
@@ -218,7 +258,7 @@ for trial in range(int(sys.argv[1])):
     time.sleep(0.1)
     assert descendants() == [], (trial, descendants())
 print("none left")
-'''
+"""
 
 
 @pytest.mark.slow
@@ -237,9 +277,14 @@ def test_no_grading_module_reads_proc_by_hand():
 
     for path in sorted((ROOT / "course" / "grading").glob("*.py")):
         tree = ast.parse(path.read_text())
-        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
-                      if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
-                      and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        docstrings = {
+            id(n.body[0].value)
+            for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef))
+            and n.body
+            and isinstance(n.body[0], ast.Expr)
+            and isinstance(n.body[0].value, ast.Constant)
+        }
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
                 assert not node.value.startswith("/proc/"), (path.name, node.value)  # a file of the table
@@ -249,7 +294,9 @@ def test_processes_are_ended_on_a_platform_without_proc_or_subreaper(monkeypatch
     from course.grading import processes
 
     monkeypatch.setattr(sys, "platform", "darwin")
-    monkeypatch.setattr(os.path, "isdir", lambda p, _real=os.path.isdir: False if str(p).startswith("/proc") else _real(p))
+    monkeypatch.setattr(
+        os.path, "isdir", lambda p, _real=os.path.isdir: False if str(p).startswith("/proc") else _real(p)
+    )
     assert processes.become_subreaper() is False
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     try:

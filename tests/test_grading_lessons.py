@@ -11,9 +11,9 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
+from test_grading import ROOT, SOLUTIONS, _grade_cli, _stat  # pytest puts tests/ on sys.path
 
 from course import checks
-from test_grading import ROOT, SOLUTIONS, _grade_cli, _stat  # pytest puts tests/ on sys.path
 
 pytestmark = [pytest.mark.notebook]
 
@@ -34,9 +34,19 @@ def lessons(tmp_path_factory):
                 shutil.copy2(source / sol.name, folder / sol.name)
         before = {p.name: _stat(p) for p in folder.glob("*.ipynb")}
         report = tmp_path_factory.mktemp("out")
-        proc, summary = _grade_cli(str(folder), "-j", "2", "--no-run", "--json", str(report / "grade.json"),
-                                   "--junit", str(report / "junit.xml"))
-        result["runs"][kind] = dict(folder=folder, before=before, proc=proc, summary=summary, junit=report / "junit.xml")
+        proc, summary = _grade_cli(
+            str(folder),
+            "-j",
+            "2",
+            "--no-run",
+            "--json",
+            str(report / "grade.json"),
+            "--junit",
+            str(report / "junit.xml"),
+        )
+        result["runs"][kind] = dict(
+            folder=folder, before=before, proc=proc, summary=summary, junit=report / "junit.xml"
+        )
         for nb in summary["notebooks"]:
             result["by_name"][Path(nb["path"]).name.replace(".ipynb", f"_{kind}.ipynb")] = nb
     return result
@@ -73,7 +83,9 @@ def test_grading_a_folder_prints_a_table_writes_json_and_junit_and_never_writes_
     suites = ET.parse(run["junit"]).getroot().findall("testsuite")
     assert len(suites) == len(summary["notebooks"]) == len(run["before"])
     statuses = [e["status"] for nb in summary["notebooks"] for e in nb["exercises"]]
-    assert sum(int(s.get("failures")) for s in suites) == sum(s in ("failed", "not attempted") for s in statuses)
+    assert sum(int(s.get("failures")) for s in suites) == sum(
+        s in ("failed", "not attempted") for s in statuses
+    )
     assert sum(len(s.findall("testcase")) for s in suites) == len(statuses)
     after = {p.name: _stat(p) for p in run["folder"].glob("*.ipynb")}
     assert after == run["before"]

@@ -250,7 +250,9 @@ def test_does_increment_version_raise_torchs_inplace_error(as_list):
 def test_does_increment_version_leave_inference_tensors_alone_like_torch():
     with torch.inference_mode():
         t = torch.ones(2)
-    assert outcome(lambda: CG.increment_version(t)) == outcome(lambda: TG.increment_version(t)) == ("ok", None)
+    assert (
+        outcome(lambda: CG.increment_version(t)) == outcome(lambda: TG.increment_version(t)) == ("ok", None)
+    )
 
 
 @pytest.mark.parametrize("bad", [3, [3], "ab", [torch.ones(1), None]], ids=repr)

@@ -14,11 +14,11 @@ import torch
 import torch.autograd.graph as TG
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_graph import Square  # a custom Function (pytest puts tests/ on sys.path)
 from torch.utils.hooks import RemovableHandle
 
 import course.autograd.hooks as CH
 from course import trace
-from test_graph import Square  # a custom Function (pytest puts tests/ on sys.path)
 
 pytestmark = pytest.mark.lesson02
 
@@ -91,7 +91,9 @@ def test_do_random_programs_see_the_same_hook_calls_as_torch(prog):
 @pytest.mark.parametrize("impl", IMPLS)
 def test_does_all_mode_pass_none_for_skipped_tensors(impl):
     # e is outside the graph; b is not needed for grad(c, a); the hook fires once per call.
-    calls = run(impl, "abce", "all", ["c.backward", "c.backward(inputs=a)", "c.backward", "remove", "c.backward"])
+    calls = run(
+        impl, "abce", "all", ["c.backward", "c.backward(inputs=a)", "c.backward", "remove", "c.backward"]
+    )
     assert calls == [
         "c.backward", [[3.0, 4.0], [1.0, 2.0], [1.0, 1.0], None],
         "c.backward(inputs=a)", [[3.0, 4.0], None, [1.0, 1.0], None],
@@ -342,7 +344,9 @@ def test_do_trace_events_appear_only_while_recording_and_change_nothing():
     with trace.record() as events:
         calls = run("course", "ab", "all", ["c.backward", "c.backward(inputs=a)"])
         calls += run("course", "ab", "any", ["c.backward"])
-    theirs = run("torch", "ab", "all", ["c.backward", "c.backward(inputs=a)"]) + run("torch", "ab", "any", ["c.backward"])
+    theirs = run("torch", "ab", "all", ["c.backward", "c.backward(inputs=a)"]) + run(
+        "torch", "ab", "any", ["c.backward"]
+    )
     assert calls == theirs
     assert events.lines() == [
         "hook multi_grad_hook computed=[True, True] fn=run.<locals>.fn mode=all",

@@ -14,10 +14,10 @@ import subprocess
 
 import pytest
 
-from course.lessons import LESSONS
-
 # the wheel-building steps the wheel's own test uses (tests/test_wheel.py)
 from test_wheel import _build, _checkout_copy, _venv_with_the_wheel
+
+from course.lessons import LESSONS
 
 LEARNERS = ("ada", "grace", "linus")
 CHANGED = LESSONS[1].notebook
@@ -25,8 +25,14 @@ CHANGED = LESSONS[1].notebook
 
 def _server_start(image_bin, home):
     """What the postStart hook does when a learner's server starts (HOME is their volume)."""
-    return subprocess.run([str(image_bin / "course"), "hub-start"], cwd=home, capture_output=True, text=True,
-                          timeout=300, env={"PATH": f"{image_bin}:/usr/bin:/bin", "HOME": str(home)})
+    return subprocess.run(
+        [str(image_bin / "course"), "hub-start"],
+        cwd=home,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": f"{image_bin}:/usr/bin:/bin", "HOME": str(home)},
+    )
 
 
 def _cells(path):
@@ -43,15 +49,25 @@ def test_three_learners_on_persistent_homes_get_lessons_then_updates_without_los
         home.mkdir(parents=True)
 
     # first start: the course imports from the image, the lessons land in each home
-    for name, home in homes.items():
+    for home in homes.values():
         started = _server_start(image_bin, home)
         assert started.returncode == 0, started.stderr
-        assert started.stdout.strip() == f"course hub-start: started {home / 'autograd-course'} ({len(LESSONS)} new)"
-        where = subprocess.run([str(image_bin / "python"), "-c", "import course; print(course.__file__)"],
-                               cwd=home, capture_output=True, text=True, check=True,
-                               env={"HOME": str(home)}).stdout.strip()
+        assert (
+            started.stdout.strip()
+            == f"course hub-start: started {home / 'autograd-course'} ({len(LESSONS)} new)"
+        )
+        where = subprocess.run(
+            [str(image_bin / "python"), "-c", "import course; print(course.__file__)"],
+            cwd=home,
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"HOME": str(home)},
+        ).stdout.strip()
         assert where.startswith(str(tmp_path / "image")) and not where.startswith(str(volume))
-        assert sorted(p.name for p in (home / "autograd-course").glob("*.ipynb")) == [l.notebook for l in LESSONS]
+        assert sorted(p.name for p in (home / "autograd-course").glob("*.ipynb")) == [
+            lesson.notebook for lesson in LESSONS
+        ]
     for home in homes.values():  # no solutions anywhere in a home
         assert not [p for p in home.rglob("*") if "solutions" in p.name]
         for nb in home.rglob("*.ipynb"):
@@ -60,8 +76,15 @@ def test_three_learners_on_persistent_homes_get_lessons_then_updates_without_los
     # ada works on lesson 01; the others only open theirs
     mine = homes["ada"] / "autograd-course" / CHANGED
     nb = json.loads(mine.read_text())
-    nb["cells"].append({"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
-                        "source": "my_notes = 'ada was here'"})
+    nb["cells"].append(
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "execution_count": None,
+            "outputs": [],
+            "source": "my_notes = 'ada was here'",
+        }
+    )
     mine.write_text(json.dumps(nb))
 
     # a rebuilt image: the same course with lesson 01 changed

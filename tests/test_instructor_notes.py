@@ -11,11 +11,16 @@ from course.checks import all_exercises, load_all
 from course.lessons import LESSONS
 
 NOTES = Path(__file__).resolve().parents[1] / "docs" / "instructor-notes"
-SECTIONS = ("## Demonstrate", "## Pause here", "## Where learners get stuck",
-            "## Explaining the common wrong answers", "## Wrong answers the checks recognise")
+SECTIONS = (
+    "## Demonstrate",
+    "## Pause here",
+    "## Where learners get stuck",
+    "## Explaining the common wrong answers",
+    "## Wrong answers the checks recognise",
+)
 
 
-@pytest.mark.parametrize("lesson", LESSONS, ids=lambda l: l.slug)
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.slug)
 def test_the_notes_have_every_part_and_every_known_wrong_answer(lesson):
     text = (NOTES / f"{lesson.slug}.md").read_text()
     assert text.startswith(f"# Lesson {lesson.number:02d}") and f"`course slides {lesson.number:02d}`" in text

@@ -14,11 +14,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import corpus  # H3's shared corpus (tests/corpus.py)
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 import torch
 import torch.utils._pytree as pytree
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
@@ -26,8 +27,6 @@ from course.aot import descriptors as D
 from course.aot import fx_utils
 from course.aot.joint import export_joint
 from course.aot.stage import STAGE_NAMES
-
-import corpus  # H3's shared corpus (tests/corpus.py)
 
 pytestmark = pytest.mark.lesson06
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,24 +120,32 @@ def _local_cases() -> dict[str, tuple]:
         "functional_batch_norm": (_FunctionalBatchNorm(), (x,), {}),
         "two_outputs_one_detached": (
             _Fn(lambda s, x: (s.mods[0](x), s.mods[0](x).sum().detach(), s.mods[0](x) * 2), _lin()),
-            (x,), {}),
+            (x,),
+            {},
+        ),
         "view_of_intermediate": (_Fn(lambda s, x: s.mods[0](x).view(-1), _lin()), (x,), {}),
-        "output_and_its_view": (_Fn(lambda s, x: (lambda y: (y, y.view(-1)))(s.mods[0](x)), _lin()),
-                                (x,), {}),
+        "output_and_its_view": (
+            _Fn(lambda s, x: (lambda y: (y, y.view(-1)))(s.mods[0](x)), _lin()),
+            (x,),
+            {},
+        ),
         "mutated_plain_input": (_Fn(_mutate_plain, _lin()), (x, torch.zeros(3)), {}),
-        "kwargs_and_grad_input": (_Fn(lambda s, x, y=None: s.mods[0](x) * y.sin(), _lin()),
-                                  (x,), {"y": torch.randn(5, 3, requires_grad=True)}),
+        "kwargs_and_grad_input": (
+            _Fn(lambda s, x, y=None: s.mods[0](x) * y.sin(), _lin()),
+            (x,),
+            {"y": torch.randn(5, 3, requires_grad=True)},
+        ),
         "reused_intermediate": (_Fn(_reuse, _lin()), (x,), {}),
-        "in_place_backward": (_Fn(lambda s, x: _DoubleInPlaceBackward.apply(s.mods[0](x)), _lin()),
-                              (x,), {}),
-        "straight_through": (_Fn(lambda s, x: _StraightThroughRound.apply(s.mods[0](x)) * x, _lin()),
-                             (x,), {}),
+        "in_place_backward": (_Fn(lambda s, x: _DoubleInPlaceBackward.apply(s.mods[0](x)), _lin()), (x,), {}),
+        "straight_through": (
+            _Fn(lambda s, x: _StraightThroughRound.apply(s.mods[0](x)) * x, _lin()),
+            (x,),
+            {},
+        ),
         "no_grad_block": (_Fn(_no_grad_scale, _lin()), (x,), {}),
-        "bn_and_no_grad_output": (_Fn(_bn_and_no_grad_output, _lin(3, 4), torch.nn.BatchNorm1d(4)),
-                                  (x,), {}),
+        "bn_and_no_grad_output": (_Fn(_bn_and_no_grad_output, _lin(3, 4), torch.nn.BatchNorm1d(4)), (x,), {}),
         "parameterless_grad_input": (_Fn(lambda s, x: x.sin() * x), (x.clone().requires_grad_(),), {}),
-        "dict_output": (_Fn(lambda s, x: {"a": s.mods[0](x), "b": s.mods[0](x).relu()}, _lin()),
-                        (x,), {}),
+        "dict_output": (_Fn(lambda s, x: {"a": s.mods[0](x), "b": s.mods[0](x).relu()}, _lin()), (x,), {}),
     }
 
 
@@ -215,12 +222,19 @@ def _eager(name: str, tangents: dict):
     args, kwargs = pytree.tree_unflatten(flat_in, spec)
     outs, _ = pytree.tree_flatten(mod(*args, **kwargs))
     live = {D.PlainAOTOutput(i): o for i, o in enumerate(outs)}
-    live |= {D.InputMutationAOTOutput(D.BufferAOTInput(k)): b
-             for k, b in bufs.items() if not torch.equal(b, bufs_before[k])}
-    live |= {D.InputMutationAOTOutput(D.PlainAOTInput(i)): t
-             for i, (t, b) in enumerate(zip(flat_in, before)) if not torch.equal(t.detach(), b)}
-    grads = torch.autograd.grad([live[d] for d in tangents], list(wrt.values()),
-                                list(tangents.values()), allow_unused=True)
+    live |= {
+        D.InputMutationAOTOutput(D.BufferAOTInput(k)): b
+        for k, b in bufs.items()
+        if not torch.equal(b, bufs_before[k])
+    }
+    live |= {
+        D.InputMutationAOTOutput(D.PlainAOTInput(i)): t
+        for i, (t, b) in enumerate(zip(flat_in, before))
+        if not torch.equal(t.detach(), b)
+    }
+    grads = torch.autograd.grad(
+        [live[d] for d in tangents], list(wrt.values()), list(tangents.values()), allow_unused=True
+    )
     result = {d: v.detach() for d, v in live.items()}
     return result | {D.GradAOTOutput(d): g for d, g in zip(wrt, grads) if g is not None}
 
@@ -248,12 +262,18 @@ def test_joint_computes_eager_outputs_buffers_and_grads(name):
     jd = ours(name)
     mod, args, kwargs = _fresh(name)
     torch.manual_seed(1)
-    tangents = {n.meta["desc"].output: torch.randn(n.meta["val"].shape)
-                for n in jd.graph_module.graph.find_nodes(op="placeholder")
-                if isinstance(n.meta["desc"], D.TangentAOTInput)}
-    got = jd.run(args, kwargs, params=dict(mod.named_parameters(remove_duplicate=False)),
-                 buffers={k: b.clone() for k, b in mod.named_buffers(remove_duplicate=False)},
-                 tangents=list(tangents.values()))
+    tangents = {
+        n.meta["desc"].output: torch.randn(n.meta["val"].shape)
+        for n in jd.graph_module.graph.find_nodes(op="placeholder")
+        if isinstance(n.meta["desc"], D.TangentAOTInput)
+    }
+    got = jd.run(
+        args,
+        kwargs,
+        params=dict(mod.named_parameters(remove_duplicate=False)),
+        buffers={k: b.clone() for k, b in mod.named_buffers(remove_duplicate=False)},
+        tangents=list(tangents.values()),
+    )
     want = _eager(name, tangents)
     got = {d: v for d, v in got.items() if v is not None}
     assert sorted(map(repr, got)) == sorted(map(repr, want))
@@ -263,7 +283,7 @@ def test_joint_computes_eager_outputs_buffers_and_grads(name):
             got_sum = sum(got[e] for e in _tied_grads(mod)[d])
             torch.testing.assert_close(got_sum, want[d])
             continue
-        torch.testing.assert_close(got[d], v, msg=lambda m: f"{d}: {m}")
+        torch.testing.assert_close(got[d], v, msg=lambda m: f"{d}: {m}")  # noqa: B023 (called in this iteration)
 
 
 def _tied_grads(mod) -> dict:
@@ -283,7 +303,9 @@ def test_unbuilt_corpus_cases_raise_not_implemented(name):
         export_joint(mod, args, kwargs)
 
 
-@pytest.mark.parametrize("name", ["linear_bn", "mlp", "transformer_encoder_layer", "input_mutation_differentiable"])
+@pytest.mark.parametrize(
+    "name", ["linear_bn", "mlp", "transformer_encoder_layer", "input_mutation_differentiable"]
+)
 def test_partitioned_forward_then_backward_equals_joint(name):
     """Do the partitioned graphs, run one after the other, compute what the joint computes?"""
     jd = ours(name)
@@ -295,7 +317,7 @@ def test_partitioned_forward_then_backward_equals_joint(name):
     outs = fw_out[: jd.num_fwd_outputs]
     tangents = [torch.ones_like(o) for o, m in zip(outs, jd.tangent_mask) if m]
     assert len(tangents) == n_tan
-    grads = jd.bw_module(*fw_out[jd.num_fwd_outputs:], *tangents)
+    grads = jd.bw_module(*fw_out[jd.num_fwd_outputs :], *tangents)
     j_outs, j_grads = jd(primals, tangents)
     for a, b in zip([*outs, *grads], [*j_outs, *j_grads]):
         assert (a is None) == (b is None)
@@ -307,7 +329,7 @@ def test_saved_values_carry_saved_for_backwards_descriptors():
     """Is every value the forward hands the backward a SavedForBackwardsAOTOutput, numbered?"""
     jd = ours("linear_bn")
     descs = jd.fw_module.graph.output_node().meta["desc"]
-    saved = descs[jd.num_fwd_outputs:]
+    saved = descs[jd.num_fwd_outputs :]
     assert saved == [D.SavedForBackwardsAOTOutput(i) for i in range(len(saved))] and saved
 
 
@@ -332,8 +354,12 @@ def test_run_defaults_to_the_modules_state_and_ones_tangents():
 
 
 @settings(max_examples=10, deadline=None)
-@given(widths=st.lists(st.integers(1, 6), min_size=2, max_size=4), batch=st.integers(1, 4),
-       bn=st.booleans(), grad_input=st.booleans())
+@given(
+    widths=st.lists(st.integers(1, 6), min_size=2, max_size=4),
+    batch=st.integers(1, 4),
+    bn=st.booleans(),
+    grad_input=st.booleans(),
+)
 def test_random_mlps_match_torch_and_eager(widths, batch, bn, grad_input):
     """For MLPs of random widths (optionally ending in BatchNorm), do descriptors match torch's
     and grads match eager autograd?"""
@@ -392,8 +418,11 @@ def _positions(gm, pairs):
 def test_fx_utils_pairs_params_with_the_same_grads(name):
     """Does course.aot.fx_utils pair each parameter with the same gradient on ours as on torch's?"""
     a, b = ours(name).graph_module, theirs(name)
-    for get in (fx_utils.get_param_and_grad_nodes, fx_utils.get_all_input_and_grad_nodes,
-                fx_utils.get_all_output_and_tangent_nodes):
+    for get in (
+        fx_utils.get_param_and_grad_nodes,
+        fx_utils.get_all_input_and_grad_nodes,
+        fx_utils.get_all_output_and_tangent_nodes,
+    ):
         assert _positions(a, get(a.graph)) == _positions(b, get(b.graph)), get.__name__
     assert list(fx_utils.get_named_param_nodes(a.graph)) == ours(name).params_spec
     assert list(fx_utils.get_named_buffer_nodes(a.graph)) == ours(name).buffers_spec
@@ -401,8 +430,15 @@ def test_fx_utils_pairs_params_with_the_same_grads(name):
 
 # ---- stages -----------------------------------------------------------------------------------
 
-STAGES = ["traced_forward", "functionalized_forward", "joint_function", "traced_joint",
-          "descriptors", "partitioned_forward", "partitioned_backward"]
+STAGES = [
+    "traced_forward",
+    "functionalized_forward",
+    "joint_function",
+    "traced_joint",
+    "descriptors",
+    "partitioned_forward",
+    "partitioned_backward",
+]
 
 
 def test_stages_are_named_in_order_with_graphs():
@@ -440,7 +476,6 @@ def test_stage_printouts_are_deterministic(name):
         assert "0x" not in s1.text
 
 
-
 # ---- stages on demand (NOTE [Stages on demand] in course/aot/stage.py) ----------------------
 
 _JOINT_STAGES = {"traced_joint", "descriptors"}  # what the export itself builds
@@ -452,9 +487,11 @@ def test_export_builds_only_the_joint_until_stages_are_asked_for(monkeypatch):
 
     calls = {"trace_forward": 0, "partition": 0}
     for fname in calls:
-        def counted(*a, _f=getattr(joint_trace, fname), _n=fname, **k):
+
+        def counted(*a, _f=getattr(joint_trace, fname), _n=fname, **k):  # noqa: B008 (bound once, on purpose)
             calls[_n] += 1
             return _f(*a, **k)
+
         monkeypatch.setattr(joint_trace, fname, counted)
     mod, args, kwargs = _fresh("linear_bn")
     jd = export_joint(mod, args, kwargs)
@@ -465,7 +502,7 @@ def test_export_builds_only_the_joint_until_stages_are_asked_for(monkeypatch):
     jd.stage("functionalized_forward")
     assert calls == {"trace_forward": 1, "partition": 0}
     assert jd.stage_builder.built() == _JOINT_STAGES | set(STAGES[:3])
-    jd.fw_module
+    jd.fw_module  # noqa: B018 (read for its effect)
     assert calls == {"trace_forward": 1, "partition": 1}
     assert [s.name for s in jd.stages] == STAGES and calls == {"trace_forward": 1, "partition": 1}
     assert set(jd.timings) == {"metadata"} | set(STAGES)
@@ -480,7 +517,7 @@ def test_stages_built_late_print_what_stages_built_at_once_print(name):
     at_once = {s.name: s.text for s in ours(name).stages}
     mod, args, kwargs = _fresh(name)
     jd = export_joint(mod, args, kwargs)
-    jd.fw_module, jd.bw_module
+    jd.fw_module, jd.bw_module  # noqa: B018 (read for its effect)
     jd.run(args, kwargs, buffers={k: b.clone() for k, b in jd.buffers.items()})
     mod.eval()
     with torch.no_grad():
@@ -495,7 +532,7 @@ def test_stages_refuse_a_module_changed_since_the_export():
     jd = export_joint(mod, args, kwargs)
     mod[0].weight.requires_grad_(False)
     with pytest.raises(RuntimeError, match="export again"):
-        jd.stages
+        jd.stages  # noqa: B018 (read for its effect)
     assert jd.stage("traced_joint").graph_module is jd.graph_module  # built at export: still there
 
 
@@ -506,13 +543,16 @@ def _x():
     return torch.randn(4, 3)
 
 
-@pytest.mark.parametrize("f, args, match", [
-    (lambda s, x, k: s.mods[0](x) * k, (_x(), 2.0), "input 1 is float"),
-    (lambda s, x: s.mods[0](x).detach(), (_x(),), "no output requires grad"),
-    (lambda s, x: 3, (_x(),), "must return tensors"),
-    (lambda s, x: (s.mods[0](x), 3), (_x(),), r"holding \['int'\]"),
-    (lambda s, x: None, (_x(),), "returned NoneType"),
-])
+@pytest.mark.parametrize(
+    "f, args, match",
+    [
+        (lambda s, x, k: s.mods[0](x) * k, (_x(), 2.0), "input 1 is float"),
+        (lambda s, x: s.mods[0](x).detach(), (_x(),), "no output requires grad"),
+        (lambda s, x: 3, (_x(),), "must return tensors"),
+        (lambda s, x: (s.mods[0](x), 3), (_x(),), r"holding \['int'\]"),
+        (lambda s, x: None, (_x(),), "returned NoneType"),
+    ],
+)
 def test_bad_input_gives_a_clear_error(f, args, match):
     """Do non-tensor inputs/outputs and outputs without grad give a clear error?"""
     with pytest.raises((TypeError, ValueError), match=match):
@@ -543,15 +583,30 @@ def _rng_case():
     return m, (_x(),)
 
 
-@pytest.mark.parametrize("make, feature", [
-    (lambda: (_lin(), (__import__("torch.testing._internal.two_tensor", fromlist=["x"])
-                       .TwoTensor(_x(), _x()),)), "tensor subclass"),
-    (lambda: (_Fn(lambda s, x, y: s.mods[0](x.add_(1)) + y, _lin()),
-              (lambda b: (b, b.view(4, 3)))(torch.randn(4, 3))), "synthetic base"),
-    (lambda: (_Fn(lambda s, x: (lambda y: (y.view(-1), y[0]))(s.mods[0](x)), _lin()), (_x(),)),
-     "IntermediateBaseAOTOutput"),
-    (lambda: (_Fn(lambda s, x: s.mods[0](x.t_()), _lin(4, 3)), (_x(),)), "metadata mutated"),
-])
+@pytest.mark.parametrize(
+    "make, feature",
+    [
+        (
+            lambda: (
+                _lin(),
+                (__import__("torch.testing._internal.two_tensor", fromlist=["x"]).TwoTensor(_x(), _x()),),
+            ),
+            "tensor subclass",
+        ),
+        (
+            lambda: (
+                _Fn(lambda s, x, y: s.mods[0](x.add_(1)) + y, _lin()),
+                (lambda b: (b, b.view(4, 3)))(torch.randn(4, 3)),
+            ),
+            "synthetic base",
+        ),
+        (
+            lambda: (_Fn(lambda s, x: (lambda y: (y.view(-1), y[0]))(s.mods[0](x)), _lin()), (_x(),)),
+            "IntermediateBaseAOTOutput",
+        ),
+        (lambda: (_Fn(lambda s, x: s.mods[0](x.t_()), _lin(4, 3)), (_x(),)), "metadata mutated"),
+    ],
+)
 def test_unbuilt_features_raise_not_implemented(make, feature):
     """Where torch needs machinery we do not build, do we refuse and name it (never a wrong graph)?"""
     mod, args = make()
@@ -580,8 +635,13 @@ def test_rng_functionalization_raises_but_plain_dropout_matches_torch():
 @pytest.mark.slow
 def test_benchmark_quick_runs():
     """Does benchmarks/joint.py --quick run to the end and print a ratio per model?"""
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "joint.py"), "--quick"],
-                         capture_output=True, text=True, timeout=300, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "joint.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
     for model in ("Linear", "MLP8", "TransformerEncoderLayer", "Linear+BatchNorm1d"):
         assert model in out
     assert "course/torch" in out

@@ -49,9 +49,18 @@ def test_does_the_networkx_oracle_of_1_1_tell_a_wrong_walk_from_a_right_one():
 
 
 UNARY = {
-    "exp": torch.exp, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "relu": torch.relu,
-    "sin": torch.sin, "cos": torch.cos, "square": lambda t: t * t, "double": lambda t: t * 2,
-    "pow3": lambda t: t.pow(3), "neg": torch.neg, "log": torch.log, "sqrt": torch.sqrt,
+    "exp": torch.exp,
+    "sigmoid": torch.sigmoid,
+    "tanh": torch.tanh,
+    "relu": torch.relu,
+    "sin": torch.sin,
+    "cos": torch.cos,
+    "square": lambda t: t * t,
+    "double": lambda t: t * 2,
+    "pow3": lambda t: t.pow(3),
+    "neg": torch.neg,
+    "log": torch.log,
+    "sqrt": torch.sqrt,
 }
 
 
@@ -66,8 +75,11 @@ def _saved_tensors(node):
 
 
 @settings(max_examples=40, deadline=None)
-@given(op=st.sampled_from(sorted(UNARY)), target=st.sampled_from(["input", "output"]),
-       inplace=st.sampled_from(["add_", "mul_", "zero_"]))
+@given(
+    op=st.sampled_from(sorted(UNARY)),
+    target=st.sampled_from(["input", "output"]),
+    inplace=st.sampled_from(["add_", "mul_", "zero_"]),
+)
 def test_inplace_breaks_backward_iff_it_changes_a_saved_tensor(op, target, inplace):
     fn = UNARY[op]
 
@@ -105,7 +117,7 @@ def test_a_version_counter_is_shared_by_views_and_detach_but_not_by_data(ops):
     bumps = {name: 0 for name in seen}
     for name in ops:
         seen[name].add_(1)
-        for other in (["t", "view", "detach"] if name != "data" else ["data"]):
+        for other in ["t", "view", "detach"] if name != "data" else ["data"]:
             bumps[other] += 1
     assert {name: x._version for name, x in seen.items()} == bumps
     assert len({x.data_ptr() for x in (t, seen["detach"], seen["data"])}) == 1  # one memory
@@ -142,6 +154,7 @@ def _edge_answer(grad_fn, edge_of):
 @pytest.mark.parametrize("edge_of", [tg.get_gradient_edge, cg.get_gradient_edge], ids=["torch", "course"])
 def test_1_2_sees_the_edge_however_grad_was_imported(edge_of):
     from torch.autograd import grad as grad_bound_before_the_check  # not looked up on torch.autograd
+
     from course.checks import grade_answer
 
     before = torch.autograd._engine_run_backward
@@ -162,8 +175,14 @@ def test_1_2_fails_the_right_value_taken_without_an_edge():
         torch.autograd.grad((z @ W2).pow(2).sum(), W1)
         return got[0]
 
-    x, W1, W2 = (torch.randn(4, 3), torch.randn(3, 5, requires_grad=True), torch.randn(5, 1, requires_grad=True))
+    x, W1, W2 = (
+        torch.randn(4, 3),
+        torch.randn(3, 5, requires_grad=True),
+        torch.randn(5, 1, requires_grad=True),
+    )
     a = x @ W1
-    assert torch.allclose(through_the_matmul_node(x, W1, W2), torch.autograd.grad((a.relu() @ W2).pow(2).sum(), a)[0])
+    assert torch.allclose(
+        through_the_matmul_node(x, W1, W2), torch.autograd.grad((a.relu() @ W2).pow(2).sum(), a)[0]
+    )
     result = grade_answer(get("1.2"), through_the_matmul_node)
     assert result.status == "failed" and "gradient taken at a GradientEdge" in result.message

@@ -107,8 +107,11 @@ def test_clip_oracle_and_reference_equal_clipping_by_hand(target, max_norm, scal
 
 @pytest.mark.parametrize("key", sorted(MULTI_PROGRAMS))
 def test_mode_all_fires_alike_on_the_programs_of_exercise_2_3(key):
-    assert _firings_on_group(cg.register_multi_grad_hook, "cd", key) == _firings_on_group(
-        tg.register_multi_grad_hook, "cd", key) == get("2.3").solution[key]
+    assert (
+        _firings_on_group(cg.register_multi_grad_hook, "cd", key)
+        == _firings_on_group(tg.register_multi_grad_hook, "cd", key)
+        == get("2.3").solution[key]
+    )
 
 
 def _firings_on_group(register, group, key):
@@ -124,10 +127,14 @@ def _firings_on_group(register, group, key):
 
 
 @settings(max_examples=40, deadline=None)
-@given(group=st.lists(st.sampled_from("abcde"), min_size=1, max_size=4), key=st.sampled_from(sorted(MULTI_PROGRAMS)))
+@given(
+    group=st.lists(st.sampled_from("abcde"), min_size=1, max_size=4),
+    key=st.sampled_from(sorted(MULTI_PROGRAMS)),
+)
 def test_mode_all_fires_alike_on_any_group(group, key):
     assert _firings_on_group(cg.register_multi_grad_hook, group, key) == _firings_on_group(
-        tg.register_multi_grad_hook, group, key)
+        tg.register_multi_grad_hook, group, key
+    )
 
 
 # --- 2.4: any_grad_hook against mode "any" --------------------------------------------------
@@ -138,8 +145,10 @@ def _mode_any(register):
 
 
 @settings(max_examples=40, deadline=None)
-@given(group=st.lists(st.sampled_from("abcdf"), min_size=1, max_size=4, unique=True),
-       actions=st.lists(st.sampled_from(sorted(set(ANY_ACTIONS) - {"b.backward"})), max_size=5))
+@given(
+    group=st.lists(st.sampled_from("abcdf"), min_size=1, max_size=4, unique=True),
+    actions=st.lists(st.sampled_from(sorted(set(ANY_ACTIONS) - {"b.backward"})), max_size=5),
+)
 def test_any_grad_hook_calls_fn_when_mode_any_does(group, actions):
     actions = actions + ["b.backward"]  # the last one frees the graph
     seen = _any_run(any_grad_hook, group, actions)

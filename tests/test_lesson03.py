@@ -45,12 +45,22 @@ def test_does_the_cost_of_3_4_count_what_torch_saves_beyond_weights_and_input_on
         L.mlp_loss(x, Ws)
     held = {t.untyped_storage().data_ptr() for t in (x, *Ws)}
     activations = [t for t in saved if t.untyped_storage().data_ptr() not in held]
-    assert L.packed_bytes(L.exact_hooks(), 0) == {"saved bytes": L.storage_bytes(activations)} == {"saved bytes": 4352}
+    assert (
+        L.packed_bytes(L.exact_hooks(), 0)
+        == {"saved bytes": L.storage_bytes(activations)}
+        == {"saved bytes": 4352}
+    )
     # the reference: weights by reference (free); every other saved storage (the input
     # batch too) once, as a 2-byte-per-element copy
     weights = {w.untyped_storage().data_ptr() for w in Ws}
-    once = {t.untyped_storage().data_ptr(): t.numel() * 2 for t in saved if t.untyped_storage().data_ptr() not in weights}
-    assert L.packed_bytes(L.compress_hooks(), 0) == {"saved bytes": sum(once.values())} == {"saved bytes": 2432}
+    once = {
+        t.untyped_storage().data_ptr(): t.numel() * 2
+        for t in saved
+        if t.untyped_storage().data_ptr() not in weights
+    }
+    assert (
+        L.packed_bytes(L.compress_hooks(), 0) == {"saved bytes": sum(once.values())} == {"saved bytes": 2432}
+    )
 
 
 def test_is_a_weight_kept_by_reference_free_and_a_copy_of_it_charged():
@@ -97,8 +107,10 @@ _dtypes = st.sampled_from([torch.float32, torch.float16, torch.float64, torch.in
 
 
 @settings(max_examples=40, deadline=None)
-@given(sizes=st.lists(st.tuples(st.integers(0, 12), _dtypes), min_size=1, max_size=4),
-       picks=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.booleans()), max_size=8))
+@given(
+    sizes=st.lists(st.tuples(st.integers(0, 12), _dtypes), min_size=1, max_size=4),
+    picks=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.booleans()), max_size=8),
+)
 def test_is_storage_bytes_the_sum_of_the_distinct_bases_whatever_views_we_pick(sizes, picks):
     bases = [torch.zeros(n, dtype=dtype) for n, dtype in sizes]
     tensors, used = [], set()

@@ -29,8 +29,14 @@ def test_save_on_cpu_reference_packs_like_torchs_pinned_path(program):
 
         def pack(t):
             device, packed = ctx.pack_hook(t)
-            copies.append((packed.untyped_storage().data_ptr() != t.untyped_storage().data_ptr(),
-                           packed.dtype == t.dtype, packed.device.type, torch.equal(packed, t.detach())))
+            copies.append(
+                (
+                    packed.untyped_storage().data_ptr() != t.untyped_storage().data_ptr(),
+                    packed.dtype == t.dtype,
+                    packed.device.type,
+                    torch.equal(packed, t.detach()),
+                )
+            )
             return device, packed
 
         with torch.autograd.graph.saved_tensors_hooks(pack, ctx.unpack_hook):
@@ -104,13 +110,27 @@ def test_each_verdict_of_4_4_follows_the_rule_the_lesson_teaches():
 
 
 @settings(max_examples=60, deadline=None)
-@given(layers=st.integers(1, 8), forward_ms=st.floats(0.5, 8), ratio=st.floats(1.0, 3.0),
-       saved_MB=st.floats(1, 256), bandwidth_GBs=st.floats(1, 64),
-       copies=st.sampled_from(["one in flight", "synchronous"]), keep_last=st.booleans())
-def test_the_timing_model_agrees_with_that_rule_on_any_uniform_setting(layers, forward_ms, ratio, saved_MB,
-                                                                       bandwidth_GBs, copies, keep_last):
-    s = {"layers": layers, "forward_ms": forward_ms, "backward_ms": ratio * forward_ms, "saved_MB": saved_MB,
-         "bandwidth_GBs": bandwidth_GBs, "copies": copies, "keep_last": keep_last}
+@given(
+    layers=st.integers(1, 8),
+    forward_ms=st.floats(0.5, 8),
+    ratio=st.floats(1.0, 3.0),
+    saved_MB=st.floats(1, 256),
+    bandwidth_GBs=st.floats(1, 64),
+    copies=st.sampled_from(["one in flight", "synchronous"]),
+    keep_last=st.booleans(),
+)
+def test_the_timing_model_agrees_with_that_rule_on_any_uniform_setting(
+    layers, forward_ms, ratio, saved_MB, bandwidth_GBs, copies, keep_last
+):
+    s = {
+        "layers": layers,
+        "forward_ms": forward_ms,
+        "backward_ms": ratio * forward_ms,
+        "saved_MB": saved_MB,
+        "bandwidth_GBs": bandwidth_GBs,
+        "copies": copies,
+        "keep_last": keep_last,
+    }
     copy = saved_MB * MB / (bandwidth_GBs * 1e9) * 1e3
     if abs(copy - forward_ms) < 1e-6 * forward_ms:
         return  # a tie to the last bit: either verdict is a rounding

@@ -23,19 +23,19 @@ import torch.autograd.graph as tg
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import course.autograd_graph as cg
 import course.autograd.mutation as cm
+import course.autograd_graph as cg
+from course.autograd.mutation import _get_sid
+from course.autograd.overlap import overlaps as _overlaps
+from course.checks import get, grade_answer
 from course.checks.lesson05 import (
     MUL_PROGRAMS,
+    SAVED_X_WRITES,
     VIEW_PAIRS,
     CloneBeforeMul,
-    SAVED_X_WRITES,
     _written_through,
     same_saved_tensor,
 )
-from course.checks import get, grade_answer
-from course.autograd.mutation import _get_sid
-from course.autograd.overlap import overlaps as _overlaps
 
 pytestmark = pytest.mark.lesson05
 
@@ -53,13 +53,16 @@ def views(draw, base):
         return base.t()[draw(st.integers(0, 3))]
     if kind == "flat":
         start = draw(st.integers(0, 11))
-        return base.view(12)[start:draw(st.integers(start + 1, 12))]
+        return base.view(12)[start : draw(st.integers(start + 1, 12))]
     dim = draw(st.integers(0, 1))
     n = base.shape[dim]
     start = draw(st.integers(0, n - 1))
     stop = draw(st.integers(start + 1, n))
-    return base.narrow(dim, start, stop - start)[:: draw(st.integers(1, 2))] if dim == 0 else \
-        base[:, start:stop:draw(st.integers(1, 2))]
+    return (
+        base.narrow(dim, start, stop - start)[:: draw(st.integers(1, 2))]
+        if dim == 0
+        else base[:, start : stop : draw(st.integers(1, 2))]
+    )
 
 
 @settings(max_examples=50, deadline=None)
@@ -138,8 +141,12 @@ def _clones_and_versions(allow):
     seen = []
     for line in SAVED_X_WRITES:
         w = torch.ones(2, 3, requires_grad=True)
-        ns = {"torch": torch, "increment_version": cg.increment_version,
-              "x": torch.arange(6.0).reshape(2, 3), "y": torch.zeros(2, 3)}
+        ns = {
+            "torch": torch,
+            "increment_version": cg.increment_version,
+            "x": torch.arange(6.0).reshape(2, 3),
+            "y": torch.zeros(2, 3),
+        }
         with allow() as ctx:
             out = (w * ns["x"]).sum()
             version = ns["x"]._version
@@ -153,7 +160,10 @@ def _clones_and_versions(allow):
 def test_exercise_5_4_clones_follow_writes_into_memory_not_versions_in_both_contexts():
     """Torch's context and course's clone on the same writes of 5.4, and a clone is neither
     implied nor excluded by a moved version counter (.data moves none, increment_version one)."""
-    ours, theirs = _clones_and_versions(cg.allow_mutation_on_saved_tensors), _clones_and_versions(tg.allow_mutation_on_saved_tensors)
+    ours, theirs = (
+        _clones_and_versions(cg.allow_mutation_on_saved_tensors),
+        _clones_and_versions(tg.allow_mutation_on_saved_tensors),
+    )
     assert [c for c, _ in ours] == [c for c, _ in theirs]
     assert [c > 0 for c, _ in ours] == get("5.4").oracle()
     assert any(c and not v for c, v in ours) and any(v and not c for c, v in ours)

@@ -16,32 +16,30 @@ the checks *compare against* is right:
   does on every case, and does the oracle fail every known wrong answer?
 """
 
-import copy
-
 import pytest
 import torch
 
 from course.aot import descriptors as cd
+from course.aot.joint import export_joint
+from course.checks import get, grade_answer
 from course.checks.lesson06 import (
     FUNCTIONS,
     MODULES,
     Accumulate,
     _accumulate_placeholders,
-    accumulate_args,
     _backward,
     _backward_then_wipe,
     _eager,
+    _eager_side_effects,
     _primals_and_tangents,
+    _run_joint,
     _run_traced,
+    accumulate_args,
     apply_mutations,
-    joint_case,
     make_joint,
     seeded,
 )
-from course.aot.joint import export_joint
-from course.checks import get, grade_answer
 from course.checks.zoo import export_graph_module
-from course.checks.lesson06 import _eager_side_effects, _run_joint
 
 pytestmark = [pytest.mark.lesson06]
 
@@ -81,7 +79,8 @@ def test_batchnorm_running_stats_get_no_tangent_even_when_x_requires_grad():
     assert len(tangents) == 1
     assert export_joint(bn, (x,)).tangent_mask == [False, False, False, True]
     outs = torch.ops.aten._native_batch_norm_legit_functional.default(
-        x, bn.weight, bn.bias, bn.running_mean.clone(), bn.running_var.clone(), True, 0.1, 1e-5)
+        x, bn.weight, bn.bias, bn.running_mean.clone(), bn.running_var.clone(), True, 0.1, 1e-5
+    )
     assert [o.requires_grad for o in outs] == [True, False, False, False, False]
     assert (0.9 * bn.running_mean + 0.1 * x.mean(0)).requires_grad  # the same update, by hand
 
@@ -102,7 +101,14 @@ def test_the_6_4_oracle_is_eager_mode_with_its_side_effects(c):
     before = {n: b.clone() for n, b in mod.named_buffers()}, [a.detach().clone() for a in args]
     expected = _eager_side_effects(name, exporter)
     for n, b in expected["the caller's buffers"].items():
-        written = n.rsplit(".", 1)[-1] in {"running_mean", "running_var", "num_batches_tracked", "steps", "total", "calls"}
+        written = n.rsplit(".", 1)[-1] in {
+            "running_mean",
+            "running_var",
+            "num_batches_tracked",
+            "steps",
+            "total",
+            "calls",
+        }
         assert torch.equal(b, before[0][n]) != written, n
     ours = _run_joint(apply_mutations, name, exporter)
     for key in ("the caller's buffers", "the caller's inputs"):

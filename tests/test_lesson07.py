@@ -33,8 +33,16 @@ def _eager(name):
     mod = copy.deepcopy(mod)
     args = tuple(a.detach().clone().requires_grad_(a.requires_grad) for a in args)
     outs = pytree.tree_leaves(mod(*args))
-    tangents = dict(zip([cd.from_torch(n.meta["desc"]).output for n in gm.graph.find_nodes(op="placeholder")
-                         if cd.from_torch(n.meta["desc"]).is_tangent()], tangents_for(gm)))
+    tangents = dict(
+        zip(
+            [
+                cd.from_torch(n.meta["desc"]).output
+                for n in gm.graph.find_nodes(op="placeholder")
+                if cd.from_torch(n.meta["desc"]).is_tangent()
+            ],
+            tangents_for(gm),
+        )
+    )
     pairs = [(outs[d.idx], t) for d, t in tangents.items()]
     torch.autograd.backward([o for o, _ in pairs], [t for _, t in pairs])
     return mod, args, outs
@@ -54,9 +62,14 @@ def test_running_a_joint_graph_by_descriptor_gives_eager_autograds_values(name):
             expected = eargs[d.grad_of.idx].grad
         else:  # a tied Parameter is one tensor under two names: eager sums the partial grads
             p = emod.get_parameter(d.grad_of.target)
-            partial = [v for k, v in results.items() if isinstance(k, cd.GradAOTOutput)
-                       and isinstance(k.grad_of, cd.ParamAOTInput)
-                       and emod.get_parameter(k.grad_of.target) is p and v is not None]
+            partial = [
+                v
+                for k, v in results.items()
+                if isinstance(k, cd.GradAOTOutput)
+                and isinstance(k.grad_of, cd.ParamAOTInput)
+                and emod.get_parameter(k.grad_of.target) is p
+                and v is not None
+            ]
             value, expected = (sum(partial) if partial else None), p.grad
         if expected is None:
             assert value is None, d
@@ -83,8 +96,11 @@ def test_params_without_grad_are_the_frozen_and_the_unused_ones(c):
     mod, args, gm = joint_case(c.args[0])
     emod, _, _ = _eager(c.args[0])
     # eager: a parameter gets no .grad if it is frozen or forward never uses it
-    expected = [fqn for fqn, p in emod.named_parameters(remove_duplicate=False)
-                if emod.get_parameter(fqn).grad is None]
+    expected = [
+        fqn
+        for fqn, p in emod.named_parameters(remove_duplicate=False)
+        if emod.get_parameter(fqn).grad is None
+    ]
     assert get("7.3").solution(gm) == expected
 
 
@@ -145,12 +161,27 @@ def test_no_7_x_fallback_hint_prints_code():
             assert not any(len(ln) > 15 and ln in ex.hint for ln in body), ex.id
 
 
-@pytest.mark.parametrize("spelled", [
-    ['ParamAOTInput(target="lin.weight")', "ParamAOTInput( target = 'lin.bias' )", 'BufferAOTInput("scale")',
-     "PlainAOTInput(0)", "PlainAOTInput(idx=1)", "TangentAOTInput(PlainAOTOutput(0))"],
-    (cd.ParamAOTInput("lin.weight"), cd.ParamAOTInput("lin.bias"), cd.BufferAOTInput("scale"),
-     cd.PlainAOTInput(0), cd.PlainAOTInput(1), cd.TangentAOTInput(cd.PlainAOTOutput(0))),
-])
+@pytest.mark.parametrize(
+    "spelled",
+    [
+        [
+            'ParamAOTInput(target="lin.weight")',
+            "ParamAOTInput( target = 'lin.bias' )",
+            'BufferAOTInput("scale")',
+            "PlainAOTInput(0)",
+            "PlainAOTInput(idx=1)",
+            "TangentAOTInput(PlainAOTOutput(0))",
+        ],
+        (
+            cd.ParamAOTInput("lin.weight"),
+            cd.ParamAOTInput("lin.bias"),
+            cd.BufferAOTInput("scale"),
+            cd.PlainAOTInput(0),
+            cd.PlainAOTInput(1),
+            cd.TangentAOTInput(cd.PlainAOTOutput(0)),
+        ),
+    ],
+)
 def test_7_1_reads_predictions_in_any_spelling(spelled):
     """Is the right 7.1 prediction accepted in another spelling, as strings or objects?"""
     from course.checks import grade_answer

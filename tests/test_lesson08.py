@@ -121,8 +121,10 @@ def _saves_by_block(model, x):
             offset_views[0] |= t.data_ptr() != t.untyped_storage().data_ptr()
         return t
 
-    handles = [block.register_forward_pre_hook(lambda m, a, name=name: running.__setitem__(0, name))
-               for name, block in model.named_children()]
+    handles = [
+        block.register_forward_pre_hook(lambda m, a, name=name: running.__setitem__(0, name))
+        for name, block in model.named_children()
+    ]
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         out = model(x)
     for h in handles:
@@ -137,9 +139,13 @@ def test_do_8_1s_hidden_programs_reach_the_boundaries_they_are_named_for():
     _, offset = _saves_by_block(*L.MODELS["two views of one storage"]())
     assert offset
     savers, _ = _saves_by_block(*L.MODELS["a storage two blocks save"]())
-    assert sum(len(blocks) > 1 for blocks in savers.values()) == 1  # block0's tanh output, and block1 saves it
+    assert (
+        sum(len(blocks) > 1 for blocks in savers.values()) == 1
+    )  # block0's tanh output, and block1 saves it
     savers, offset = _saves_by_block(*L.MODELS["lesson"]())
-    assert not offset and all(len(blocks) == 1 for blocks in savers.values())  # the lesson's model has neither
+    assert not offset and all(
+        len(blocks) == 1 for blocks in savers.values()
+    )  # the lesson's model has neither
 
 
 def test_are_lesson_8s_function_exercises_judged_by_oracles_that_are_not_their_solutions():
@@ -182,7 +188,9 @@ def test_does_8_3s_oracle_tell_a_wrong_step_from_a_right_one():
 def test_a_step_that_leaves_hooks_on_the_model_is_seen():
     first = checks.outcomes_of(get("8.3"), L._step_hooks_pick_the_blocks)[0]
     left = [sentence for _, sentence in first["left"]]
-    assert left == [f"model.block{i} has +2 hooks registered on it" for i in range(4)]  # a pre-hook and a hook
+    assert left == [
+        f"model.block{i} has +2 hooks registered on it" for i in range(4)
+    ]  # a pre-hook and a hook
     assert "left" not in checks.outcomes_of(get("8.3"), L.offloaded_step)[0]
 
 
@@ -200,28 +208,40 @@ def test_does_8_4s_truth_agree_with_the_whole_model_and_with_8_2s_choice():
     per_block, h = {}, x
     for name, block in model.named_children():
         per_block[name] = L._not_param_bytes(
-            export_joint(block, (h,), partition_fn=min_cut_rematerialization_partition).fw_module)
+            export_joint(block, (h,), partition_fn=min_cut_rematerialization_partition).fw_module
+        )
         h = block(h).detach()
     chosen = L.choose_offload(per_block, L.LESSON_PARAM_BYTES, L.LESSON_BUDGET)
-    assert truth["offload"] == sorted(chosen) and truth["bytes moved"] == 2 * sum(per_block[n] for n in chosen)
+    assert truth["offload"] == sorted(chosen) and truth["bytes moved"] == 2 * sum(
+        per_block[n] for n in chosen
+    )
     eager = L.choose_offload(L.LESSON_LAYER_BYTES, L.LESSON_PARAM_BYTES, L.LESSON_BUDGET)
     assert set(truth["offload"]) != eager  # the recompute changes the plan: the point of 8.4
 
 
-@pytest.mark.parametrize("answer", [
-    {"saved activation bytes": 27392, "offload": {"block3", "block1"}, "bytes moved": 13568},
-    {"bytes moved": 13568.0, "offload": frozenset({"block1", "block3"}), "saved activation bytes": 27392},
-    {"saved activation bytes": 27392, "offload": ["block3", "block1"], "bytes moved": 13568},
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"saved activation bytes": 27392, "offload": {"block3", "block1"}, "bytes moved": 13568},
+        {"bytes moved": 13568.0, "offload": frozenset({"block1", "block3"}), "saved activation bytes": 27392},
+        {"saved activation bytes": 27392, "offload": ["block3", "block1"], "bytes moved": 13568},
+    ],
+)
 def test_8_4_reads_the_blocks_as_a_set_list_or_tuple(answer):
     assert checks.grade_answer(get("8.4"), answer).status == "passed"
 
 
-@pytest.mark.parametrize("answer, words", [
-    ([27392, ["block1", "block3"], 13568], "write a dict"),
-    ({"saved activation bytes": 27392, "offload": "block1, block3", "bytes moved": 13568}, "set of names"),
-    ({"saved activation bytes": 27392, "offload": {1, 3}, "bytes moved": 13568}, "as a string"),
-])
+@pytest.mark.parametrize(
+    "answer, words",
+    [
+        ([27392, ["block1", "block3"], 13568], "write a dict"),
+        (
+            {"saved activation bytes": 27392, "offload": "block1, block3", "bytes moved": 13568},
+            "set of names",
+        ),
+        ({"saved activation bytes": 27392, "offload": {1, 3}, "bytes moved": 13568}, "as a string"),
+    ],
+)
 def test_8_4_says_what_it_cannot_read(answer, words):
     result = checks.grade_answer(get("8.4"), answer)
     assert result.status == "failed" and words in result.message
@@ -243,7 +263,9 @@ def test_does_the_joint_graph_save_the_parameters_eager_autograd_saves():
         if isinstance(cd.from_torch(desc), cd.SavedForBackwardsAOTOutput):
             while node.op == "call_function" and getattr(node.target, "is_view", False):
                 node = node.args[0]
-            params += node.op == "placeholder" and isinstance(cd.from_torch(node.meta["desc"]), cd.ParamAOTInput)
+            params += node.op == "placeholder" and isinstance(
+                cd.from_torch(node.meta["desc"]), cd.ParamAOTInput
+            )
     assert params == off.stats.kept_param == 20
 
 
@@ -267,7 +289,9 @@ def test_the_budget_arithmetic_depends_on_the_partitioner():
             base = node
             while base.op == "call_function" and getattr(base.target, "is_view", False):
                 base = base.args[0]
-            if not (base.op == "placeholder" and isinstance(cd.from_torch(base.meta["desc"]), cd.ParamAOTInput)):
+            if not (
+                base.op == "placeholder" and isinstance(cd.from_torch(base.meta["desc"]), cd.ParamAOTInput)
+            ):
                 not_param += node.meta["val"].numel() * node.meta["val"].element_size()
         return values, not_param
 

@@ -52,8 +52,9 @@ def _program(ops, rows, seed):
     return fn, x, [x, *(w for w in ws if w is not None)]
 
 
-_programs = st.tuples(st.lists(st.sampled_from(sorted(_OPS)), min_size=1, max_size=5),
-                      st.integers(1, 5), st.integers(0, 100))
+_programs = st.tuples(
+    st.lists(st.sampled_from(sorted(_OPS)), min_size=1, max_size=5), st.integers(1, 5), st.integers(0, 100)
+)
 
 
 def _grads_and_backward_ops(run_forward, fn, x, leaves):
@@ -105,7 +106,11 @@ def test_is_the_rerun_prediction_what_runs_with_grad_mode_on_in_backward():
     seed = torch.ones_like(out)
     with _GradModeOps() as seen:
         torch.autograd.grad(out, leaves, seed)
-    assert L._rerun_in_backward() == {op: seen.counts[op] for op in L.PREDICTED_OPS} == {"addmm": 1, "gelu": 1, "sum": 0}
+    assert (
+        L._rerun_in_backward()
+        == {op: seen.counts[op] for op in L.PREDICTED_OPS}
+        == {"addmm": 1, "gelu": 1, "sum": 0}
+    )
 
 
 def _under_policy(policy, fn, x, leaves):
@@ -133,8 +138,11 @@ def test_is_the_budget_policy_the_cheapest_choice_torch_measures_within_the_budg
     fn, x, leaves = _program(ops, rows, seed)
     plain = torch.autograd.grad(fn(x), leaves)
     n = len(L._products(fn, (x,)))
-    measured = [_under_policy(L._by_position(set(keep)), fn, x, leaves)[:2]
-                for size in range(n + 1) for keep in itertools.combinations(range(n), size)]
+    measured = [
+        _under_policy(L._by_position(set(keep)), fn, x, leaves)[:2]
+        for size in range(n + 1)
+        for keep in itertools.combinations(range(n), size)
+    ]
     stored, flops, grads = _under_policy(L.budget_policy(fn, (x,), budget), fn, x, leaves)
     assert stored <= budget
     assert flops == min(f for b, f in measured if b <= budget)
@@ -167,21 +175,30 @@ def test_is_the_budget_prediction_what_a_compiled_region_at_budget_zero_reruns()
         with torch.autograd.graph.region_activation_memory_budget(0.0):
             return model(x)
 
-    backend = aot_autograd(fw_compiler=lambda gm, _: gm,
-                           bw_compiler=lambda gm, _: graphs.setdefault("bw", gm),
-                           partition_fn=min_cut_rematerialization_partition)
+    backend = aot_autograd(
+        fw_compiler=lambda gm, _: gm,
+        bw_compiler=lambda gm, _: graphs.setdefault("bw", gm),
+        partition_fn=min_cut_rematerialization_partition,
+    )
     torch._dynamo.reset()
     torch.compile(forward, backend=backend)(x).sum().backward()
-    ops = collections.Counter(n.target.overloadpacket.__name__ for n in graphs["bw"].graph.nodes
-                              if n.op == "call_function" and hasattr(n.target, "overloadpacket"))
-    assert L._recomputed_at_budget(0.0) == {"addmm": ops["addmm"], "gelu": ops["gelu"]} == {"addmm": 5, "gelu": 3}
+    ops = collections.Counter(
+        n.target.overloadpacket.__name__
+        for n in graphs["bw"].graph.nodes
+        if n.op == "call_function" and hasattr(n.target, "overloadpacket")
+    )
+    assert (
+        L._recomputed_at_budget(0.0)
+        == {"addmm": ops["addmm"], "gelu": ops["gelu"]}
+        == {"addmm": 5, "gelu": 3}
+    )
     assert L._recomputed_at_budget(1.0) == {"addmm": 0, "gelu": 0}
 
 
 def _run_partitioned(jd, x):
     outs = jd.fw_module(*jd.params.values(), x)
-    user, saved = outs[:jd.num_fwd_outputs], outs[jd.num_fwd_outputs:]
-    return jd.bw_module(*saved, 2 * user[0])[:len(jd.params)]
+    user, saved = outs[: jd.num_fwd_outputs], outs[jd.num_fwd_outputs :]
+    return jd.bw_module(*saved, 2 * user[0])[: len(jd.params)]
 
 
 @pytest.mark.parametrize("model_name, last_layer", [("lesson", "2"), ("four blocks", "3"), ("float64", "1")])
@@ -211,25 +228,39 @@ def test_does_torch_accept_the_offload_choice_and_keep_the_gradients(model_name,
 def test_does_a_higher_threshold_choose_a_subset(a, b):
     low, high = sorted((a, b))
     fw = L.partitioned("lesson", "min_cut").fw_module
-    sizes = {n.name: n.meta["val"].nbytes for n in fw.graph.nodes if "val" in n.meta and hasattr(n.meta["val"], "nbytes")}
+    sizes = {
+        n.name: n.meta["val"].nbytes
+        for n in fw.graph.nodes
+        if "val" in n.meta and hasattr(n.meta["val"], "nbytes")
+    }
     at_low, at_high = L.choose_offload(fw, "2", low), L.choose_offload(fw, "2", high)
     assert at_high <= at_low and all(sizes[n] >= high for n in at_high)
 
 
 def _device_puts(gm):
-    return [n for n in gm.graph.nodes if n.op == "call_function" and n.target == torch.ops.prims.device_put.default]
+    return [
+        n
+        for n in gm.graph.nodes
+        if n.op == "call_function" and n.target == torch.ops.prims.device_put.default
+    ]
 
 
-@pytest.mark.parametrize("model_name, last_layer", [("lesson", "2"), ("two readers", "1"), ("buffers", "1"), ("float64", "1")])
+@pytest.mark.parametrize(
+    "model_name, last_layer", [("lesson", "2"), ("two readers", "1"), ("buffers", "1"), ("float64", "1")]
+)
 @pytest.mark.parametrize("partitioner", ["default", "min_cut"])
-def test_does_the_offload_pass_move_what_torchs_pass_moves_and_keep_eagers_gradients(model_name, partitioner, last_layer):
+def test_does_the_offload_pass_move_what_torchs_pass_moves_and_keep_eagers_gradients(
+    model_name, partitioner, last_layer
+):
     """9.6's reference against torch: the values it copies are the ones torch's own
     enable_activation_offloading copies when tagged with the same choice; every backward reader
     of a moved value reads a reload; the graphs give eager's output and gradients."""
     ours = L.partitioned(model_name, partitioner)
     L.offload_pass(ours.fw_module, ours.bw_module, ours.num_fwd_outputs, last_layer, 0)
     moved = {n.args[0].name for n in _device_puts(ours.fw_module)}
-    assert moved == L.choose_offload(L.partitioned(model_name, partitioner).fw_module, last_layer, 0) and moved
+    assert (
+        moved == L.choose_offload(L.partitioned(model_name, partitioner).fw_module, last_layer, 0) and moved
+    )
 
     theirs = L.partitioned(model_name, partitioner)
     for node in theirs.fw_module.graph.output_node().args[0]:
@@ -240,7 +271,7 @@ def test_does_the_offload_pass_move_what_torchs_pass_moves_and_keep_eagers_gradi
     assert len(_device_puts(ours.bw_module)) == len(_device_puts(theirs.bw_module)) == len(moved)
 
     held = ours.bw_module.graph.find_nodes(op="placeholder")
-    saved = ours.fw_module.graph.output_node().args[0][ours.num_fwd_outputs:]
+    saved = ours.fw_module.graph.output_node().args[0][ours.num_fwd_outputs :]
     for node, placeholder in zip(saved, held):
         if node in _device_puts(ours.fw_module):
             assert [u.target for u in placeholder.users] == [torch.ops.prims.device_put.default]
@@ -250,7 +281,7 @@ def test_does_the_offload_pass_move_what_torchs_pass_moves_and_keep_eagers_gradi
     out = reference(x)
     out.pow(2).sum().backward()
     outs = ours.fw_module(*ours.params.values(), *ours.buffers.values(), x)
-    grads = ours.bw_module(*outs[ours.num_fwd_outputs:], 2 * outs[0])[:len(ours.params)]
+    grads = ours.bw_module(*outs[ours.num_fwd_outputs :], 2 * outs[0])[: len(ours.params)]
     assert torch.allclose(outs[0], out, atol=1e-6)
     for g, p in zip(grads, reference.parameters()):
         assert torch.allclose(g, p.grad, atol=1e-6)
@@ -263,11 +294,14 @@ def test_is_the_two_reader_case_read_twice_in_the_backward_and_the_buffer_saved(
         readers = {p.name: len(p.users) for p in jd.bw_module.graph.find_nodes(op="placeholder")}
         assert readers["gelu"] == 2
         jd = L.partitioned("buffers", partitioner)
-        saved = jd.fw_module.graph.output_node().args[0][jd.num_fwd_outputs:]
+        saved = jd.fw_module.graph.output_node().args[0][jd.num_fwd_outputs :]
         buffers = set(get_buffer_nodes(jd.fw_module.graph))
         assert buffers and buffers <= set(saved)
-    sizes = {n.name: n.meta["val"].nbytes for n in L.partitioned("lesson", "default").fw_module.graph.nodes
-             if n.name in ("add", "add_1")}
+    sizes = {
+        n.name: n.meta["val"].nbytes
+        for n in L.partitioned("lesson", "default").fw_module.graph.nodes
+        if n.name in ("add", "add_1")
+    }
     assert sizes == {"add": 512, "add_1": 512}  # the hidden thresholds 512 and 513 sit on them
 
 
@@ -283,8 +317,11 @@ def test_does_torchs_solver_rerun_fewer_products_than_lesson_8s_knapsack_at_the_
 
     def activations(jd):
         out = jd.fw_module.graph.output_node()
-        return {n.name: n.meta["val"].nbytes for n in out.args[0][jd.num_fwd_outputs:]
-                if n.op == "call_function" and not n.target.is_view}
+        return {
+            n.name: n.meta["val"].nbytes
+            for n in out.args[0][jd.num_fwd_outputs :]
+            if n.op == "call_function" and not n.target.is_view
+        }
 
     def products(jd):
         return sum(n.target == torch.ops.aten.addmm.default for n in jd.bw_module.graph.nodes)
@@ -298,7 +335,9 @@ def test_does_torchs_solver_rerun_fewer_products_than_lesson_8s_knapsack_at_the_
     def partition(joint, inputs, **kwargs):
         for node in joint.graph.nodes:
             if node.op == "call_function":
-                node.meta["recompute"] = CheckpointPolicy.MUST_SAVE if node.name in keep else CheckpointPolicy.PREFER_RECOMPUTE
+                node.meta["recompute"] = (
+                    CheckpointPolicy.MUST_SAVE if node.name in keep else CheckpointPolicy.PREFER_RECOMPUTE
+                )
                 node.meta["ac_graph_id"] = 0
         return min_cut_rematerialization_partition(joint, inputs, **kwargs)
 

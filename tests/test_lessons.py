@@ -11,7 +11,7 @@ from course.lessons import LESSONS, get
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("lesson", LESSONS, ids=lambda l: l.slug)
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.slug)
 def test_lesson_has_solution_learner_copy_and_checks(lesson):
     assert (ROOT / "solutions" / lesson.notebook).exists()
     assert (ROOT / "notebooks" / lesson.notebook).exists()
@@ -22,7 +22,7 @@ def test_lesson_has_solution_learner_copy_and_checks(lesson):
 
 
 def test_lessons_are_numbered_in_order_and_prerequisites_come_first():
-    assert [l.number for l in LESSONS] == list(range(len(LESSONS)))
+    assert [lesson.number for lesson in LESSONS] == list(range(len(LESSONS)))
     for lesson in LESSONS:
         assert all(n < lesson.number for n in lesson.needs)
 
@@ -33,7 +33,7 @@ def test_unknown_lesson_names_the_ones_that_exist():
 
 
 def test_every_lesson_notebook_is_listed():
-    listed = {l.notebook for l in LESSONS}
+    listed = {lesson.notebook for lesson in LESSONS}
     assert {p.name for p in (ROOT / "solutions").glob("*.ipynb")} == listed
 
 
@@ -41,7 +41,7 @@ def test_generated_overview_and_exercise_table_are_current():
     assert guide.stale() == [], "run: python -m course.guide"
 
 
-@pytest.mark.parametrize("lesson", LESSONS, ids=lambda l: l.slug)
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.slug)
 def test_the_time_a_lesson_announces_is_the_time_the_overview_lists(lesson):
     import re
 
@@ -68,15 +68,18 @@ def _literals(source: str):
                 continue
 
 
-@pytest.mark.parametrize("lesson", LESSONS, ids=lambda l: l.slug)
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.slug)
 def test_no_learner_copy_writes_down_a_prediction_s_answer(lesson):
     """A prediction is not given away: no code the learner can read before answering holds the
     right answer as a literal (e.g. an assert right after the exercise). Checked for answers
     that are containers of two or more items; a lone number is too common to tell."""
     import nbformat
 
-    predictions = [ex for ex in all_exercises(lesson.number) if ex.kind == "predict"
-                   and isinstance(ex.solution, (tuple, list, dict)) and len(ex.solution) >= 2]
+    predictions = [
+        ex
+        for ex in all_exercises(lesson.number)
+        if ex.kind == "predict" and isinstance(ex.solution, (tuple, list, dict)) and len(ex.solution) >= 2
+    ]
     learner = nbformat.read(ROOT / "notebooks" / lesson.notebook, as_version=4)
     for cell in learner.cells:
         if cell.cell_type != "code":
@@ -96,11 +99,29 @@ def test_every_lesson_has_a_pytest_marker_that_selects_its_notebooks_and_tests()
     import re
 
     assert not re.search(r'"lesson\d+:', (root / "pyproject.toml").read_text()), (
-        "pyproject.toml types a lesson marker by hand; conftest.py derives them from course.lessons: delete the line")
+        "pyproject.toml types a lesson marker by hand; conftest.py derives them from course.lessons: delete the line"
+    )
     newest = LESSONS[-1]
     marker = f"lesson{newest.number:02d}"
-    run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                          "-p", "no:randomly", "-m", marker], cwd=root, capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "-m",
+            marker,
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     files = {line.split("::", 1)[0] for line in run.stdout.splitlines() if "::" in line}
     expected = {f"solutions/{newest.notebook}", f"notebooks/{newest.notebook}"}

@@ -22,8 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import course.autograd.mutation as course_graph
-from course.autograd import overlap
 from course import trace
+from course.autograd import overlap
 
 pytestmark = pytest.mark.lesson05
 
@@ -88,7 +88,7 @@ def watch(obs):
 
 def p_whole(a, obs):
     b = a.clone()
-    out = (b ** 2).sum()
+    out = (b**2).sum()
     watch(obs)
     b = fresh(b, obs)
     b.sin_()
@@ -115,7 +115,7 @@ def p_out(a, obs):
 
 def p_foreach(a, obs):
     b, c = a.clone(), a.clone() * 2
-    out = (b ** 2).sum() + (c ** 2).sum() + (b * c).sum()
+    out = (b**2).sum() + (c**2).sum() + (b * c).sum()
     watch(obs)
     b, c = fresh(b, obs), fresh(c, obs)
     torch._foreach_mul_([b, c], 3.0)
@@ -131,9 +131,7 @@ def p_untouched_sibling(a, obs):
     return out + b.sum()
 
 
-@pytest.mark.parametrize(
-    "program", [p_whole, p_view_at_offset_zero, p_out, p_foreach, p_untouched_sibling]
-)
+@pytest.mark.parametrize("program", [p_whole, p_view_at_offset_zero, p_out, p_foreach, p_untouched_sibling])
 def test_do_we_clone_what_torch_clones_and_get_its_gradients(program):
     g_t, cloned_t = run(torch_graph, program)
     g_c, cloned_c = run(course_graph, program)
@@ -149,7 +147,7 @@ def test_do_retain_graph_and_mutation_after_backward_behave_like_torch():
         with G.allow_mutation_on_saved_tensors() as ctx:
             obs = Observer(ctx)
             b = a.clone()
-            out = (b ** 2).sum()
+            out = (b**2).sum()
             b.mul_(2)  # clones the saved b
             out.backward(retain_graph=True)
             cloned = obs.cloned()
@@ -168,7 +166,7 @@ def test_do_retain_graph_and_mutation_after_backward_behave_like_torch():
 
 def p_offset_view(a, obs):  # the program from the lesson: a = randn(3, 4)
     b = a.clone()
-    out = (b ** 2).sum()
+    out = (b**2).sum()
     b = fresh(b, obs)
     b[1].mul_(3)
     return out
@@ -191,9 +189,7 @@ def p_version_drift(a, obs):
     return out
 
 
-@pytest.mark.parametrize(
-    "program", [p_offset_view, p_saved_offset_view_base_mutated, p_version_drift]
-)
+@pytest.mark.parametrize("program", [p_offset_view, p_saved_offset_view_base_mutated, p_version_drift])
 def test_are_offset_views_right_in_course_and_wrong_in_torch(program):
     right = oracle(program)
     g_c, cloned_c = run(course_graph, program)
@@ -217,7 +213,7 @@ def test_do_multi_output_out_ops_work_in_course_and_break_torch():
         x = torch.randn(4, 3, requires_grad=True)
         with G.allow_mutation_on_saved_tensors():
             b = x.clone()
-            out = (b ** 2).sum()
+            out = (b**2).sum()
             values, indices = torch.empty(3), torch.empty(3, dtype=torch.long)
             torch.max(b.detach(), 0, out=(values, indices))
             out.backward()
@@ -292,7 +288,7 @@ def p_random(a, obs, steps):
         if kind.startswith("save"):
             v = VIEWS[view](b)
             if kind == "save_pow":
-                out = out + (v ** 2).sum()
+                out = out + (v**2).sum()
             elif kind == "save_mul":
                 out = out + (v * b[2, 3]).sum()
             else:
@@ -301,7 +297,7 @@ def p_random(a, obs, steps):
             watch(obs)
             b = fresh(b, obs)
             v = VIEWS[view](b)
-            {"mul_": lambda: v.mul_(1.5), "sin_": v.sin_, "add_": lambda: v.add_(1.0)}[kind]()
+            {"mul_": lambda: v.mul_(1.5), "sin_": v.sin_, "add_": lambda: v.add_(1.0)}[kind]()  # noqa: B023 (called in this iteration)
     return out + (b * b).sum()
 
 
@@ -333,7 +329,7 @@ def test_is_the_context_repr_deterministic():
     with course_graph.allow_mutation_on_saved_tensors() as ctx:
         empty = repr(ctx)
         b = a.clone()
-        out = (b ** 2).sum() + b[1].exp().sum()
+        out = (b**2).sum() + b[1].exp().sum()
         before = repr(ctx)
         b[1].mul_(2)
         after = repr(ctx)
@@ -357,7 +353,7 @@ def test_does_the_trace_show_each_clone():
     with trace.record() as events:
         with course_graph.allow_mutation_on_saved_tensors():
             b = a.clone()
-            out = (b ** 2).sum()
+            out = (b**2).sum()
             b[1].mul_(2)
             out.backward()
     # b is t0 when packed; the write to b[1] (t1) clones it into t2; backward reads t2 via h0.
@@ -375,10 +371,10 @@ def _lesson_program(G, record: bool):
         events = stack.enter_context(trace.record()) if record else None
         ctx = stack.enter_context(G.allow_mutation_on_saved_tensors())
         b = a.clone()
-        y = b.sin()                 # h0: b at version 0
-        b.mul_(2)                   # clones h0
-        z = (b * b).sum()           # h1: b at version 1, saved twice
-        b[0].add_(1)                # clones h1
+        y = b.sin()  # h0: b at version 0
+        b.mul_(2)  # clones h0
+        z = (b * b).sum()  # h1: b at version 1, saved twice
+        b[0].add_(1)  # clones h1
         states = repr(ctx)
         (y.sum() + z).backward()
     return a.grad, events, states
@@ -398,8 +394,7 @@ def test_does_each_clone_event_name_its_clone_handle_and_version():
 
 def test_does_each_unpack_name_the_handle_whose_clone_it_read():
     _, events, _ = _lesson_program(course_graph, record=True)
-    clone_of = {dict(e.detail)["handle"]: dict(e.detail)["clone"]
-                for e in events if e.kind == "clone"}
+    clone_of = {dict(e.detail)["handle"]: dict(e.detail)["clone"] for e in events if e.kind == "clone"}
     read = [(e.name, dict(e.detail)["handle"], e.tensor) for e in events if e.kind == "unpack"]
     assert sorted(read) == [
         ("MulBackward0", "h1", clone_of["h1"]),  # b * b reads its one handle twice
@@ -502,8 +497,9 @@ def test_does_the_stride_test_agree_with_listing_every_offset(data):
     assert overlap.lattice_overlap(a, b, budget=10**6) == listed  # and it can always
 
 
-VIEW_OPS = st.sampled_from(["slice", "step", "select", "transpose", "diagonal", "unfold",
-                            "expand", "narrow_last"])
+VIEW_OPS = st.sampled_from(
+    ["slice", "step", "select", "transpose", "diagonal", "unfold", "expand", "narrow_last"]
+)
 
 
 def apply_view(t, op, k):
@@ -550,6 +546,7 @@ def test_does_the_stride_test_decide_every_view_that_view_ops_make(data, shape):
 
 def test_do_large_views_never_list_their_offsets(monkeypatch):
     """The workloads of issue 15: answered from strides, without one offset per element."""
+
     def listing(a, b):
         raise AssertionError(f"listed {a.numel() + b.numel()} offsets")
 
@@ -575,7 +572,10 @@ def test_does_an_undecided_large_pair_clone_rather_than_list(monkeypatch):
 def test_does_the_benchmark_still_run():
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "autograd_graph.py"), "--quick"],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
     assert "allow_mutation_on_saved_tensors" in done.stdout
@@ -587,13 +587,12 @@ def test_does_the_benchmark_still_run():
 def test_does_the_facade_export_it():
     from course import autograd_graph
 
-    assert autograd_graph.allow_mutation_on_saved_tensors is (
-        course_graph.allow_mutation_on_saved_tensors
-    )
+    assert autograd_graph.allow_mutation_on_saved_tensors is (course_graph.allow_mutation_on_saved_tensors)
 
 
 def test_a_trace_recording_keeps_no_handle_or_clone_alive():
     """Recording a trace must not change what the context holds after backward frees the graph."""
+
     def cloned_after_backward(record: bool) -> int:
         with contextlib.ExitStack() as stack:
             if record:

@@ -196,7 +196,11 @@ def test_does_each_iteration_report_a_new_accumulate_grad(hook_cm):
         return []
 
     seen, _ = seen_by(hook_cm, steps)
-    assert [name for name, _, _ in seen] == ["torch::autograd::AccumulateGrad", "MulBackward0", "SumBackward0"] * 3
+    assert [name for name, _, _ in seen] == [
+        "torch::autograd::AccumulateGrad",
+        "MulBackward0",
+        "SumBackward0",
+    ] * 3
 
 
 def nested(hook_cm):
@@ -214,8 +218,10 @@ def nested(hook_cm):
 @pytest.mark.parametrize("hook_cm", IMPLEMENTATIONS)
 def test_are_nested_hooks_called_outermost_first(hook_cm):
     assert nested(hook_cm) == [
-        ("outer", "torch::autograd::AccumulateGrad"), ("outer", "MulBackward0"),
-        ("outer", "ExpBackward0"), ("inner", "ExpBackward0"),
+        ("outer", "torch::autograd::AccumulateGrad"),
+        ("outer", "MulBackward0"),
+        ("outer", "ExpBackward0"),
+        ("inner", "ExpBackward0"),
         ("outer", "SinBackward0"),
     ]
 
@@ -227,8 +233,12 @@ def test_does_a_leaf_node_made_inside_the_inner_block_reach_both_hooks(hook_cm):
     with hook_cm(lambda n: calls.append(("outer", n.name()))):
         with hook_cm(lambda n: calls.append(("inner", n.name()))):
             a.exp()
-    assert calls == [("outer", "torch::autograd::AccumulateGrad"), ("inner", "torch::autograd::AccumulateGrad"),
-                     ("outer", "ExpBackward0"), ("inner", "ExpBackward0")]
+    assert calls == [
+        ("outer", "torch::autograd::AccumulateGrad"),
+        ("inner", "torch::autograd::AccumulateGrad"),
+        ("outer", "ExpBackward0"),
+        ("inner", "ExpBackward0"),
+    ]
 
 
 @needs_torch_hook
@@ -238,7 +248,7 @@ def test_is_nesting_the_same_as_torchs():
 
 def backward_with_create_graph(hook_cm):
     a, _ = leaves()
-    loss = (a ** 3).sum()
+    loss = (a**3).sum()
     seen, (grad,) = seen_by(hook_cm, lambda: torch.autograd.grad(loss, a, create_graph=True))
     return seen, grad
 
@@ -252,13 +262,17 @@ def test_does_backward_with_create_graph_report_the_nodes_it_makes(hook_cm):
 
 @needs_torch_hook
 def test_is_backward_the_same_as_torchs():
-    assert backward_with_create_graph(node_creation_hook)[0] == backward_with_create_graph(TG.node_creation_hook)[0]
+    assert (
+        backward_with_create_graph(node_creation_hook)[0]
+        == backward_with_create_graph(TG.node_creation_hook)[0]
+    )
 
 
 @pytest.mark.parametrize("hook_cm", IMPLEMENTATIONS)
 def test_is_the_registration_thread_local(hook_cm):
     """A thread the program starts does not inherit the hook (only the engine's threads do)."""
     a, _ = leaves()
+
     def in_a_thread():
         thread = threading.Thread(target=lambda: a * 5)
         thread.start()
@@ -307,8 +321,11 @@ def test_can_a_hook_tag_a_node_and_read_the_tag_in_backward(hook_cm):
         region[0] = "head"
         loss = h.sum()
     loss.backward()
-    assert ran_in == [("SumBackward0", "head"), ("ExpBackward0", "encoder"),
-                      ("torch::autograd::AccumulateGrad", "encoder")]
+    assert ran_in == [
+        ("SumBackward0", "head"),
+        ("ExpBackward0", "encoder"),
+        ("torch::autograd::AccumulateGrad", "encoder"),
+    ]
 
 
 def test_does_grad_off_make_no_nodes():

@@ -163,7 +163,9 @@ def fetches_per_storage(lines):
 def relu_mlp(width=64, depth=8):
     """Linear + ReLU blocks: relu's output is saved by relu and again by the next addmm."""
     torch.manual_seed(0)
-    return torch.nn.Sequential(*[m for _ in range(depth) for m in (torch.nn.Linear(width, width), torch.nn.ReLU())])
+    return torch.nn.Sequential(
+        *[m for _ in range(depth) for m in (torch.nn.Linear(width, width), torch.nn.ReLU())]
+    )
 
 
 def test_is_each_storage_fetched_once_per_backward():
@@ -336,7 +338,9 @@ def test_threshold_is_respected(min_bytes):
     off = copying(min_bytes=min_bytes)
     assert_same_grads(program, [a], off)
     assert off.stats.kept_small == small
-    assert off.stats.kept_small + off.stats.kept_param + off.stats.aliased + len(off._order) == off.stats.packed
+    assert (
+        off.stats.kept_small + off.stats.kept_param + off.stats.aliased + len(off._order) == off.stats.packed
+    )
 
 
 def test_sparse_and_conjugate_tensors_are_kept():
@@ -397,7 +401,9 @@ def test_trace_events_say_what_moved():
 
 
 def test_reprs_are_deterministic():
-    assert repr(Offloader(device_type="cpu")) == "Offloader(device='cpu', mode='passthrough', min_bytes=1048576)"
+    assert (
+        repr(Offloader(device_type="cpu")) == "Offloader(device='cpu', mode='passthrough', min_bytes=1048576)"
+    )
     assert repr(copying(min_bytes=16)) == "Offloader(device='cpu', mode='copy', min_bytes=16)"
     if not torch.cuda.is_available():
         assert repr(Offloader()) == "Offloader(device='cpu', mode='passthrough', min_bytes=1048576)"
@@ -438,7 +444,12 @@ def test_harness_on_cpu_reports_sane_fields():
     r = benchmark(model, [x], steps=2, progress=False)
     assert isinstance(r, BenchmarkResult) and (r.device, r.label, r.steps) == ("cpu", "CPU", 2)
     assert [row.strategy for row in r.rows] == [
-        "none", "identity hooks", "save_on_cpu", "save_on_cpu(pin_memory=True)", "course"]
+        "none",
+        "identity hooks",
+        "save_on_cpu",
+        "save_on_cpu(pin_memory=True)",
+        "course",
+    ]
     assert all(row.peak_bytes is None and row.step_s > 0 for row in r.rows)
     assert len({row.saved_bytes for row in r.rows}) == 1  # one definition for every strategy
     moved = {row.strategy: row.moved_bytes for row in r.rows}
@@ -452,7 +463,9 @@ def test_harness_on_cpu_reports_sane_fields():
 def test_harness_counts_weights_in_save_on_cpu_bytes():
     # The issue's MLP: 8 layers of width 1024, batch 64, input requiring no grad.
     torch.manual_seed(0)
-    model = torch.nn.Sequential(*[m for _ in range(8) for m in (torch.nn.Linear(1024, 1024), torch.nn.ReLU())])
+    model = torch.nn.Sequential(
+        *[m for _ in range(8) for m in (torch.nn.Linear(1024, 1024), torch.nn.ReLU())]
+    )
     strategies = {
         "save_on_cpu(pin_memory=True)": lambda: torch.autograd.graph.save_on_cpu(pin_memory=True),
         "course": lambda: copying(),
@@ -462,7 +475,9 @@ def test_harness_counts_weights_in_save_on_cpu_bytes():
     # layers 2..8 save theirs; layer 1's input needs no grad.
     weights = 7 * 1024 * 1024 * 4
     act = 64 * 1024 * 4  # one activation: the input, or one relu output
-    assert r.row("course").saved_bytes == r.row("save_on_cpu(pin_memory=True)").saved_bytes == weights + 9 * act
+    assert (
+        r.row("course").saved_bytes == r.row("save_on_cpu(pin_memory=True)").saved_bytes == weights + 9 * act
+    )
     assert round(100 * weights / (weights + 9 * act)) == 93
     # torch copies every save: the weights, the input, and relu outputs 1..7 twice (relu and
     # the next addmm save the same storage); on the CPU its unpack copies nothing back.
@@ -488,7 +503,10 @@ def test_harness_accepts_custom_strategies_and_plots():
 def test_benchmark_script_quick_runs():
     out = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "offload.py"), "--quick"],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
     )
     assert out.returncode == 0, out.stderr
     assert "CPU" in out.stdout and "course" in out.stdout

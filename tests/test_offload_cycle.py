@@ -70,9 +70,11 @@ def test_it_is_the_pack_itself(G):
     packed = []
     hooks = G.save_on_cpu()
     x = torch.randn(4, requires_grad=True)
-    with torch_graph.saved_tensors_hooks(lambda t: packed.append((t, hooks.pack_hook(t))) or t.detach(), lambda t: t):
+    with torch_graph.saved_tensors_hooks(
+        lambda t: packed.append((t, hooks.pack_hook(t))) or t.detach(), lambda t: t
+    ):
         y = x.exp()
-    (t, (device, stored)), = packed
+    ((t, (device, stored)),) = packed
     assert t is y and stored is y and device == torch.device("cpu")
 
 

@@ -56,10 +56,15 @@ def test_does_every_one_pass_schedule_lie_between_its_bounds_and_tighten_with_fe
 
 @settings(max_examples=60, deadline=None)
 @given(layers(), st.booleans(), st.floats(0, 1e-2))
-def test_does_every_step_schedule_lie_between_its_bounds_and_tighten_with_fewer_in_flight(ls, keep_last, hook):
+def test_does_every_step_schedule_lie_between_its_bounds_and_tighten_with_fewer_in_flight(
+    ls, keep_last, hook
+):
     fwd, bwd, saved, bw = ls
     p = predict_step(fwd, bwd, saved, bw, hook_s=hook, keep_last=keep_last)
-    ends = [step_schedule(fwd, bwd, saved, bw, k, hook_s=hook, keep_last=keep_last).end for k in (0, 1, 2, 4, None)]
+    ends = [
+        step_schedule(fwd, bwd, saved, bw, k, hook_s=hook, keep_last=keep_last).end
+        for k in (0, 1, 2, 4, None)
+    ]
     for t in ends:
         assert _le(p.lower, t) and _le(t, p.synchronous)
     for stricter, looser in zip(ends, ends[1:]):  # fewer copies in flight is never faster

@@ -76,9 +76,11 @@ def test_does_the_scripts_record_load(tmp_path):
     spec = importlib.util.spec_from_file_location("offload_script", ROOT / "benchmarks" / "offload.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    rows = (StrategyResult("none", 0.01, None, 100, 0, 0, 5, 5, (0.009, 0.01, 0.011)),
-            StrategyResult("identity hooks", 0.011, None, 100, 0, 0, 5, 5, (0.01, 0.011, 0.012)),
-            StrategyResult("course", 0.02, None, 100, 100, 200, 5, 5, (0.019, 0.02, 0.021)))
+    rows = (
+        StrategyResult("none", 0.01, None, 100, 0, 0, 5, 5, (0.009, 0.01, 0.011)),
+        StrategyResult("identity hooks", 0.011, None, 100, 0, 0, 5, 5, (0.01, 0.011, 0.012)),
+        StrategyResult("course", 0.02, None, 100, 100, 200, 5, 5, (0.019, 0.02, 0.021)),
+    )
     result = BenchmarkResult("cpu", "CPU", 3, rows)
     bw = {"d2h_pinned": 1e10, "d2h_pageable": 5e9, "h2d_pinned": 1e10, "h2d_pageable": 5e9}
     preds = script.predict_rows(result, 0.004, 2, bw)

@@ -13,13 +13,9 @@ import gc
 
 import pytest
 import torch
+import torch.autograd.graph as torch_graph
 from hypothesis import given, settings
 from hypothesis import strategies as st
-import torch.autograd.graph as torch_graph
-from torch.multiprocessing.reductions import StorageWeakRef
-
-import course.autograd.mutation as course_mutation
-from course.offload import Offloader
 from test_offload import faked_stream_mode  # pytest puts tests/ on sys.path
 from test_version_check import (
     OPS,
@@ -32,6 +28,10 @@ from test_version_check import (
     plain_hooks,
     same_outcome_as_eager,
 )
+from torch.multiprocessing.reductions import StorageWeakRef
+
+import course.autograd.mutation as course_mutation
+from course.offload import Offloader
 
 pytestmark = pytest.mark.lesson04
 
@@ -81,7 +81,12 @@ def test_opting_out_gives_torchs_behaviour(program, mode, min_bytes):
     assert kind == "ok" and all(torch.equal(a, b) for a, b in zip(ours, torchs))
 
 
-@given(ops=OPS, write=WRITES, mode=st.sampled_from(["passthrough", "copy", "stream"]), min_bytes=st.sampled_from([0, 30, HUGE]))
+@given(
+    ops=OPS,
+    write=WRITES,
+    mode=st.sampled_from(["passthrough", "copy", "stream"]),
+    min_bytes=st.sampled_from([0, 30, HUGE]),
+)
 @settings(max_examples=60, deadline=None)
 def test_op_sequences_raise_exactly_where_eager_does(ops, write, mode, min_bytes):
     """Any chain of ops, any intermediate written (or none), any rule (30 bytes: the 8-float
@@ -97,7 +102,11 @@ def test_without_the_check_the_outcome_depends_on_min_bytes():
     _, before = outcome(activation_modified, no_hooks, mutate=False)
     assert torch.equal(copied[0], before[0]) and not torch.allclose(kept[0], before[0])
     eager = outcome(activation_modified, no_hooks)
-    assert outcome(activation_modified, under("copy", 0)) == eager == outcome(activation_modified, under("copy", HUGE))
+    assert (
+        outcome(activation_modified, under("copy", 0))
+        == eager
+        == outcome(activation_modified, under("copy", HUGE))
+    )
 
 
 def test_repr_shows_the_check_only_when_off():
@@ -111,14 +120,18 @@ def test_repr_shows_the_check_only_when_off():
 
 # ---------------------------------------------------------------- no false alarm
 
-no_alarm = pytest.mark.parametrize("mode,min_bytes", [(m, b) for m in ("passthrough", "copy", "stream") for b in (0, HUGE)])
+no_alarm = pytest.mark.parametrize(
+    "mode,min_bytes", [(m, b) for m in ("passthrough", "copy", "stream") for b in (0, HUGE)]
+)
 
 
 def same_as_eager(program, hooks):
     kind, ours = outcome(program, hooks)
     _, eager = outcome(program, no_hooks)
     # bit for bit, NaN where eager has NaN (a long chain of exp overflows)
-    return kind == "ok" and all(torch.allclose(a, b, rtol=0, atol=0, equal_nan=True) for a, b in zip(ours, eager))
+    return kind == "ok" and all(
+        torch.allclose(a, b, rtol=0, atol=0, equal_nan=True) for a, b in zip(ours, eager)
+    )
 
 
 @no_alarm

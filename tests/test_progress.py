@@ -12,10 +12,7 @@ import nbformat
 import pytest
 
 from course import cli
-
-from course.grading import progress
-
-from course.grading import workspace
+from course.grading import progress, workspace
 from course.grading.progress import Row
 
 STUB = "raise NotImplementedError('exercise {}')"
@@ -83,15 +80,17 @@ def collect(root: Path, grade: FakeGrader, **kwargs) -> list[Row]:
 def test_the_table_lists_every_exercise_with_its_status(root, grade):
     answer(root / "01_graph.ipynb", "1.1", "answer = 42")
     answer(root / "01_graph.ipynb", "1.2", "answer = 41")
-    assert progress.table(collect(root, grade), "mine") == "\n".join([
-        "mine: 1 of 3 exercises passed, 1 failed, 1 not attempted",
-        "",
-        "lesson            exercise  status         note",
-        "00_warmup.ipynb   -         no exercises",
-        "01_graph.ipynb    1.1       passed",
-        "                  1.2       failed         yours: answer = 41, expected: answer = 42",
-        "02_hooks.ipynb    2.1       not attempted",
-    ])
+    assert progress.table(collect(root, grade), "mine") == "\n".join(
+        [
+            "mine: 1 of 3 exercises passed, 1 failed, 1 not attempted",
+            "",
+            "lesson            exercise  status         note",
+            "00_warmup.ipynb   -         no exercises",
+            "01_graph.ipynb    1.1       passed",
+            "                  1.2       failed         yours: answer = 41, expected: answer = 42",
+            "02_hooks.ipynb    2.1       not attempted",
+        ]
+    )
 
 
 def test_a_second_run_grades_nothing(root, grade):
@@ -150,8 +149,12 @@ def test_a_damaged_cache_is_ignored(root, grade):
     collect(root, grade)
     (root / progress.CACHE).write_text("{ damaged")
     grade.graded.clear()
-    assert [r.status for r in collect(root, grade)] == ["no exercises", "not attempted", "not attempted",
-                                                         "not attempted"]
+    assert [r.status for r in collect(root, grade)] == [
+        "no exercises",
+        "not attempted",
+        "not attempted",
+        "not attempted",
+    ]
     assert len(grade.graded) == 3
 
 
@@ -162,8 +165,10 @@ def test_a_grader_crash_is_one_row_and_is_not_cached(root, grade):
         return grade(path, lesson)
 
     rows = progress.collect(root, grade_fn=crashing, grader_id="fake 1")
-    assert Row("01_graph.ipynb", "01_graph.ipynb", "-", "error",
-               "the grader failed: RuntimeError: kernel died") in rows
+    assert (
+        Row("01_graph.ipynb", "01_graph.ipynb", "-", "error", "the grader failed: RuntimeError: kernel died")
+        in rows
+    )
     assert "some lessons could not be graded" in progress.table(rows)
     grade.graded.clear()
     collect(root, grade)
@@ -178,8 +183,10 @@ def test_an_answer_that_raised_is_a_verdict_and_is_cached(root, grade):
     progress.collect(root, grade_fn=raising_answer, grader_id="fake 1")
     grade.graded.clear()
     rows = progress.collect(root, grade_fn=raising_answer, grader_id="fake 1")
-    assert grade.graded == [] and Row("02_hooks.ipynb", "02_hooks.ipynb", "2.1", "error",
-                                      "yours raised ZeroDivisionError") in rows
+    assert (
+        grade.graded == []
+        and Row("02_hooks.ipynb", "02_hooks.ipynb", "2.1", "error", "yours raised ZeroDivisionError") in rows
+    )
 
 
 def test_a_grader_with_an_unknown_status_is_a_bug_we_report(root):
@@ -203,7 +210,8 @@ def test_a_folder_of_notebooks_without_a_manifest_is_graded_too(tmp_path, grade)
     write_lesson(tmp_path, "03_saved_tensors.ipynb", "3.1")
     write_lesson(tmp_path, "03_saved_tensors.updated.ipynb", "3.1")  # an offered copy: not a lesson
     assert collect(tmp_path, grade) == [
-        Row("03_saved_tensors.ipynb", "03_saved_tensors.ipynb", "3.1", "not attempted")]
+        Row("03_saved_tensors.ipynb", "03_saved_tensors.ipynb", "3.1", "not attempted")
+    ]
 
 
 def test_a_read_only_folder_still_gets_its_table(root, grade, monkeypatch, capsys):
@@ -235,12 +243,22 @@ def test_a_failed_exercise_points_at_the_full_report(root, grade, monkeypatch, c
 
 
 def test_a_grader_result_becomes_a_short_note():
-    message = "[0.1 cube_sum_grad] failed: 0/4 cases\n  case:     cube_sum_grad(...)\n  hint:     use autograd"
-    assert progress.result_note({"status": "failed", "message": message, "hint": "use autograd"}) == \
-        "0/4 cases; hint: use autograd"
-    assert progress.result_note({"status": "error", "message": "[0.1 f] error: timeout: ran past 10 s", "hint": ""}) == \
-        "timeout: ran past 10 s"
-    assert progress.result_note({"status": "passed", "message": "[0.1 f] passed: 4/4 cases", "hint": ""}) == ""
+    message = (
+        "[0.1 cube_sum_grad] failed: 0/4 cases\n  case:     cube_sum_grad(...)\n  hint:     use autograd"
+    )
+    assert (
+        progress.result_note({"status": "failed", "message": message, "hint": "use autograd"})
+        == "0/4 cases; hint: use autograd"
+    )
+    assert (
+        progress.result_note(
+            {"status": "error", "message": "[0.1 f] error: timeout: ran past 10 s", "hint": ""}
+        )
+        == "timeout: ran past 10 s"
+    )
+    assert (
+        progress.result_note({"status": "passed", "message": "[0.1 f] passed: 4/4 cases", "hint": ""}) == ""
+    )
 
 
 def test_progress_on_a_missing_folder_says_how_to_start(tmp_path, capsys):
@@ -259,7 +277,9 @@ def test_the_grader_fingerprint_names_the_course_version():
 def test_the_real_grader_end_to_end(tmp_path):
     """A fixture notebook for lesson 0 (exercises taken from the check registry): the first
     function exercise answered with its reference solution, the rest left as stubs."""
-    grading = pytest.importorskip("course.grading.grade", reason="the grader (course/grading/grade.py) is not installed")
+    grading = pytest.importorskip(
+        "course.grading.grade", reason="the grader (course/grading/grade.py) is not installed"
+    )
     import inspect
 
     from course import checks
@@ -267,7 +287,10 @@ def test_the_real_grader_end_to_end(tmp_path):
     checks.load_all()
     exercises = checks.all_exercises(0)
     solved = next(ex for ex in exercises if ex.kind == "function")
-    cells = ["import torch", inspect.getsource(solved.solution) + f"\n{solved.name} = {solved.solution.__name__}"]
+    cells = [
+        "import torch",
+        inspect.getsource(solved.solution) + f"\n{solved.name} = {solved.solution.__name__}",
+    ]
     cells += [f"raise NotImplementedError('exercise {ex.id}')" for ex in exercises if ex is not solved]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     nbformat.write(nb, tmp_path / "mine.ipynb")  # renamed: the grader is told it is lesson 0
@@ -278,11 +301,19 @@ def test_the_real_grader_end_to_end(tmp_path):
         return progress.default_grader()(path, lesson)
 
     (tmp_path / ".course").mkdir()
-    (tmp_path / ".course" / "manifest.json").write_text(json.dumps(
-        {"format": 1, "source": "", "lessons": {"00_warmup.ipynb": {"file": "mine.ipynb", "shipped": "x"}}}))
+    (tmp_path / ".course" / "manifest.json").write_text(
+        json.dumps(
+            {
+                "format": 1,
+                "source": "",
+                "lessons": {"00_warmup.ipynb": {"file": "mine.ipynb", "shipped": "x"}},
+            }
+        )
+    )
     rows = progress.collect(tmp_path, grade_fn=spy, grader_id=progress.grader_fingerprint())
     assert {r.exercise.split()[0]: r.status for r in rows} == {
-        ex.id: "passed" if ex is solved else "not attempted" for ex in exercises}
+        ex.id: "passed" if ex is solved else "not attempted" for ex in exercises
+    }
     assert progress.collect(tmp_path, grade_fn=spy, grader_id=progress.grader_fingerprint()) == rows
     assert calls == ["mine.ipynb"]  # the second run came from the cache
     assert grading.grade_notebook  # the API we adapt to
@@ -290,12 +321,15 @@ def test_the_real_grader_end_to_end(tmp_path):
 
 # --- untouched notebooks are not run (issue 17) -----------------------------------------------------
 
+
 def test_the_exercises_read_without_importing_are_the_registered_ones():
     from course import checks
 
     checks.load_all()
     for number in range(10):
-        assert progress.registered_exercises(number) == [(ex.id, ex.name) for ex in checks.all_exercises(number)]
+        assert progress.registered_exercises(number) == [
+            (ex.id, ex.name) for ex in checks.all_exercises(number)
+        ]
 
 
 class Untouched(FakeGrader):
@@ -314,7 +348,10 @@ def test_untouched_notebooks_are_not_graded_and_an_edited_one_is(root):
     assert not (root / progress.CACHE).exists()  # nothing graded, nothing written
     answer(root / "01_graph.ipynb", "1.1", "answer = 42")
     rows = collect(root, grade)
-    assert grade.graded == ["01_graph.ipynb"] and Row("01_graph.ipynb", "01_graph.ipynb", "1.1", "passed") in rows
+    assert (
+        grade.graded == ["01_graph.ipynb"]
+        and Row("01_graph.ipynb", "01_graph.ipynb", "1.1", "passed") in rows
+    )
 
 
 def fresh_course_folder(tmp_path: Path) -> Path:
@@ -327,7 +364,9 @@ def fresh_course_folder(tmp_path: Path) -> Path:
     return tmp_path / "mine"
 
 
-def test_a_fresh_copy_of_the_course_is_all_not_attempted_without_running_anything(tmp_path, monkeypatch, capsys):
+def test_a_fresh_copy_of_the_course_is_all_not_attempted_without_running_anything(
+    tmp_path, monkeypatch, capsys
+):
     root = fresh_course_folder(tmp_path)
     import course.grading.grade as grading
 
@@ -344,7 +383,11 @@ def test_deleting_moving_or_repeating_stub_cells_is_still_untouched(tmp_path, mo
     root = fresh_course_folder(tmp_path)
     nb = nbformat.read(root / "01_autograd_graph.ipynb", as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
-    nb.cells = [code[-1], *code[1:-1], nbformat.v4.new_code_cell(code[-1].source)]  # moved, repeated, one deleted
+    nb.cells = [
+        code[-1],
+        *code[1:-1],
+        nbformat.v4.new_code_cell(code[-1].source),
+    ]  # moved, repeated, one deleted
     nb.cells.append(nbformat.v4.new_markdown_cell("my notes"))
     nbformat.write(nb, root / "01_autograd_graph.ipynb")
     graded = []
@@ -384,12 +427,15 @@ def test_progress_says_when_an_update_is_waiting(tmp_path, monkeypatch, capsys):
     assert cli.main(["update", str(root), "--source", str(tmp_path / "lessons")]) == 0
     import course.grading.grade as grading
 
-    monkeypatch.setattr(grading, "grade_notebook", lambda *a, **k: types.SimpleNamespace(error="", exercises=[]))
+    monkeypatch.setattr(
+        grading, "grade_notebook", lambda *a, **k: types.SimpleNamespace(error="", exercises=[])
+    )
     capsys.readouterr()
     assert progress.main([str(root)]) == 0
     out = capsys.readouterr().out
-    assert ("an update is waiting: updated-01_autograd_graph.ipynb is the new version of "
-            "01_autograd_graph.ipynb") in out
+    assert (
+        "an update is waiting: updated-01_autograd_graph.ipynb is the new version of 01_autograd_graph.ipynb"
+    ) in out
     (root / "updated-01_autograd_graph.ipynb").unlink()  # the learner kept theirs
     assert progress.main([str(root)]) == 0
     assert "update is waiting" not in capsys.readouterr().out

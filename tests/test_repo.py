@@ -3,9 +3,9 @@
 import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
+import tomllib
 from packaging.requirements import Requirement
 from packaging.version import Version
 
@@ -52,8 +52,9 @@ def test_the_ci_grading_example_parses_and_uses_only_real_grade_options():
     runs = [step.get("run", "") for step in workflow["jobs"]["grade"]["steps"]]
     (grade,) = [r for r in runs if "course grade" in r]
     options = set(re.findall(r"(--[a-z-]+|-j)\b", grade))
-    helptext = subprocess.run([sys.executable, "-m", "course", "grade", "--help"],
-                              capture_output=True, text=True, check=True).stdout
+    helptext = subprocess.run(
+        [sys.executable, "-m", "course", "grade", "--help"], capture_output=True, text=True, check=True
+    ).stdout
     assert options and all(opt in helptext for opt in options), options
 
 
@@ -71,7 +72,7 @@ def _lines(script: str) -> list[str]:
 def _holds(script: str, block: list[str]) -> bool:
     """Does ``script`` run the lines of ``block`` one after the other, as they are written?"""
     lines = _lines(script)
-    return any(lines[i:i + len(block)] == block for i in range(len(lines)))
+    return any(lines[i : i + len(block)] == block for i in range(len(lines)))
 
 
 def _workflows() -> tuple[list[str], list[str]]:
@@ -80,7 +81,9 @@ def _workflows() -> tuple[list[str], list[str]]:
     github = yaml.safe_load((ROOT / ".github/workflows/release.yml").read_text())
     gitlab = yaml.safe_load((ROOT / "docs/release-gitlab-example.yml").read_text())
     steps = [s.get("run", "") for s in github["jobs"]["release"]["steps"]]
-    scripts = ["\n".join(job["script"]) for job in gitlab.values() if isinstance(job, dict) and "script" in job]
+    scripts = [
+        "\n".join(job["script"]) for job in gitlab.values() if isinstance(job, dict) and "script" in job
+    ]
     return steps, scripts
 
 
@@ -95,12 +98,17 @@ def test_the_release_workflows_build_with_the_guides_recipe_and_install_as_the_r
         assert any(_holds(s, recipe) for s in scripts) and any(_holds(s, install[:-1]) for s in scripts)
     yaml = __import__("yaml")
     github = yaml.safe_load((ROOT / ".github/workflows/release.yml").read_text())
-    assert github[True]["push"]["tags"] == ["v*"] and github["permissions"] == {"contents": "write"}  # `on:` reads as True
+    assert github[True]["push"]["tags"] == ["v*"] and github["permissions"] == {
+        "contents": "write"
+    }  # `on:` reads as True
     steps, scripts = _workflows()
     assert any("gh release upload" in s and "dist/autograd_course-*" in s for s in steps)
     gitlab = yaml.safe_load((ROOT / "docs/release-gitlab-example.yml").read_text())
     links = gitlab["release"]["release"]["assets"]["links"]
-    assert [link["name"] for link in links] == ["autograd_course-${VERSION}-py3-none-any.whl", "autograd_course-${VERSION}.tar.gz"]
+    assert [link["name"] for link in links] == [
+        "autograd_course-${VERSION}-py3-none-any.whl",
+        "autograd_course-${VERSION}.tar.gz",
+    ]
     assert any("--upload-file" in s for s in scripts)
 
 
@@ -109,13 +117,17 @@ def test_the_guides_and_readmes_commands_pin_a_supported_torch_from_the_cpu_inde
         for pin in re.findall(r"torch==([0-9.]+)", block):
             assert Version(pin) in course.SUPPORTED_TORCH, pin
     assert "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in _block("wheel-install")
-    assert "https://download.pytorch.org/whl/cpu" in (ROOT / "binder/requirements.txt").read_text()  # Binder's choice too
+    assert (
+        "https://download.pytorch.org/whl/cpu" in (ROOT / "binder/requirements.txt").read_text()
+    )  # Binder's choice too
 
 
 #: How a document can name a version of the course: a file or requirement (autograd_course-0.1.0,
 #: autograd-course==0.1.0), `course --version`'s words (course 0.1.0), a tag (tag v0.1.0).
-_NAMED_VERSION = re.compile(r"autograd[_-]course(?:-|==|\s)v?(\d+\.\d+(?:\.\d+)*)\b|\bcourse (\d+\.\d+\.\d+)\b"
-                            r"|\btags? v(\d+\.\d+\.\d+)\b")
+_NAMED_VERSION = re.compile(
+    r"autograd[_-]course(?:-|==|\s)v?(\d+\.\d+(?:\.\d+)*)\b|\bcourse (\d+\.\d+\.\d+)\b"
+    r"|\btags? v(\d+\.\d+\.\d+)\b"
+)
 
 
 def _versions_named(text: str) -> set[str]:
@@ -125,11 +137,17 @@ def _versions_named(text: str) -> set[str]:
 def test_no_document_names_a_version_other_than_course_version():
     """The version is stated once (course.__version__, which pyproject reads); a document says
     X.Y.Z or names that version, never another one (the README said 0.1.0, the guide 0.2.0)."""
-    assert _versions_named("pip install autograd_course-0.2.0-py3-none-any.whl; course 0.3.1; tag v1.0.0") == \
-        {"0.2.0", "0.3.1", "1.0.0"}  # the check sees each way of naming one
-    documents = [ROOT / "README.md", ROOT / "pyproject.toml", *sorted((ROOT / "docs").glob("*.md")),
-                 *sorted((ROOT / "docs").glob("*.yml")), *sorted((ROOT / ".github").rglob("*.yml")),
-                 *sorted((ROOT / "binder").iterdir())]
+    assert _versions_named(
+        "pip install autograd_course-0.2.0-py3-none-any.whl; course 0.3.1; tag v1.0.0"
+    ) == {"0.2.0", "0.3.1", "1.0.0"}  # the check sees each way of naming one
+    documents = [
+        ROOT / "README.md",
+        ROOT / "pyproject.toml",
+        *sorted((ROOT / "docs").glob("*.md")),
+        *sorted((ROOT / "docs").glob("*.yml")),
+        *sorted((ROOT / ".github").rglob("*.yml")),
+        *sorted((ROOT / "binder").iterdir()),
+    ]
     named = {(str(p.relative_to(ROOT)), v) for p in documents for v in _versions_named(p.read_text())}
     assert all(v == course.__version__ for _, v in named), sorted(named)
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -139,7 +157,9 @@ def test_no_document_names_a_version_other_than_course_version():
 
 def test_no_made_up_addresses():
     """A project address must lead somewhere: none is invented, and the guide says what to fill in."""
-    texts = {p: p.read_text() for p in [ROOT / "pyproject.toml", ROOT / "README.md", *(ROOT / "docs").glob("*.md")]}
+    texts = {
+        p: p.read_text() for p in [ROOT / "pyproject.toml", ROOT / "README.md", *(ROOT / "docs").glob("*.md")]
+    }
     assert not [p.name for p, text in texts.items() if "example.invalid" in text]
     urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"].get("urls", {})
     assert not [u for u in urls.values() if re.search(r"example\.|<|your-org", u)], urls

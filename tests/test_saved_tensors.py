@@ -117,9 +117,7 @@ def test_do_hooks_see_save_for_backward_of_a_custom_function():
         return log, x.grad, w.grad
 
     (log_t, *g_t), (log_c, *g_c) = differential(program)
-    assert log_t == log_c == [
-        ("pack", (2, 3)), ("pack", (3,)), ("unpack", (2, 3)), ("unpack", (3,))
-    ]
+    assert log_t == log_c == [("pack", (2, 3)), ("pack", (3,)), ("unpack", (2, 3)), ("unpack", (3,))]
     for a, b in zip(g_t, g_c):
         torch.testing.assert_close(a, b)
 
@@ -143,8 +141,9 @@ def test_do_hooks_see_views_and_inplace_ops_alike():
 
 @given(
     shape=st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple),
-    ops=st.lists(st.sampled_from(["mul", "exp", "sin", "pow", "div", "mul_", "sigmoid_"]),
-                 min_size=1, max_size=8),
+    ops=st.lists(
+        st.sampled_from(["mul", "exp", "sin", "pow", "div", "mul_", "sigmoid_"]), min_size=1, max_size=8
+    ),
 )
 @settings(max_examples=30, deadline=None)
 def test_do_random_programs_pack_and_unpack_the_same_way(shape, ops):
@@ -157,7 +156,7 @@ def test_do_random_programs_pack_and_unpack_the_same_way(shape, ops):
                 if op == "mul":
                     h = h * x
                 elif op == "pow":
-                    h = h ** 2
+                    h = h**2
                 elif op == "div":
                     h = h / (x.detach().abs() + 1)
                 elif op.endswith("_"):
@@ -243,7 +242,7 @@ def test_is_a_wrong_dtype_or_broadcastable_shape_from_unpack_silently_accepted()
         return _bad_program(G, lambda t: t.detach(), unpack)
 
     for unpack in (lambda t: t.double(), lambda t: t.reshape(3, 1)):
-        theirs, ours = differential(lambda G: program(G, unpack))
+        theirs, ours = differential(lambda G: program(G, unpack))  # noqa: B023 (called in this iteration)
         assert ours.dtype == theirs.dtype == torch.float32
         torch.testing.assert_close(theirs, ours)
     torch.manual_seed(0)
@@ -272,7 +271,7 @@ def test_does_disable_nest_and_restore_the_previous_message_after_an_exception()
                 with G.disable_saved_tensors_hooks("inner"):
                     seen.append(_hook_state())
                     seen.append(error_of(lambda: G.saved_tensors_hooks(id, id).__enter__()))
-                    1 / 0
+                    1 / 0  # noqa: B018 (read for its effect)
             seen.append(_hook_state())  # back to "outer", despite the exception
             seen.append(error_of(lambda: G.save_on_cpu().__enter__()))
         seen.append(_hook_state())
@@ -345,8 +344,11 @@ def test_does_save_on_cpu_avoid_copies_on_cpu():
 def test_are_raw_hooks_pushed_when_tracing_is_off(monkeypatch):
     pushed = []
     real = torch._C._autograd._push_saved_tensors_default_hooks
-    monkeypatch.setattr(torch._C._autograd, "_push_saved_tensors_default_hooks",
-                        lambda p, u: (pushed.append((p, u)), real(p, u)))
+    monkeypatch.setattr(
+        torch._C._autograd,
+        "_push_saved_tensors_default_hooks",
+        lambda p, u: (pushed.append((p, u)), real(p, u)),
+    )
     pack, unpack = logging_hooks([])
     with course_graph.saved_tensors_hooks(pack, unpack):
         pass
@@ -383,7 +385,6 @@ def test_does_the_trace_show_each_pack_and_unpack_in_torchs_order():
 
 
 # ---------------------------------------------------------------- docs
-
 
 
 def test_does_the_facade_export_these_objects():

@@ -125,12 +125,18 @@ def test_are_repeated_edges_kept():
 def test_does_drawing_label_leaves_and_highlight():
     loss, w, b = _program([0, 1])
     fig = show.draw_autograd_graph(loss, names={"w": w, "b": b}, highlight=["SinBackward0"])
-    labels = {t.get_gid()[6:]: t.get_text().split("\n")[0] for t in fig.axes[0].texts
-              if (t.get_gid() or "").startswith("label:")}
+    labels = {
+        t.get_gid()[6:]: t.get_text().split("\n")[0]
+        for t in fig.axes[0].texts
+        if (t.get_gid() or "").startswith("label:")
+    }
     g = show.autograd_graph(loss, names={"w": w, "b": b})
     assert labels == {n: f"{n} {g.nodes[n]['label']}" for n in g}
-    fills = {p.get_gid()[5:]: p.get_facecolor() for p in fig.axes[0].patches
-             if (p.get_gid() or "").startswith("node:")}
+    fills = {
+        p.get_gid()[5:]: p.get_facecolor()
+        for p in fig.axes[0].patches
+        if (p.get_gid() or "").startswith("node:")
+    }
     (sin,) = [n for n in g if g.nodes[n]["name"] == "SinBackward0"]
     assert [n for n in g if fills[n] == fills[sin]] == [sin]  # the highlight alone is orange
     plt.close(fig)
@@ -205,7 +211,10 @@ def test_does_the_joint_nx_graph_link_the_same_pairs(joint):
     out = joint.graph.output_node()
     index = {id(v): f"output[{i}]" for i, v in reversed(list(enumerate(out.args[0])))}
     want = {(p.name, index[id(g)]) for p, g in torch_fx_utils.get_param_and_grad_nodes(joint.graph).values()}
-    want |= {(index[id(o)], t.name) for o, t in torch_fx_utils.get_plain_output_and_tangent_nodes(joint.graph).values()}
+    want |= {
+        (index[id(o)], t.name)
+        for o, t in torch_fx_utils.get_plain_output_and_tangent_nodes(joint.graph).values()
+    }
     assert {(a, b) for a, b, _ in d.graph["pairs"]} == want
     kinds = {d.nodes[n]["kind"] for n in d}
     assert {"ParamAOTInput", "PlainAOTInput", "TangentAOTInput", "PlainAOTOutput", "GradAOTOutput"} <= kinds
@@ -245,7 +254,9 @@ def test_are_many_inputs_and_outputs_drawn_as_one_box_per_descriptor_kind():
     fig = show.draw_joint_graph(gm)
     report = drawn_graph_report(fig)
     assert report["overflow"] == [] and report["through"] == [] and report["crossings"] <= 2
-    texts = {t.get_gid()[6:]: t.get_text() for t in fig.axes[0].texts if (t.get_gid() or "").startswith("label:")}
+    texts = {
+        t.get_gid()[6:]: t.get_text() for t in fig.axes[0].texts if (t.get_gid() or "").startswith("label:")
+    }
     ins = [n for n in gm.graph.nodes if n.op == "placeholder"]
     kinds = collections.Counter(type(n.meta["desc"]).__name__ for n in ins)
     assert kinds == {"ParamAOTInput": 16, "PlainAOTInput": 1, "TangentAOTInput": 1}
@@ -257,10 +268,16 @@ def test_are_many_inputs_and_outputs_drawn_as_one_box_per_descriptor_kind():
     assert texts["out:GradAOTOutput"].startswith(f"GradAOTOutput x{grads}\noutput[1] … ") and grads == 16
     boxes = _boxes(fig)
     top = [n for n in boxes if n.startswith("in:")]
-    assert sorted(top, key=lambda n: boxes[n].x0) == ["in:ParamAOTInput", "in:PlainAOTInput", "in:TangentAOTInput"]
-    assert {line.get_gid() for line in fig.axes[0].lines} >= {"edge:in:ParamAOTInput->forward",
-                                                               "edge:in:TangentAOTInput->backward",
-                                                               "edge:backward->out:GradAOTOutput"}
+    assert sorted(top, key=lambda n: boxes[n].x0) == [
+        "in:ParamAOTInput",
+        "in:PlainAOTInput",
+        "in:TangentAOTInput",
+    ]
+    assert {line.get_gid() for line in fig.axes[0].lines} >= {
+        "edge:in:ParamAOTInput->forward",
+        "edge:in:TangentAOTInput->backward",
+        "edge:backward->out:GradAOTOutput",
+    }
     plt.close(fig)
 
 
@@ -274,22 +291,34 @@ def _mlp_joint():
 def _boxes(fig):
     """Node name -> window box of its drawn node, read from the figure's artists."""
     fig.canvas.draw()
-    return {p.get_gid()[5:]: p.get_window_extent() for p in fig.axes[0].patches
-            if (p.get_gid() or "").startswith("node:")}
+    return {
+        p.get_gid()[5:]: p.get_window_extent()
+        for p in fig.axes[0].patches
+        if (p.get_gid() or "").startswith("node:")
+    }
 
 
 def _dot_crossings(d: nx.DiGraph, first: list, last: list, keep_first_order: bool) -> int:
     """Graphviz dot's own crossing count for ``d`` with ``first`` on the top rank and ``last``
     (in its order) on the bottom rank; ``first`` keeps its order when asked."""
     q = '"{}"'.format
-    lines = ["digraph G {", "{rank=source; %s}" % "; ".join(map(q, first)),
-             "{rank=sink; %s}" % "; ".join(map(q, last))]
+    lines = [
+        "digraph G {",
+        f"{{rank=source; {'; '.join(map(q, first))}}}",
+        f"{{rank=sink; {'; '.join(map(q, last))}}}",
+    ]
     for row, keep in ((first, keep_first_order), (last, True)):
         if keep:  # an invisible edge inside a rank holds its tail to the left of its head
             lines += [f"{q(a)} -> {q(b)} [style=invis];" for a, b in zip(row, row[1:])]
     lines += [f"{q(a)} -> {q(b)};" for a, b in d.edges] + ["}"]
-    proc = subprocess.run(["dot", "-v", "-Tplain"], input="\n".join(lines), text=True,
-                          capture_output=True, timeout=60, check=True)
+    proc = subprocess.run(
+        ["dot", "-v", "-Tplain"],
+        input="\n".join(lines),
+        text=True,
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
     return int(re.findall(r"mincross G: (\d+) crossings", proc.stderr)[-1])
 
 
@@ -324,15 +353,24 @@ def test_is_the_cut_drawn_where_torchs_default_partition_cuts(joint):
     fig = show.draw_joint_graph(joint)
     assert str(joint.graph) == before  # the drawing partitioned a copy
     ax = fig.axes[0]
-    dashed = {line.get_gid()[5:] for line in ax.lines if (line.get_gid() or "").startswith("edge:")
-              and matplotlib.colors.same_color(line.get_color(), show.CUT_STYLE["color"])}
+    dashed = {
+        line.get_gid()[5:]
+        for line in ax.lines
+        if (line.get_gid() or "").startswith("edge:")
+        and matplotlib.colors.same_color(line.get_color(), show.CUT_STYLE["color"])
+    }
     d = show.joint_nx_graph(joint)
     assert dashed == {f"{a}->{b}" for a, b in d.edges if a in saved and b in bw_ops}
     assert {e.split("->")[0] for e in dashed} == saved  # every saved value reaches the backward
-    fills = {p.get_gid()[5:]: p.get_facecolor() for p in ax.patches if (p.get_gid() or "").startswith("node:")}
+    fills = {
+        p.get_gid()[5:]: p.get_facecolor() for p in ax.patches if (p.get_gid() or "").startswith("node:")
+    }
     assert all(matplotlib.colors.same_color(fills[n], "#fde2c8") for n in bw_ops)
-    assert not any(matplotlib.colors.same_color(fills[n], "#fde2c8") for n in d
-                   if d.nodes[n]["op"] == "call_function" and n not in bw_ops)
+    assert not any(
+        matplotlib.colors.same_color(fills[n], "#fde2c8")
+        for n in d
+        if d.nodes[n]["op"] == "call_function" and n not in bw_ops
+    )
     assert "saved for backward (the cut)" in {t.get_text() for t in fig.legends[0].get_texts()}
     plt.close(fig)
 
@@ -341,8 +379,9 @@ def test_a_graph_with_no_tangent_is_drawn_with_no_cut():
     gm = torch.fx.symbolic_trace(lambda x: torch.sin(x) + 1)
     assert show.partition_cut(gm) is None
     fig = show.draw_joint_graph(gm)
-    assert not any(matplotlib.colors.same_color(line.get_color(), show.CUT_STYLE["color"])
-                   for line in fig.axes[0].lines)
+    assert not any(
+        matplotlib.colors.same_color(line.get_color(), show.CUT_STYLE["color"]) for line in fig.axes[0].lines
+    )
     legend = {t.get_text() for t in fig.legends[0].get_texts()}
     assert "saved for backward (the cut)" not in legend
     assert "forward op" in legend and "backward op" not in legend  # the legend names what is drawn
@@ -425,7 +464,9 @@ def test_does_draw_joint_graph_take_what_the_learner_holds():
     assert any(t.get_text().startswith("primals_1") for t in fig.axes[0].texts)
     plt.close(fig)
     for wrong in (torch.nn.Linear(2, 2), "graph", None):
-        with pytest.raises(TypeError, match="export_joint returns, a torch.fx.GraphModule or a torch.fx.Graph"):
+        with pytest.raises(
+            TypeError, match="export_joint returns, a torch.fx.GraphModule or a torch.fx.Graph"
+        ):
             show.draw_joint_graph(wrong)
     plt.close("all")
 
@@ -449,10 +490,12 @@ def test_is_lesson01s_autograd_drawing_untangled_with_labels_inside_boxes():
     assert (report["nodes"], report["edges"]) == (len(g), g.number_of_edges())
     assert report["crossings"] == 0 and report["overflow"] == [] and report["through"] == []
     # Each box shows its node's sequence number, read from torch's node.
-    texts = {t.get_gid()[6:]: t.get_text() for t in fig.axes[0].texts if (t.get_gid() or "").startswith("label:")}
+    texts = {
+        t.get_gid()[6:]: t.get_text() for t in fig.axes[0].texts if (t.get_gid() or "").startswith("label:")
+    }
     for n, node in g.graph["nodes"].items():
         seq = node._sequence_nr()
-        assert texts[n].endswith("seq max" if seq >= 2 ** 63 else f"seq {seq}")
+        assert texts[n].endswith("seq max" if seq >= 2**63 else f"seq {seq}")
     plt.close(fig)
 
 
@@ -465,22 +508,26 @@ def test_do_autograd_labels_fit_their_boxes_on_any_program(ops):
     plt.close(fig)
 
 
-@given(st.lists(st.floats(-500, 500), min_size=2, max_size=8),
-       st.lists(st.floats(1, 80), min_size=7, max_size=7))
+@given(
+    st.lists(st.floats(-500, 500), min_size=2, max_size=8), st.lists(st.floats(1, 80), min_size=7, max_size=7)
+)
 @settings(max_examples=200)
 def test_does_a_smoothed_route_pass_its_points_and_stay_in_each_segments_box(xs, drops):
     ys = [0.0]
-    for drop in drops[:len(xs) - 1]:
+    for drop in drops[: len(xs) - 1]:
         ys.append(ys[-1] - drop)
     pts = list(zip(xs, ys))
     out = show.boxes.smooth_route(pts, steps=8)
     assert out[::8] == pts  # every given point is on the curve, in order
     for k, (p, q) in enumerate(zip(pts, pts[1:])):
         lo, hi = min(p[0], q[0]), max(p[0], q[0])
-        assert all(lo - 1e-9 <= x <= hi + 1e-9 and q[1] <= y <= p[1] for x, y in out[8 * k:8 * k + 9])
+        assert all(lo - 1e-9 <= x <= hi + 1e-9 and q[1] <= y <= p[1] for x, y in out[8 * k : 8 * k + 9])
     if len(pts) == 2:  # one segment: a straight line
-        assert all(abs((x - xs[0]) * (ys[1] - ys[0]) - (y - ys[0]) * (xs[1] - xs[0])) < 1e-6 * (1 + abs(xs[1] - xs[0]))
-                   for x, y in out)
+        assert all(
+            abs((x - xs[0]) * (ys[1] - ys[0]) - (y - ys[0]) * (xs[1] - xs[0]))
+            < 1e-6 * (1 + abs(xs[1] - xs[0]))
+            for x, y in out
+        )
     assert show.boxes.smooth_route([(0, 0), (1, 0)]) == [(0, 0), (1, 0)]  # y must fall: left as it is
 
 
@@ -508,8 +555,9 @@ def test_does_course_joint_draw_like_torchs():
 
 # ---- timelines -------------------------------------------------------------------------
 
-interval = st.tuples(st.sampled_from(["compute", "copy", "h2d"]), st.integers(0, 20),
-                     st.integers(0, 6), st.just("x")).map(lambda t: (t[0], t[1], t[1] + t[2], t[3]))
+interval = st.tuples(
+    st.sampled_from(["compute", "copy", "h2d"]), st.integers(0, 20), st.integers(0, 6), st.just("x")
+).map(lambda t: (t[0], t[1], t[1] + t[2], t[3]))
 
 
 @settings(max_examples=40, deadline=None)
@@ -567,6 +615,7 @@ def test_do_empty_timelines_fail_clearly():
 
 # ---- the source viewer (course.show.source) ----------------------------------------------
 
+
 def test_does_show_source_show_both_sources_as_inspect_reads_them():
     import inspect
 
@@ -584,8 +633,9 @@ def test_does_show_source_show_both_sources_as_inspect_reads_them():
     assert [j for _, _, j in view.rows if j is not None] == list(range(len(theirs)))
     line = inspect.getsourcelines(tg.get_gradient_edge)[1]
     assert view.text.splitlines()[0].endswith(f"torch: torch/autograd/graph.py:{line}")
-    assert repr(view) == ("SourcePair(course.autograd.graph.get_gradient_edge | "
-                          "torch.autograd.graph.get_gradient_edge)")
+    assert repr(view) == (
+        "SourcePair(course.autograd.graph.get_gradient_edge | torch.autograd.graph.get_gradient_edge)"
+    )
 
 
 def test_are_the_differences_marked_and_the_shared_lines_not():
@@ -610,7 +660,10 @@ def test_are_the_differences_marked_and_the_shared_lines_not():
     assert page.count('class="course-source-equal"') == counts["equal"]
     assert page.count('class="course-source-delete"') == counts["delete"]
     assert "#fff3c4" in page or "#e6f4ea" in page  # changed rows are coloured
-    assert '<span class="k">def</span>' in page and ".course-source .k { color: #008000; font-weight: bold }" in page
+    assert (
+        '<span class="k">def</span>' in page
+        and ".course-source .k { color: #008000; font-weight: bold }" in page
+    )
     assert "&lt;" not in view.text and page == view._repr_html_()  # deterministic
     marks = {line[73] for line in view.text.splitlines()[1:] if len(line) > 73}
     assert {"|", "<"} & marks and " " in marks
@@ -628,8 +681,10 @@ def test_does_a_torch_builtin_without_python_source_say_so():
     import course.autograd_graph as cg
     from course.show.source import show_source
 
-    for builtin, name in ((torch.mul, "torch.mul"), (torch._C._functions.AccumulateGrad,
-                                                        "torch._C._functions.AccumulateGrad")):
+    for builtin, name in (
+        (torch.mul, "torch.mul"),
+        (torch._C._functions.AccumulateGrad, "torch._C._functions.AccumulateGrad"),
+    ):
         view = show_source(cg.GradientEdge, builtin)
         assert view.torch_lines == () and view.course_lines
         assert view.torch_note.startswith(f"{name} has no Python source: it is a builtin written in C++")
@@ -649,8 +704,10 @@ def test_does_the_course_side_alone_show_one_column():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.sampled_from(["a = 1", "b = 2", "  c = 3", "return a", ""]), max_size=12),
-       st.lists(st.sampled_from(["a = 1", "b = 9", "c = 3", "return a", ""]), min_size=1, max_size=12))
+@given(
+    st.lists(st.sampled_from(["a = 1", "b = 2", "  c = 3", "return a", ""]), max_size=12),
+    st.lists(st.sampled_from(["a = 1", "b = 9", "c = 3", "return a", ""]), min_size=1, max_size=12),
+)
 def test_do_the_rows_keep_every_line_in_order_and_pair_only_equal_lines(ours, theirs):
     from course.show.source import line_up
 
@@ -662,15 +719,19 @@ def test_do_the_rows_keep_every_line_in_order_and_pair_only_equal_lines(ours, th
             assert ours[i].strip() == theirs[j].strip()
     # difflib's own ratio agrees with how many lines we call equal
     import difflib
+
     m = difflib.SequenceMatcher(None, [s.strip() for s in ours], [s.strip() for s in theirs], autojunk=False)
     assert sum(op == "equal" for op, _, _ in rows) == sum(b.size for b in m.get_matching_blocks())
 
 
 # ---- the layout engine (course.show.layout): row order against brute force, folding ----------
 
+
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=9),
-       st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=9))
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=9),
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=9),
+)
 def test_does_order_rows_find_the_fewest_crossings_that_brute_force_finds(top, bottom):
     import itertools
 
@@ -688,8 +749,11 @@ def test_does_order_rows_find_the_fewest_crossings_that_brute_force_finds(top, b
     ours, crossings = order_rows(rows, up, down, pinned={0: True})
     assert crossings == count_crossings(ours, down) and ours[0] == rows[0]
     assert sorted(ours[1]) == rows[1] and sorted(ours[2]) == rows[2]
-    best = min(count_crossings([rows[0], list(m), list(b)], down)
-               for m in itertools.permutations(rows[1]) for b in itertools.permutations(rows[2]))
+    best = min(
+        count_crossings([rows[0], list(m), list(b)], down)
+        for m in itertools.permutations(rows[1])
+        for b in itertools.permutations(rows[2])
+    )
     assert crossings == best
 
 
@@ -709,8 +773,10 @@ def test_does_a_long_chain_fold_into_bands_side_by_side():
     pos, size = layout["pos"], layout["sizes"]
     tops = [max(pos[n][1] + size[n][1] / 2 for n in band) for band in layout["bands"]]
     assert tops == pytest.approx([tops[0]] * 3)  # every band starts at the top
-    spans = [(min(pos[n][0] - size[n][0] / 2 for n in band), max(pos[n][0] + size[n][0] / 2 for n in band))
-             for band in layout["bands"]]
+    spans = [
+        (min(pos[n][0] - size[n][0] / 2 for n in band), max(pos[n][0] + size[n][0] / 2 for n in band))
+        for band in layout["bands"]
+    ]
     assert all(a[1] < b[0] for a, b in zip(spans, spans[1:]))  # left to right, apart
     for (a, b), tail in layout["continued"].items():  # a cut edge: out of a, into b
         assert layout["routes"][a, b][0] == pos[a] and tail[-1] == pos[b]
@@ -720,7 +786,11 @@ def test_does_a_long_chain_fold_into_bands_side_by_side():
     assert report["edges"] == 8 + 2 and report["crossings"] == 0  # a cut edge is two stubs
     assert report["overflow"] == [] and report["through"] == []
     assert sorted(t.get_text() for t in ax.texts if (t.get_gid() or "").startswith("cut:")) == [
-        "from 2", "from 5", "to 3", "to 6"]
+        "from 2",
+        "from 5",
+        "to 3",
+        "to 6",
+    ]
     plt.close(fig)
 
 
@@ -780,11 +850,15 @@ def test_does_docstrings_false_leave_out_exactly_the_docstrings():
 
     for ours, theirs in ((cg.get_gradient_edge, tg.get_gradient_edge), (cg.GradientEdge, tg.GradientEdge)):
         full, code = show_source(ours, theirs), show_source(ours, theirs, docstrings=False)
-        for obj, lines, numbers in ((ours, code.course_lines, code.course_numbers),
-                                    (theirs, code.torch_lines, code.torch_numbers)):
+        for obj, lines, numbers in (
+            (ours, code.course_lines, code.course_numbers),
+            (theirs, code.torch_lines, code.torch_numbers),
+        ):
             source = inspect.getsource(obj).splitlines()
             assert [source[k - 1] for k in numbers] == list(lines)  # numbers: the whole source's
             doc = inspect.getdoc(obj).splitlines()
-            assert not any(d.strip() and d.strip() in (s.strip() for s in lines) for d in doc[1:] if len(d) > 30)
+            assert not any(
+                d.strip() and d.strip() in (s.strip() for s in lines) for d in doc[1:] if len(d) > 30
+            )
             assert len(lines) < len(source)
         assert code.counts()["equal"] >= 1 and len(code.rows) < len(full.rows)

@@ -20,7 +20,7 @@ def _solution(lesson):
     return nbformat.read(ROOT / "solutions" / lesson.notebook, as_version=4)
 
 
-@pytest.mark.parametrize("lesson", LESSONS, ids=lambda l: l.slug)
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.slug)
 def test_every_key_names_one_heading_of_the_lesson(lesson):
     nb = _solution(lesson)
     starts = slides.key_cells(nb, lesson.number)
@@ -29,7 +29,7 @@ def test_every_key_names_one_heading_of_the_lesson(lesson):
         assert nb.cells[i].cell_type == "markdown" and nb.cells[i].source.lstrip("#").lstrip().startswith(key)
 
 
-@pytest.mark.parametrize("lesson", LESSONS, ids=lambda l: l.slug)
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.slug)
 def test_the_copy_shows_no_exercise_cell_and_leaves_the_lesson_alone(lesson):
     nb = _solution(lesson)
     shown = slides.slideshow_copy(nb, lesson.number)
@@ -38,8 +38,9 @@ def test_the_copy_shows_no_exercise_cell_and_leaves_the_lesson_alone(lesson):
         visible = cell.metadata["slideshow"]["slide_type"] != "skip"
         if visible and cell.cell_type == "code":
             assert "### BEGIN SOLUTION" not in cell.source and "check(" not in cell.source, cell.source[:200]
-    assert sum(c.metadata["slideshow"]["slide_type"] == "slide" for c in shown.cells) == \
-        len(slides.key_cells(nb, lesson.number))
+    assert sum(c.metadata["slideshow"]["slide_type"] == "slide" for c in shown.cells) == len(
+        slides.key_cells(nb, lesson.number)
+    )
 
 
 def test_a_renamed_heading_is_reported_with_the_list_to_update():

@@ -18,8 +18,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "course"
 # The torch modules the course mirrors. A private name that torch itself spells with an
 # underscore in one of them (``_get_grad_fn_or_grad_acc``, ``_engine_run_backward``) keeps its
 # underscore in the mirror and may be used wherever torch's may: it is torch's name, not ours.
-MIRRORED_TORCH_MODULES = ("torch.autograd.graph", "torch.utils.checkpoint",
-                          "torch._functorch._aot_autograd.descriptors", "torch._functorch._aot_autograd.fx_utils")
+MIRRORED_TORCH_MODULES = (
+    "torch.autograd.graph",
+    "torch.utils.checkpoint",
+    "torch._functorch._aot_autograd.descriptors",
+    "torch._functorch._aot_autograd.fx_utils",
+)
 
 
 def _torch_private_names() -> set[str]:
@@ -91,7 +95,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         stack.append(node)
         for nxt in sorted(graph[node]):
             if state.get(nxt) == "open":
-                found.append(stack[stack.index(nxt):] + [nxt])
+                found.append(stack[stack.index(nxt) :] + [nxt])
             elif nxt not in state:
                 visit(nxt)
         stack.pop()
@@ -151,8 +155,17 @@ def test_the_reference_layer_imports_nothing_from_teaching_or_machinery(layer):
 def test_the_public_import_paths_of_design_md_still_import():
     import importlib
 
-    for name in ["course.autograd_graph", "course.descriptors", "course.fx_utils", "course.joint",
-                 "course.offload", "course.show", "course.widgets", "course.checks", "course.checkpoint"]:
+    for name in [
+        "course.autograd_graph",
+        "course.descriptors",
+        "course.fx_utils",
+        "course.joint",
+        "course.offload",
+        "course.show",
+        "course.widgets",
+        "course.checks",
+        "course.checkpoint",
+    ]:
         assert importlib.import_module(name).__all__, name
 
 
@@ -160,18 +173,43 @@ def test_the_public_import_paths_of_design_md_still_import():
 # its own module (the mirror must behave the same), or it is a catalogued wrong answer.
 ALLOWED_MODULE_STATE = {
     ("course.autograd.checkpoint", "_enable_checkpoint_early_stop"): "torch/utils/checkpoint.py's own global",
-    ("course.autograd.checkpoint_debug", "_checkpoint_debug_enabled"): "torch/utils/checkpoint.py's own global",
-    ("course.autograd.mutation", "_allow_mutation_on_saved_tensors_enabled"): "torch/autograd/graph.py's own global",
+    (
+        "course.autograd.checkpoint_debug",
+        "_checkpoint_debug_enabled",
+    ): "torch/utils/checkpoint.py's own global",
+    (
+        "course.autograd.mutation",
+        "_allow_mutation_on_saved_tensors_enabled",
+    ): "torch/autograd/graph.py's own global",
     ("course.autograd.creation", "_active"): "per thread, as torch's node creation hook is per thread",
     ("course.trace", "ACTIVE"): "an open-recordings stack, like torch's hook and mode stacks",
     ("course.trace", "_recordings"): "an open-recordings stack, like torch's hook and mode stacks",
     ("course.trace", "_lock"): "guards that stack",
     ("course.checks.lesson02", "_FIRED_ANYWHERE"): "a catalogued wrong answer: state shared by every group",
-    ("course.checks.registry", "_REGISTRY"): "filled once at import by the registrations, like torch's op registry",
-    ("course.checks.leftovers", "_COLLECTORS"): "the open collecting blocks, a stack like torch's mode stacks",
+    (
+        "course.checks.registry",
+        "_REGISTRY",
+    ): "filled once at import by the registrations, like torch's op registry",
+    (
+        "course.checks.leftovers",
+        "_COLLECTORS",
+    ): "the open collecting blocks, a stack like torch's mode stacks",
 }
-_MUTATORS = {"append", "add", "update", "extend", "insert", "pop", "popitem", "clear", "remove", "discard",
-             "setdefault", "__setitem__", "__delitem__"}
+_MUTATORS = {
+    "append",
+    "add",
+    "update",
+    "extend",
+    "insert",
+    "pop",
+    "popitem",
+    "clear",
+    "remove",
+    "discard",
+    "setdefault",
+    "__setitem__",
+    "__delitem__",
+}
 
 
 def _module_state(module: str) -> list[tuple[str, int, str]]:
@@ -179,28 +217,51 @@ def _module_state(module: str) -> list[tuple[str, int, str]]:
     a ``global`` statement, a mutating call or item assignment in a function, or a lock or
     thread-local made at import."""
     tree = ast.parse(MODULES[module].read_text())
-    top = {t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
-           for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)}
+    top = {
+        t.id
+        for node in tree.body
+        if isinstance(node, (ast.Assign, ast.AnnAssign))
+        for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(t, ast.Name)
+    }
     found = []
     for node in tree.body:
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
             called = ast.unparse(node.value.func)
             if called.split(".")[-1] in {"Lock", "RLock", "local", "Event", "Condition"}:
-                found += [(t.id, node.lineno, f"{called}() at import") for t in node.targets if isinstance(t, ast.Name)]
+                found += [
+                    (t.id, node.lineno, f"{called}() at import")
+                    for t in node.targets
+                    if isinstance(t, ast.Name)
+                ]
     for fn in ast.walk(tree):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         local = {a.arg for a in fn.args.args + fn.args.kwonlyargs} | {
-            t.id for n in ast.walk(fn) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+            t.id
+            for n in ast.walk(fn)
+            if isinstance(n, ast.Assign)
+            for t in n.targets
+            if isinstance(t, ast.Name)
+        }
         for n in ast.walk(fn):
             if isinstance(n, ast.Global):
                 found += [(name, n.lineno, "global statement") for name in n.names]
-            elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _MUTATORS
-                  and isinstance(n.func.value, ast.Name) and n.func.value.id in top - local):
+            elif (
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr in _MUTATORS
+                and isinstance(n.func.value, ast.Name)
+                and n.func.value.id in top - local
+            ):
                 found.append((n.func.value.id, n.lineno, f".{n.func.attr}()"))
             elif isinstance(n, (ast.Assign, ast.Delete)):
-                for t in (n.targets if isinstance(n, ast.Assign) else n.targets):
-                    if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id in top - local:
+                for t in n.targets if isinstance(n, ast.Assign) else n.targets:
+                    if (
+                        isinstance(t, ast.Subscript)
+                        and isinstance(t.value, ast.Name)
+                        and t.value.id in top - local
+                    ):
                         found.append((t.value.id, n.lineno, "item assignment"))
     return found
 
@@ -209,18 +270,25 @@ def test_no_module_holds_module_level_mutable_state():
     """State kept in a module outlives the call that made it: two gradings in one process, two
     groups of hooks, two notebooks share it by accident. Pass it explicitly instead (a session
     object, a context manager); only the entries of ALLOWED_MODULE_STATE stay, each saying why."""
-    offences = [f"{module}:{line} {name} ({how})" for module in MODULES
-                for name, line, how in _module_state(module) if (module, name) not in ALLOWED_MODULE_STATE]
+    offences = [
+        f"{module}:{line} {name} ({how})"
+        for module in MODULES
+        for name, line, how in _module_state(module)
+        if (module, name) not in ALLOWED_MODULE_STATE
+    ]
     assert offences == [], (
         "module-level mutable state (house rule: pass it explicitly; if torch's own module keeps the same "
-        "state, add it to ALLOWED_MODULE_STATE in tests/test_structure.py with the reason):\n" + "\n".join(offences))
+        "state, add it to ALLOWED_MODULE_STATE in tests/test_structure.py with the reason):\n"
+        + "\n".join(offences)
+    )
 
 
 def test_the_module_state_finder_finds_state():
     import textwrap
 
     MODULES["course._probe"] = probe = Path("/tmp") / "course_state_probe.py"
-    probe.write_text(textwrap.dedent("""
+    probe.write_text(
+        textwrap.dedent("""
         import threading
         _seen = set()
         _cache = {}
@@ -232,11 +300,15 @@ def test_the_module_state_finder_finds_state():
             _cache[x] = 1
         def g(_seen):
             _seen.add(1)  # a parameter, not the module's set
-    """))
+    """)
+    )
     try:
         assert sorted((name, how) for name, _, how in _module_state("course._probe")) == [
-            ("_cache", "item assignment"), ("_lock", "threading.Lock() at import"), ("_n", "global statement"),
-            ("_seen", ".add()")]
+            ("_cache", "item assignment"),
+            ("_lock", "threading.Lock() at import"),
+            ("_n", "global statement"),
+            ("_seen", ".add()"),
+        ]
     finally:
         del MODULES["course._probe"]
         probe.unlink()
@@ -267,7 +339,11 @@ def _private_uses(where: str, source: str) -> list[str]:
         tree = ast.parse(source)
     except SyntaxError:
         return []
-    own = where.removesuffix(".py").replace("/", ".").removesuffix(".__init__") if where.startswith("course/") else ""
+    own = (
+        where.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
+        if where.startswith("course/")
+        else ""
+    )
     private = lambda n: n.startswith("_") and not n.startswith("__")  # noqa: E731
     aliases, found = {}, []
     for node in ast.walk(tree):
@@ -275,7 +351,9 @@ def _private_uses(where: str, source: str) -> list[str]:
             for a in node.names:
                 if a.name.startswith("course"):
                     aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("course"):
+        elif (
+            isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("course")
+        ):
             for a in node.names:
                 aliases[a.asname or a.name] = f"{node.module}.{a.name}"
     for node in ast.walk(tree):
@@ -283,7 +361,9 @@ def _private_uses(where: str, source: str) -> list[str]:
             target = aliases.get(node.value.id)
             if target is not None and target != own and not own.startswith(target + "."):
                 found.append(f"{where}:{node.lineno} reads {target}.{node.attr}")
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("course"):
+        elif (
+            isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("course")
+        ):
             if node.module == own:
                 continue
             for a in node.names:
@@ -315,6 +395,10 @@ def test_no_code_notebook_or_test_reaches_for_another_modules_private_names():
     Fix: promote what is needed to a public name (in ``__all__``, with a docstring), or reach it
     through a public one (an exercise's oracle is ``course.checks.get(id).oracle``)."""
     torch_names = _torch_private_names()
-    offences = [use for where, source in _code_sources() for use in _private_uses(where, source)
-                if _private_name_of(use) not in torch_names and not _an_answer_key_in_its_test(where, use)]
+    offences = [
+        use
+        for where, source in _code_sources()
+        for use in _private_uses(where, source)
+        if _private_name_of(use) not in torch_names and not _an_answer_key_in_its_test(where, use)
+    ]
     assert offences == [], "\n".join(offences)

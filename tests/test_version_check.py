@@ -273,7 +273,7 @@ def test_reading_a_stale_tensor_outside_backward_raises_eagers_error(pair):
                 errors.append(str(e))
         a.add_(1)
         try:
-            z.grad_fn._saved_self
+            z.grad_fn._saved_self  # noqa: B018 (read for its effect)
         except RuntimeError as e:
             errors.append(str(e))
         return errors
@@ -351,7 +351,7 @@ def test_detached_copies_may_be_written():
         y.sum().backward()
         return (x.grad,)
 
-    assert outcome(program, checked("detach")) [0] == "ok"
+    assert outcome(program, checked("detach"))[0] == "ok"
     assert outcome(program, no_hooks)[0] == "ok"
 
 
@@ -448,14 +448,19 @@ def test_a_view_keeps_its_base_visible():
 def test_stamp_repr_and_fields():
     w = torch.nn.Parameter(torch.ones(2, 3, dtype=torch.float64))
     s = stamp(w)
-    assert repr(s) == "VersionStamp(tensor='[torch.DoubleTensor [2, 3]]', grad_fn=None, output_nr=0, version=0)"
+    assert (
+        repr(s) == "VersionStamp(tensor='[torch.DoubleTensor [2, 3]]', grad_fn=None, output_nr=0, version=0)"
+    )
     assert isinstance(s, VersionStamp) and s.version == 0 and s.current_version == 0
 
 
 def test_the_pair_is_named_after_the_hooks():
     pack, unpack = checked_hooks(_detach, _identity)
     assert (pack.__name__, unpack.__name__) == ("checked__detach", "checked__identity")
-    assert repr(course_saved.saved_tensors_hooks(pack, unpack)) == "saved_tensors_hooks(checked__detach, checked__identity)"
+    assert (
+        repr(course_saved.saved_tensors_hooks(pack, unpack))
+        == "saved_tensors_hooks(checked__detach, checked__identity)"
+    )
 
 
 # ---------------------------------------------------------------- op sequences
@@ -496,8 +501,9 @@ def same_outcome_as_eager(program, hooks):
     ours, eager = outcome(program, hooks), outcome(program, no_hooks)
     if eager[0] == "ok":
         # bit for bit, NaN where eager has NaN (a long chain of exp overflows)
-        return ours[0] == "ok" and all(torch.allclose(a, b, rtol=0, atol=0, equal_nan=True)
-                                       for a, b in zip(ours[1], eager[1]))
+        return ours[0] == "ok" and all(
+            torch.allclose(a, b, rtol=0, atol=0, equal_nan=True) for a, b in zip(ours[1], eager[1])
+        )
     return ours == eager
 
 

@@ -10,12 +10,12 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
 import setuptools
+import tomllib
 
 from course import __version__
 
@@ -68,12 +68,32 @@ def _venv_with_the_wheel(wheel: Path, where: Path) -> Path:
     environment through a .pth line (a path only: its editable install of `course` stays out)."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True, timeout=120)
     python = where / "bin" / "python"
-    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     ours = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
     (site / "zz_test_environment.pth").write_text("\n".join(ours) + "\n")
-    subprocess.run([python, "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed",
-                    "--disable-pip-version-check", "--quiet", str(wheel)], check=True, timeout=300)
+    subprocess.run(
+        [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--ignore-installed",
+            "--disable-pip-version-check",
+            "--quiet",
+            str(wheel),
+        ],
+        check=True,
+        timeout=300,
+    )
     return where / "bin"
 
 
@@ -92,20 +112,34 @@ def test_the_wheel_built_from_the_sdist_is_the_whole_course(tmp_path):
         shipped = {Path(n).name: zf.read(n) for n in zf.namelist() if n.startswith("course/lessons_data/")}
         metadata = zf.read(next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))).decode()
     assert shipped == {n: (tree / "notebooks" / n).read_bytes() for n in lessons}
-    assert "License-Expression: BSD-3-Clause" in metadata and "Classifier: Intended Audience :: Education" in metadata
+    assert (
+        "License-Expression: BSD-3-Clause" in metadata
+        and "Classifier: Intended Audience :: Education" in metadata
+    )
 
     bin_dir = _venv_with_the_wheel(wheel, tmp_path / "venv")
     away = tmp_path / "elsewhere"  # no checkout here or above
     away.mkdir()
 
     def course(*args: str, rc: int = 0) -> subprocess.CompletedProcess:
-        done = subprocess.run([str(bin_dir / "course"), *args], cwd=away, capture_output=True, text=True,
-                              timeout=300, env={"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)})
+        done = subprocess.run(
+            [str(bin_dir / "course"), *args],
+            cwd=away,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)},
+        )
         assert done.returncode == rc, (args, done.stdout[-2000:], done.stderr[-2000:])
         return done
 
-    where = subprocess.run([str(bin_dir / "python"), "-c", "import course; print(course.__file__)"],
-                           cwd=away, capture_output=True, text=True, check=True).stdout
+    where = subprocess.run(
+        [str(bin_dir / "python"), "-c", "import course; print(course.__file__)"],
+        cwd=away,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert where.startswith(str(tmp_path / "venv"))  # the wheel's course, not the checkout's
     assert course("--version").stdout.startswith(f"course {__version__} ({len(lessons)} lessons: 00_warmup")
     out = course("start", "mine").stdout
@@ -119,7 +153,6 @@ def test_the_wheel_built_from_the_sdist_is_the_whole_course(tmp_path):
     solved = course("grade", "solved/00_warmup.ipynb").stdout  # with the headless run: a kernel of this venv
     assert "not attempted" not in solved and "notebook run: " in solved and " 0 raised" in solved
     assert "everything is up to date" in course("update", "mine").stdout
-
 
 
 def _recipe() -> str:
@@ -143,11 +176,20 @@ def test_the_guides_build_recipe_works_where_a_stale_build_folder_lies(tmp_path)
         trap = subprocess.run([sys.executable, "-m", "build"], cwd=tree, capture_output=True, text=True)
         assert trap.returncode != 0 and "'build' is a package" in trap.stderr, trap.stderr
     env = {**os.environ, "TMPDIR": str(tmp_path)}
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", _recipe()], cwd=tree, env=env, capture_output=True,
-                          text=True, timeout=900)
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", _recipe()],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
     built = sorted(p.name for p in (tree / "dist").iterdir())
-    assert built == [f"autograd_course-{__version__}-py3-none-any.whl", f"autograd_course-{__version__}.tar.gz"]
+    assert built == [
+        f"autograd_course-{__version__}-py3-none-any.whl",
+        f"autograd_course-{__version__}.tar.gz",
+    ]
     assert done.stdout.count("PASSED") == 2, done.stdout[-2000:]  # twine check --strict, both files
     with zipfile.ZipFile(tree / "dist" / built[0]) as zf:
         names = set(zf.namelist())

@@ -32,7 +32,6 @@ from course.show.frames import (  # noqa: E402
     stage_diff_html,
     stage_frames,
 )
-from course.trace import Event  # noqa: E402
 from course.show.widgets import (  # noqa: E402
     Stepper,
     backward_order_stepper,
@@ -41,6 +40,7 @@ from course.show.widgets import (  # noqa: E402
     offload_stepper,
     saved_tensors_stepper,
 )
+from course.trace import Event  # noqa: E402
 
 
 def _shown(stepper: Stepper) -> str:
@@ -200,23 +200,29 @@ def test_does_each_backward_frame_say_what_is_new():
     assert leaf_hook.data["event"] == "hook" and "AccumulateGrad" in leaf_hook.title
     assert "w.grad" in leaf_hook.description and "sent" not in leaf_hook.description
     assert "next_functions" not in " ".join(descriptions)
-    (mul_hook,) = [f for f in frames if f.title.endswith("hook n2 MulBackward0") and f.data["event"] == "hook"]
+    (mul_hook,) = [
+        f for f in frames if f.title.endswith("hook n2 MulBackward0") and f.data["event"] == "hook"
+    ]
     assert mul_hook.description.endswith("sent them to n3:0.")
 
 
 def test_does_the_backward_drawing_shade_what_ran_and_tell_pre_hook_from_hook():
-    from course.show.widgets import EVENT_COLORS, draw_backward_frame
     import matplotlib.colors as mcolors
     import matplotlib.pyplot as plt
+
     from course.show.boxes import drawn_graph_report
     from course.show.graph import AUTOGRAD_COLORS
+    from course.show.widgets import EVENT_COLORS, draw_backward_frame
 
     w = torch.ones(2, requires_grad=True)
     frames = backward_order_frames((w * 2).sin().sum(), names={"w": w})
     for f in frames[1:]:
         fig = draw_backward_frame(f)
-        fills = {p.get_gid()[5:]: mcolors.to_hex(p.get_facecolor()) for p in fig.axes[0].patches
-                 if (p.get_gid() or "").startswith("node:")}
+        fills = {
+            p.get_gid()[5:]: mcolors.to_hex(p.get_facecolor())
+            for p in fig.axes[0].patches
+            if (p.get_gid() or "").startswith("node:")
+        }
         assert fills[f.data["node"]] == EVENT_COLORS[f.data["event"]]
         for n in f.data["ran"]:
             if n != f.data["node"]:
@@ -252,8 +258,12 @@ def test_does_the_backward_stepper_step_and_draw():
 
 
 def test_do_event_frames_count_per_tensor():
-    evs = [Event("pack", "MulBackward0", "t0", (2,)), Event("pack", "MulBackward0", "t1", (3,)),
-           Event("hook", "h"), Event("unpack", "MulBackward0", "t2", (2,), (("saved", "t0"),))]
+    evs = [
+        Event("pack", "MulBackward0", "t0", (2,)),
+        Event("pack", "MulBackward0", "t1", (3,)),
+        Event("hook", "h"),
+        Event("unpack", "MulBackward0", "t2", (2,), (("saved", "t0"),)),
+    ]
     frames = event_frames(evs)
     assert [f.title.split(":")[0] for f in frames] == [f"event {k}/4" for k in range(5)]
     last = frames[-1].text.splitlines()
@@ -278,6 +288,7 @@ def test_do_saved_tensor_frames_count_what_torch_packs():
         def hook(t):
             calls[kind] += 1
             return t
+
         return hook
 
     program(torch.autograd.graph.saved_tensors_hooks(count("pack"), count("unpack")))
@@ -286,7 +297,7 @@ def test_do_saved_tensor_frames_count_what_torch_packs():
     frames = saved_tensor_frames(events)
     kinds = [f.data["events"][f.data["index"] - 1].kind for f in frames[1:]]
     assert kinds.count("pack") == calls["pack"] and kinds.count("unpack") == calls["unpack"]
-    table = frames[-1].text.splitlines()[-len({e.tensor for e in events if e.kind == "pack"}):]
+    table = frames[-1].text.splitlines()[-len({e.tensor for e in events if e.kind == "pack"}) :]
     assert sum(int(row.split()[-3]) for row in table) == calls["pack"]
     s = saved_tensors_stepper(events)
     s.slider.value = len(frames) - 1
@@ -403,7 +414,7 @@ def test_does_the_stage_diff_name_new_descriptors_and_removed_lines():
         assert len(new) - len(old) == len(added) - len(removed)
         for line in diff:
             if line.startswith("new descriptors: "):
-                for desc in line[len("new descriptors: "):].split(", "):
+                for desc in line[len("new descriptors: ") :].split(", "):
                     assert desc in after.text and desc not in before.text
 
 
@@ -436,8 +447,13 @@ def test_does_a_stage_drawing_box_the_nodes_the_stage_added():
         names = lambda fr: {n.name for n in fr.data.graph.nodes}  # noqa: E731
         added, removed = names(f) - names(previous), names(previous) - names(f)
         fig = draw_stage_frame(f, previous)
-        boxed = {t.get_text().split()[0] for t in fig.axes[0].texts if t.get_bbox_patch() is not None
-                 and t.get_text().split() and t.get_bbox_patch().get_facecolor()[:3] == pytest.approx((0.718, 0.894, 0.690), abs=0.01)}
+        boxed = {
+            t.get_text().split()[0]
+            for t in fig.axes[0].texts
+            if t.get_bbox_patch() is not None
+            and t.get_text().split()
+            and t.get_bbox_patch().get_facecolor()[:3] == pytest.approx((0.718, 0.894, 0.690), abs=0.01)
+        }
         assert boxed == added
         seen_added += len(added)
         title = fig.axes[0].get_title()
@@ -451,8 +467,13 @@ def test_does_a_stage_drawing_box_the_nodes_the_stage_added():
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["compute", "copy"]), st.integers(0, 10),
-                          st.integers(1, 4)), min_size=1, max_size=6))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["compute", "copy"]), st.integers(0, 10), st.integers(1, 4)),
+        min_size=1,
+        max_size=6,
+    )
+)
 def test_do_offload_frames_list_what_runs_at_each_moment(raw):
     ivs = [(s, a, a + d, f"{s}{k}") for k, (s, a, d) in enumerate(raw)]
     mem = [(0, 0), (5, 1000)]
@@ -481,17 +502,24 @@ def test_does_the_offload_stepper_move_its_cursor():
 
 
 def test_does_the_fx_utils_explorer_ask_nine_questions_answered_like_torch():
+    from corpus import torch_joint
     from torch._functorch._aot_autograd import fx_utils as torch_fx_utils
 
-    from corpus import torch_joint
     from course.widgets import fx_utils_frames, fx_utils_stepper
 
     gm = torch_joint("batchnorm_train")  # parameters, buffers, a user input and output
     frames = fx_utils_frames(gm)
     assert [f.title.split(" ", 1)[1] for f in frames] == [
-        "get_param_nodes", "get_named_param_nodes", "get_buffer_nodes", "get_named_buffer_nodes",
-        "get_all_input_and_grad_nodes", "get_param_and_grad_nodes", "get_plain_input_and_grad_nodes",
-        "get_all_output_and_tangent_nodes", "get_plain_output_and_tangent_nodes"]
+        "get_param_nodes",
+        "get_named_param_nodes",
+        "get_buffer_nodes",
+        "get_named_buffer_nodes",
+        "get_all_input_and_grad_nodes",
+        "get_param_and_grad_nodes",
+        "get_plain_input_and_grad_nodes",
+        "get_all_output_and_tangent_nodes",
+        "get_plain_output_and_tangent_nodes",
+    ]
     params = torch_fx_utils.get_param_nodes(gm.graph)
     buffers = torch_fx_utils.get_buffer_nodes(gm.graph)
     assert params and buffers

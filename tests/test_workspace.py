@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from course import cli
-
 from course.grading import workspace
 from course.grading.workspace import Change, WorkspaceError, notebook_hash
 
@@ -78,6 +77,7 @@ def manifest(root: Path) -> dict:
 
 # --- start -------------------------------------------------------------------------------
 
+
 def test_start_copies_every_lesson_and_records_its_hash(tmp_path, src, capsys):
     dest = tmp_path / "course dir"
     assert cli.main(["start", str(dest), "--source", str(src)]) == 0
@@ -117,7 +117,8 @@ def test_copies_get_ordinary_file_permissions_not_mkstemps(root):
 def test_start_fills_an_existing_empty_folder(tmp_path, src):
     (tmp_path / "empty").mkdir()
     assert kinds(workspace.start(tmp_path / "empty", source=src)) == dict.fromkeys(
-        ["00_warmup.ipynb", "01_graph.ipynb", "02_hooks.ipynb"], "new")
+        ["00_warmup.ipynb", "01_graph.ipynb", "02_hooks.ipynb"], "new"
+    )
 
 
 def test_the_course_command_dispatches_start_and_update(tmp_path, src, capsys):
@@ -127,6 +128,7 @@ def test_the_course_command_dispatches_start_and_update(tmp_path, src, capsys):
 
 
 # --- finding the notebooks -----------------------------------------------------------------
+
 
 def installed_at(monkeypatch, folder: Path) -> None:
     """Pretend the course's own notebooks are in ``folder`` (a checkout's, or a wheel's)."""
@@ -157,8 +159,9 @@ def test_an_installed_package_without_notebooks_names_the_fix(tmp_path, monkeypa
     assert not (tmp_path / "w").exists()
 
 
-def test_the_start_message_names_a_command_that_works_without_an_activated_venv(tmp_path, src,
-                                                                               monkeypatch, capsys):
+def test_the_start_message_names_a_command_that_works_without_an_activated_venv(
+    tmp_path, src, monkeypatch, capsys
+):
     bin_dir = Path(os.sys.executable).parent
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     assert workspace.main(["start", str(tmp_path / "w"), "--source", str(src)]) == 0
@@ -179,7 +182,8 @@ def test_update_uses_the_source_recorded_at_start(root, src, tmp_path, monkeypat
 
 
 def test_update_falls_back_to_the_package_notebooks_when_the_recorded_folder_is_gone(
-        root, src, tmp_path, monkeypatch):
+    root, src, tmp_path, monkeypatch
+):
     write_lesson(tmp_path / "checkout" / "notebooks", "09_other.ipynb", "w = 4")
     installed_at(monkeypatch, tmp_path / "checkout" / "notebooks")
     for notebook in src.iterdir():
@@ -195,6 +199,7 @@ def test_update_outside_a_course_folder_says_to_start_one(tmp_path, src):
 
 
 # --- update --------------------------------------------------------------------------------
+
 
 def test_a_new_lesson_is_copied_in(root, src, capsys):
     write_lesson(src, "03_saved_tensors.ipynb", "y = 2")
@@ -241,7 +246,8 @@ def test_an_edited_notebook_is_kept_and_the_new_version_saved_beside_it(root, sr
     # Asked again: nothing new is written, and the learner is reminded where it is.
     again = workspace.update(root, source=src)
     assert [(c.kind, c.detail) for c in again] == [
-        ("kept", "yours is edited; the new version is still at updated-01_graph.ipynb")]
+        ("kept", "yours is edited; the new version is still at updated-01_graph.ipynb")
+    ]
     assert sorted(p.name for p in root.glob("*01_graph*")) == ["01_graph.ipynb", "updated-01_graph.ipynb"]
 
 
@@ -257,8 +263,9 @@ def test_an_edited_notebook_of_an_unchanged_lesson_is_left_alone(root, src):
     edit(root / "01_graph.ipynb")
     before = snapshot(root)
     assert workspace.update(root, source=src) == []
-    assert {k: v for k, v in snapshot(root).items() if not k.startswith(".course")} == \
-        {k: v for k, v in before.items() if not k.startswith(".course")}
+    assert {k: v for k, v in snapshot(root).items() if not k.startswith(".course")} == {
+        k: v for k, v in before.items() if not k.startswith(".course")
+    }
 
 
 def test_adopting_the_offered_version_counts_as_up_to_date(root, src):
@@ -302,9 +309,11 @@ def test_restoring_a_lesson_that_is_still_there_changes_nothing(root, src):
     changes = workspace.update(root, source=src, restore=["02_hooks.ipynb"])
     assert [(c.kind, c.detail) for c in changes] == [
         ("renamed", "found as mine.ipynb; tracking it there"),
-        ("present", "not restored: your copy is at mine.ipynb")]
-    assert {k for k in snapshot(root) if not k.startswith(".course")} == \
-        {k for k in before if not k.startswith(".course")}
+        ("present", "not restored: your copy is at mine.ipynb"),
+    ]
+    assert {k for k in snapshot(root) if not k.startswith(".course")} == {
+        k for k in before if not k.startswith(".course")
+    }
 
 
 def test_restoring_an_unknown_lesson_lists_the_lessons(root, src):
@@ -316,7 +325,8 @@ def test_a_renamed_notebook_is_tracked_not_duplicated(root, src):
     os.replace(root / "01_graph.ipynb", root / "mine.ipynb")
     run_cells(root / "mine.ipynb")
     assert [(c.kind, c.detail) for c in workspace.update(root, source=src)] == [
-        ("renamed", "found as mine.ipynb; tracking it there")]
+        ("renamed", "found as mine.ipynb; tracking it there")
+    ]
     assert not (root / "01_graph.ipynb").exists()
     # The lesson changes; the renamed copy was not edited, so it is the one updated.
     write_lesson(src, "01_graph.ipynb", "z = 3")
@@ -352,6 +362,7 @@ def test_a_lesson_dropped_from_the_course_stays_in_the_folder(root, src):
 
 
 # --- failures: read-only disks, crashes ------------------------------------------------------
+
 
 def _read_only(*args, **kwargs):
     raise OSError(errno.EROFS, "Read-only file system")
@@ -391,7 +402,10 @@ def test_a_crash_between_writes_leaves_whole_files_and_update_finishes_later(roo
     with pytest.raises(WorkspaceError, match="disk is full.*\n.*1 change"):
         workspace.update(root, source=src)
     assert sources(root / "00_warmup.ipynb") == sources(src / "00_warmup.ipynb")  # done
-    assert sources(root / "01_graph.ipynb") == ["# 01_graph.ipynb", "raise NotImplementedError('exercise 1.1')"]
+    assert sources(root / "01_graph.ipynb") == [
+        "# 01_graph.ipynb",
+        "raise NotImplementedError('exercise 1.1')",
+    ]
     monkeypatch.setattr(workspace, "write_atomically", real)
     assert kinds(workspace.update(root, source=src)) == {"01_graph.ipynb": "updated"}
     assert not list(root.rglob("*.tmp"))
@@ -407,8 +421,10 @@ def test_a_failed_replace_keeps_the_old_file_and_no_temporary(root, src, monkeyp
     assert not [p for p in root.rglob("*") if p.name.endswith(".tmp")]
 
 
-@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
-                    reason="root ignores file permissions; the EROFS test above simulates this case")
+@pytest.mark.skipif(
+    hasattr(os, "geteuid") and os.geteuid() == 0,
+    reason="root ignores file permissions; the EROFS test above simulates this case",
+)
 def test_a_folder_without_write_permission_is_a_clear_error(root, src):
     write_lesson(src, "03_saved_tensors.ipynb", "y = 2")
     before = snapshot(root)
@@ -431,8 +447,10 @@ def test_a_notebook_the_learner_broke_counts_as_edited(root, src):
 
 # --- any sequence of learner actions and course changes -----------------------------------------
 
-ACTIONS = st.lists(st.tuples(st.sampled_from(["edit", "run", "rename", "delete", "upstream", "update"]),
-                             st.integers(0, 2)), max_size=14)
+ACTIONS = st.lists(
+    st.tuples(st.sampled_from(["edit", "run", "rename", "delete", "upstream", "update"]), st.integers(0, 2)),
+    max_size=14,
+)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -449,7 +467,7 @@ def test_no_sequence_of_actions_loses_an_edit_or_duplicates_a_lesson(steps):
             write_lesson(src, name, f"# {name}")
         workspace.start(root, source=src)
         where = {name: name for name in lessons}  # where the learner's copy of each lesson is
-        mine: dict[str, str] = {}                 # files the learner edited -> their hash
+        mine: dict[str, str] = {}  # files the learner edited -> their hash
         deleted: set[str] = set()
         base = {name: notebook_hash(src / name) for name in lessons}  # version each copy came from
         for k, (action, i) in enumerate(steps + [("update", 0)]):
@@ -547,19 +565,26 @@ def killed_update(root: Path, src: Path, stop_at: int) -> int:
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-c", KILLER, str(stop_at), str(root), str(src)],
-                          capture_output=True, text=True, timeout=120).returncode
+    return subprocess.run(
+        [sys.executable, "-c", KILLER, str(stop_at), str(root), str(src)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).returncode
 
 
 def course_changes(src: Path) -> None:
-    write_lesson(src, "00_warmup.ipynb", "x = 2")                                 # unedited: replaced
-    write_lesson(src, "01_graph.ipynb", "raise NotImplementedError('exercise 1.1')", "z = 3")  # edited: offered
-    write_lesson(src, "03_saved_tensors.ipynb", "y = 2")                          # new
+    write_lesson(src, "00_warmup.ipynb", "x = 2")  # unedited: replaced
+    write_lesson(
+        src, "01_graph.ipynb", "raise NotImplementedError('exercise 1.1')", "z = 3"
+    )  # edited: offered
+    write_lesson(src, "03_saved_tensors.ipynb", "y = 2")  # new
 
 
 @pytest.mark.parametrize("stop_at", [1, 2, 3])
 def test_a_kill_after_any_notebook_write_leaves_bookkeeping_that_the_next_update_completes(
-        root, src, stop_at):
+    root, src, stop_at
+):
     edit(root / "01_graph.ipynb")
     mine = (root / "01_graph.ipynb").read_bytes()
     course_changes(src)
@@ -571,8 +596,10 @@ def test_a_kill_after_any_notebook_write_leaves_bookkeeping_that_the_next_update
     entries = manifest(root)["lessons"]
     assert entries["00_warmup.ipynb"]["shipped"] == notebook_hash(src / "00_warmup.ipynb")
     assert sorted(p.name for p in root.glob("*01_graph*")) == ["01_graph.ipynb", "updated-01_graph.ipynb"]
-    assert entries["01_graph.ipynb"]["offered"] == {"file": "updated-01_graph.ipynb",
-                                                    "hash": notebook_hash(src / "01_graph.ipynb")}
+    assert entries["01_graph.ipynb"]["offered"] == {
+        "file": "updated-01_graph.ipynb",
+        "hash": notebook_hash(src / "01_graph.ipynb"),
+    }
     assert sorted(p.name for p in root.glob("03_*")) == ["03_saved_tensors.ipynb"]
     assert kinds(workspace.update(root, source=src)) == {"01_graph.ipynb": "kept"}  # nothing written
     assert not list(root.rglob("*.tmp"))
@@ -585,19 +612,31 @@ def test_thirty_killed_updates_add_no_files(root, src):
         killed_update(root, src, 2)  # always killed right after writing the offered copy
     workspace.update(root, source=src)
     names = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.ipynb"))
-    assert names == ["00_warmup.ipynb", "01_graph.ipynb", "02_hooks.ipynb", "03_saved_tensors.ipynb",
-                     "updated-01_graph.ipynb"]
+    assert names == [
+        "00_warmup.ipynb",
+        "01_graph.ipynb",
+        "02_hooks.ipynb",
+        "03_saved_tensors.ipynb",
+        "updated-01_graph.ipynb",
+    ]
 
 
 def test_each_lessons_manifest_entry_is_saved_with_its_notebook(root, src, monkeypatch):
     course_changes(src)
     order = []
     real_write = workspace.write_atomically
-    monkeypatch.setattr(workspace, "write_atomically", lambda path, data: (order.append(path.name),
-                                                                      real_write(path, data)))
+    monkeypatch.setattr(
+        workspace, "write_atomically", lambda path, data: (order.append(path.name), real_write(path, data))
+    )
     workspace.update(root, source=src)
-    assert order == ["00_warmup.ipynb", "manifest.json", "01_graph.ipynb", "manifest.json",
-                     "03_saved_tensors.ipynb", "manifest.json"]
+    assert order == [
+        "00_warmup.ipynb",
+        "manifest.json",
+        "01_graph.ipynb",
+        "manifest.json",
+        "03_saved_tensors.ipynb",
+        "manifest.json",
+    ]
 
 
 def test_a_lesson_has_one_offered_copy_however_often_the_course_changes(root, src):
@@ -622,6 +661,7 @@ def test_an_offered_copy_the_learner_edited_is_theirs_and_kept(root, src):
 
 # --- a lost manifest is not a dead end ----------------------------------------------------------
 
+
 def lose_the_manifest(root: Path) -> None:
     (root / ".course" / "manifest.json").unlink()
 
@@ -642,13 +682,17 @@ def test_adopt_rebuilds_the_manifest_and_keeps_every_edit(root, src, capsys):
     out = capsys.readouterr().out
     assert "adopted   01_graph.ipynb: 01_graph.ipynb (edited: kept as it is)" in out
     assert "adopted   02_hooks.ipynb: my hooks.ipynb" in out
-    assert manifest(root)["lessons"] == {**before["lessons"],
-                                         "02_hooks.ipynb": {**before["lessons"]["02_hooks.ipynb"],
-                                                            "file": "my hooks.ipynb"}}
+    assert manifest(root)["lessons"] == {
+        **before["lessons"],
+        "02_hooks.ipynb": {**before["lessons"]["02_hooks.ipynb"], "file": "my hooks.ipynb"},
+    }
     assert (root / "01_graph.ipynb").read_bytes() == mine
     course_changes(src)  # and it goes on as if the manifest had never gone
     assert kinds(workspace.update(root, source=src)) == {
-        "00_warmup.ipynb": "updated", "01_graph.ipynb": "offered", "03_saved_tensors.ipynb": "new"}
+        "00_warmup.ipynb": "updated",
+        "01_graph.ipynb": "offered",
+        "03_saved_tensors.ipynb": "new",
+    }
     assert (root / "01_graph.ipynb").read_bytes() == mine
 
 
@@ -679,19 +723,26 @@ def test_start_on_notebooks_without_a_manifest_adopts_them(root, src, capsys):
 
 # --- a manifest we did not write is refused ---------------------------------------------------------
 
-@pytest.mark.parametrize("entry, says", [
-    ({}, 'the entry of 01_graph.ipynb is {}'),
-    ("01_graph.ipynb", 'the entry of 01_graph.ipynb is "01_graph.ipynb"'),
-    ({"file": 3, "shipped": "x"}, "the entry of 01_graph.ipynb"),
-    ({"file": "OUTSIDE/evil.ipynb", "shipped": "x"}, "which is not a notebook inside"),
-    ({"file": "../evil.ipynb", "shipped": "x"}, "'../evil.ipynb', which is not a notebook inside"),
-    ({"file": "01_graph.ipynb", "shipped": "x", "offered": {"file": "../evil.ipynb", "hash": "x"}},
-     "which is not a notebook inside"),
-    ({"file": "01_graph.ipynb", "shipped": "x", "offered": "updated-01_graph.ipynb"}, "the offered copy"),
-    ({"file": "01_graph.txt", "shipped": "x"}, "which is not a notebook inside"),
-])
-def test_a_manifest_entry_we_did_not_write_is_refused_and_nothing_is_written(root, src, tmp_path, entry,
-                                                                            says, capsys):
+
+@pytest.mark.parametrize(
+    "entry, says",
+    [
+        ({}, "the entry of 01_graph.ipynb is {}"),
+        ("01_graph.ipynb", 'the entry of 01_graph.ipynb is "01_graph.ipynb"'),
+        ({"file": 3, "shipped": "x"}, "the entry of 01_graph.ipynb"),
+        ({"file": "OUTSIDE/evil.ipynb", "shipped": "x"}, "which is not a notebook inside"),
+        ({"file": "../evil.ipynb", "shipped": "x"}, "'../evil.ipynb', which is not a notebook inside"),
+        (
+            {"file": "01_graph.ipynb", "shipped": "x", "offered": {"file": "../evil.ipynb", "hash": "x"}},
+            "which is not a notebook inside",
+        ),
+        ({"file": "01_graph.ipynb", "shipped": "x", "offered": "updated-01_graph.ipynb"}, "the offered copy"),
+        ({"file": "01_graph.txt", "shipped": "x"}, "which is not a notebook inside"),
+    ],
+)
+def test_a_manifest_entry_we_did_not_write_is_refused_and_nothing_is_written(
+    root, src, tmp_path, entry, says, capsys
+):
     outside = tmp_path / "outside"
     outside.mkdir()
     if isinstance(entry, dict) and entry.get("file") == "OUTSIDE/evil.ipynb":
@@ -729,6 +780,7 @@ def test_adopt_mends_a_damaged_manifest(root, src):
 
 
 # --- a newer course version (issue 21) ----------------------------------------------------------------
+
 
 def test_a_folder_made_by_an_older_version_gets_the_new_versions_lessons(tmp_path, src, monkeypatch):
     installed_at(monkeypatch, src)  # version 1 of the course, as installed

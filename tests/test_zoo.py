@@ -42,8 +42,14 @@ def _reprs(descs):
 def test_every_concrete_class_has_a_place_in_the_zoo():
     """Is each of the 31 concrete descriptor classes shown by some zoo program?"""
     bases = {"AOTInput", "AOTOutput", "DifferentiableAOTInput", "DifferentiableAOTOutput"}
-    concrete = {n for n, c in vars(cd).items() if isinstance(c, type) and dataclasses.is_dataclass(c)
-                and n.endswith(("AOTInput", "AOTOutput")) and n not in bases}
+    concrete = {
+        n
+        for n, c in vars(cd).items()
+        if isinstance(c, type)
+        and dataclasses.is_dataclass(c)
+        and n.endswith(("AOTInput", "AOTOutput"))
+        and n not in bases
+    }
     shown = {c for p in ZOO.values() for c in p.shows}
     assert len(concrete) == 31 and concrete <= shown, sorted(concrete - shown)
 

@@ -146,7 +146,6 @@ def _hash(desc: Any) -> int:
     return hash(_field_values(desc))
 
 
-
 @_descriptor
 class AOTInput:
     """Base of every input descriptor: what one placeholder of a joint graph holds.
@@ -850,16 +849,13 @@ def validate(desc: Any) -> Any:
 def _validate(desc: Any) -> None:
     cls = type(desc)
     if cls not in _STAGE:
-        raise ValueError(
-            f"{cls.__name__}() is an abstract base; joint graphs only hold its subclasses"
-        )
+        raise ValueError(f"{cls.__name__}() is an abstract base; joint graphs only hold its subclasses")
     for field in dataclasses.fields(desc):
         value = getattr(desc, field.name)
         expected = field.type if isinstance(field.type, type) else _CLASSES[field.type]
         if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
             raise TypeError(
-                f"{cls.__name__}.{field.name} must be {expected.__name__}, "
-                f"got {type(value).__name__}"
+                f"{cls.__name__}.{field.name} must be {expected.__name__}, got {type(value).__name__}"
             )
         if isinstance(value, (AOTInput, AOTOutput)):
             _check_nesting(desc, value)

@@ -320,7 +320,9 @@ def get_plain_input_and_grad_nodes(graph: fx.Graph) -> dict[PlainAOTInput, tuple
     return _only(get_all_input_and_grad_nodes(graph), PlainAOTInput)
 
 
-def get_plain_output_and_tangent_nodes(graph: fx.Graph) -> dict[PlainAOTOutput, tuple[fx.Node, fx.Node | None]]:
+def get_plain_output_and_tangent_nodes(
+    graph: fx.Graph,
+) -> dict[PlainAOTOutput, tuple[fx.Node, fx.Node | None]]:
     """Plain (user) output nodes and their tangent nodes.
 
     Args:

@@ -82,8 +82,9 @@ Differences from torch
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -91,14 +92,14 @@ import torch.utils._pytree as pytree
 from torch._functorch.partitioners import default_partition
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
-from course.aot import descriptors
 from course import require_supported_torch
-from course.aot import steps
+from course.aot import descriptors, steps
 from course.aot.stage import Stage, StageBuilder, fakes
 
 require_supported_torch("course.aot.joint")
 
 __all__ = ["JointWithDescriptors", "Stage", "export_joint"]
+
 
 @dataclass
 class JointWithDescriptors:
@@ -193,7 +194,7 @@ def _functional_call(mod: Any, fqns: list[str], n_args: int, in_spec: Any) -> Ca
     """``fn(*params_and_buffers, *flat_args) -> flat outputs``, like torch's create_functional_call."""
 
     def fn(*primals: torch.Tensor) -> list[torch.Tensor]:
-        state, flat = dict(zip(fqns, primals)), primals[len(fqns):]
+        state, flat = dict(zip(fqns, primals)), primals[len(fqns) :]
         args, kwargs = pytree.tree_unflatten(list(flat), in_spec)
         if isinstance(mod, torch.nn.Module):
             # tie_weights=False: a Parameter under two names is two inputs, as in torch.
@@ -259,7 +260,9 @@ def export_joint(
             raise NotImplementedError(f"{name} is a tensor subclass" + steps.NOT_BUILT)
     real = [*params.values(), *buffers.values(), *flat_args]
     requires_grad = [t.requires_grad for t in real]
-    primal_descs = [descriptors.ParamAOTInput(k) for k in params] + [descriptors.BufferAOTInput(k) for k in buffers]
+    primal_descs = [descriptors.ParamAOTInput(k) for k in params] + [
+        descriptors.BufferAOTInput(k) for k in buffers
+    ]
     primal_descs += [descriptors.PlainAOTInput(i) for i in range(len(flat_args))]
     fn = _functional_call(module_or_fn, [*params, *buffers], len(flat_args), in_spec)
 
@@ -290,8 +293,7 @@ def export_joint(
     with mode:
         clock = time.perf_counter()
         tangents = _tangents(meta, outs)
-        joint = steps.trace_joint(fn, meta, primals, tangents, mutates=mutates,
-                              decompositions=decompositions)
+        joint = steps.trace_joint(fn, meta, primals, tangents, mutates=mutates, decompositions=decompositions)
         timings["traced_joint"] = time.perf_counter() - clock
     clock = time.perf_counter()
     steps.attach_descriptors(joint, primal_descs, meta, requires_grad)
@@ -307,8 +309,14 @@ def export_joint(
         tangent_mask=meta.tangent_mask,
         timings=timings,
         stage_builder=StageBuilder(
-            fn=fn, real=real, module=module_or_fn, meta=meta, joint=joint,
-            joint_inputs=(primals, tangents), fake_mode=mode, partition_fn=partition_fn,
+            fn=fn,
+            real=real,
+            module=module_or_fn,
+            meta=meta,
+            joint=joint,
+            joint_inputs=(primals, tangents),
+            fake_mode=mode,
+            partition_fn=partition_fn,
             timings=timings,
         ),
     )
@@ -316,8 +324,11 @@ def export_joint(
 
 def _tangents(meta: steps.ForwardMeta, outs: list[torch.Tensor]) -> list[torch.Tensor]:
     """One fake tangent per forward output that gets one (contiguous, like torch's)."""
-    return [torch.empty_like(o, memory_format=torch.contiguous_format)
-            for o, m in zip(outs, meta.tangent_mask) if m]
+    return [
+        torch.empty_like(o, memory_format=torch.contiguous_format)
+        for o, m in zip(outs, meta.tangent_mask)
+        if m
+    ]
 
 
 def _check_forward(fn: Callable, real: list[torch.Tensor]) -> None:

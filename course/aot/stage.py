@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -49,8 +50,7 @@ _EXPLAIN = {
     "what each input and output means.",
     "partitioned_forward": "The partitioner's forward: primals in; mutations, outputs and the "
     "activations saved for backward (SavedForBackwardsAOTOutput) out.",
-    "partitioned_backward": "The partitioner's backward: saved activations and tangents in, "
-    "grads out.",
+    "partitioned_backward": "The partitioner's backward: saved activations and tangents in, grads out.",
 }
 
 
@@ -131,8 +131,19 @@ def _tensor_facts(real: list[torch.Tensor]) -> list[tuple]:
 class StageBuilder:
     """The stages of one export, each built on first use (NOTE [Stages on demand])."""
 
-    def __init__(self, *, fn, real, module, meta, joint, joint_inputs, fake_mode, partition_fn,
-                 timings: dict[str, float]) -> None:
+    def __init__(
+        self,
+        *,
+        fn,
+        real,
+        module,
+        meta,
+        joint,
+        joint_inputs,
+        fake_mode,
+        partition_fn,
+        timings: dict[str, float],
+    ) -> None:
         self._fn, self._real, self._meta, self._joint = fn, real, meta, joint
         self._joint_inputs, self._fake_mode = joint_inputs, fake_mode
         self._partition_fn = partition_fn
@@ -188,6 +199,7 @@ class StageBuilder:
     def _build_forward(self) -> None:
         """Stages 1-3: the forward traced, functionalized if needed, and the joint's signature."""
         with self._as_exported():
+
             def traced():  # stage 1 runs the in-place ops for real (on fakes): fakes of its own
                 mode, primals = fakes(self._real)
                 with mode:
@@ -220,5 +232,4 @@ class StageBuilder:
         fw, bw = self._timed("partitioned_forward", partitioned)
         self._built["partitioned_forward"] = make_stage("partitioned_forward", fw, with_descs=True)
         self._timings["partitioned_backward"] = 0.0  # built with the forward, by the same call
-        self._built["partitioned_backward"] = make_stage(
-            "partitioned_backward", bw, with_descs=True)
+        self._built["partitioned_backward"] = make_stage("partitioned_backward", bw, with_descs=True)

@@ -29,9 +29,10 @@ Differences from torch: see :mod:`course.aot.joint`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -50,8 +51,8 @@ from torch._subclasses.functional_tensor import FunctionalTensorMode
 from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from course.aot import descriptors
 from course import require_supported_torch
+from course.aot import descriptors
 
 require_supported_torch("course.aot.joint")
 
@@ -71,7 +72,10 @@ __all__ = [
 #: own export passes a table, so its graphs keep ``detach``, and so do ours on both releases.
 NO_DECOMPOSITIONS: dict = {}
 
-NOT_BUILT = "; course.aot.joint does not build that, use torch._functorch.aot_autograd.aot_export_joint_with_descriptors"
+NOT_BUILT = (
+    "; course.aot.joint does not build that, use "
+    "torch._functorch.aot_autograd.aot_export_joint_with_descriptors"
+)
 
 
 @dataclass
@@ -97,8 +101,9 @@ def trace_forward(fn: Callable[..., list], primals: list) -> tuple[fx.GraphModul
         versions = [p._version for p in primals]  # bumped by every in-place op
         layouts = [(p.shape, p.stride()) for p in primals]  # changed by t_(), resize_, ...
         outs = fn(*primals)
-        _check_aliased_mutations(primals, [(p.shape, p.stride()) != lay for p, lay in zip(primals, layouts)],
-                                 metadata=True)
+        _check_aliased_mutations(
+            primals, [(p.shape, p.stride()) != lay for p, lay in zip(primals, layouts)], metadata=True
+        )
         _check_aliased_mutations(primals, [p._version != v for p, v in zip(primals, versions)])
         meta.output_requires_grad = [o.requires_grad for o in outs]
         meta.tangent_mask = _tangent_mask(primals, outs)
@@ -154,8 +159,11 @@ def _check_input_mutations(f_args: list, primals: list, meta: ForwardMeta) -> No
             aliased = storages.count(storages[i]) > 1
             raise NotImplementedError(
                 f"input {i} has its metadata mutated (e.g. t_(), resize_)"
-                + (" and aliases another input: torch returns it as MetadataMutationAOTOutput"
-                   if aliased else ": torch replays the change on the caller's tensor")
+                + (
+                    " and aliases another input: torch returns it as MetadataMutationAOTOutput"
+                    if aliased
+                    else ": torch replays the change on the caller's tensor"
+                )
                 + NOT_BUILT
             )
     for i, (f, p) in enumerate(zip(f_args, primals)):
@@ -173,9 +181,7 @@ def _check_input_mutations(f_args: list, primals: list, meta: ForwardMeta) -> No
 def _run_functionalized(fn: Callable[..., list], primals: list, meta: ForwardMeta) -> list:
     """Run ``fn`` on ``to_fun`` wrappers (under a FunctionalTensorMode) and fill ``meta``."""
     # See torch's Note [Disabling Functionalize TLS Above Python Functionalization]
-    with torch._C._ExcludeDispatchKeyGuard(
-        torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize)
-    ):
+    with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize)):
         f_args = [to_fun(p) for p in primals]
         f_outs = list(fn(*f_args))
     _check_input_mutations(f_args, primals, meta)
@@ -287,8 +293,13 @@ def is_mutating(node: fx.Node) -> bool:
 
 
 def trace_joint(
-    fn: Callable[..., list], meta: ForwardMeta, primals: list, tangents: list,
-    *, mutates: bool, decompositions: dict | None = None,
+    fn: Callable[..., list],
+    meta: ForwardMeta,
+    primals: list,
+    tangents: list,
+    *,
+    mutates: bool,
+    decompositions: dict | None = None,
 ) -> fx.GraphModule:
     """Stage 4: ``make_fx`` of ``joint(primals, tangents) -> (outs, grads)`` (torch's ``create_joint``).
 
@@ -334,9 +345,7 @@ def _trace_joint(fn, meta, primals, tangents, decomps, *, functionalize: bool) -
     wrap, unwrap = (to_fun, from_fun) if functionalize else (lambda t: t, lambda t: t)
 
     def joint(primals: list, tangents: list) -> tuple[tuple, tuple]:
-        with torch._C._ExcludeDispatchKeyGuard(
-            torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize)
-        ):
+        with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize)):
             f_primals = [wrap(p) for p in primals]
             f_tangents = [wrap(t) for t in tangents]
             outs = list(fn(*f_primals))
@@ -347,9 +356,7 @@ def _trace_joint(fn, meta, primals, tangents, decomps, *, functionalize: bool) -
             needed = [o for o, m in zip(outs, meta.tangent_mask) if m]
             grad_primals = [p for p, t in zip(f_primals, primals) if t.requires_grad]
             with fx_traceback.preserve_node_meta(), set_partitioner_tag_is_backward():
-                grads = iter(
-                    torch.autograd.grad(needed, grad_primals, f_tangents, allow_unused=True)
-                )
+                grads = iter(torch.autograd.grad(needed, grad_primals, f_tangents, allow_unused=True))
             all_grads = [next(grads) if p.requires_grad else None for p in primals]
         return tuple(unwrap(o) for o in outs), tuple(unwrap(g) for g in all_grads)
 
@@ -384,7 +391,9 @@ def partition(
     for gm in (fw, bw):
         out = gm.graph.output_node()
         out.meta["desc"] = [
-            descriptors.from_torch(d) if d is not None and not isinstance(d, (descriptors.AOTInput, descriptors.AOTOutput)) else d
+            descriptors.from_torch(d)
+            if d is not None and not isinstance(d, (descriptors.AOTInput, descriptors.AOTOutput))
+            else d
             for d in out.meta.get("desc", [])
         ]
     return fw, bw

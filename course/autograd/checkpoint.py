@@ -232,11 +232,14 @@ class _CheckpointFrame:
             _internal_assert(handle is not None and handle in self.recomputed[gid])
             recomputed_meta = self.metadata_fn(self.recomputed[gid][handle])
             if self.x_metadatas[idx] != recomputed_meta:
-                different.append(f"saved tensor {idx}: forward {self.x_metadatas[idx]}, recomputed {recomputed_meta}")
+                different.append(
+                    f"saved tensor {idx}: forward {self.x_metadatas[idx]}, recomputed {recomputed_meta}"
+                )
         if different:
             raise CheckpointError(
                 "course.checkpoint: recomputed tensors differ from the forward's in shape, dtype or device:\n"
-                + "\n".join(different) + f"\n{_TIP}"
+                + "\n".join(different)
+                + f"\n{_TIP}"
             )
 
 
@@ -339,8 +342,14 @@ _SUPPRESSED = (
 
 
 def _checkpoint_without_reentrant_generator(
-    fn, preserve_rng_state=True, context_fn=noop_context_fn, determinism_check=_DEFAULT_DETERMINISM_MODE,
-    debug=False, early_stop=True, *args, **kwargs,
+    fn,
+    preserve_rng_state=True,
+    context_fn=noop_context_fn,
+    determinism_check=_DEFAULT_DETERMINISM_MODE,
+    debug=False,
+    early_stop=True,
+    *args,
+    **kwargs,
 ):
     """The non-reentrant checkpoint as a generator: before its first ``yield`` the set-up,
     around it ``fn``'s forward (run by :func:`checkpoint`), after it the checks."""
@@ -437,8 +446,14 @@ def checkpoint(
     if use_reentrant:
         torch_context_fn = _torch_checkpoint.noop_context_fn if context_fn is noop_context_fn else context_fn
         return _torch_checkpoint.checkpoint(
-            function, *args, use_reentrant=True, context_fn=torch_context_fn,
-            determinism_check=determinism_check, debug=debug, early_stop=early_stop, **kwargs,
+            function,
+            *args,
+            use_reentrant=True,
+            context_fn=torch_context_fn,
+            determinism_check=determinism_check,
+            debug=debug,
+            early_stop=early_stop,
+            **kwargs,
         )
     preserve = kwargs.pop("preserve_rng_state", True)
     gen = _checkpoint_without_reentrant_generator(

@@ -89,7 +89,9 @@ def _numbered(ops: list[str]) -> str:
     return "\n".join(f"  {i}. {op}" for i, op in enumerate(ops, 1)) or "  (no ops)"
 
 
-def debug_context_and_cb() -> tuple[Callable[[], tuple[_OpLog, _OpLog]], Callable[[CheckpointError], NoReturn]]:
+def debug_context_and_cb() -> tuple[
+    Callable[[], tuple[_OpLog, _OpLog]], Callable[[CheckpointError], NoReturn]
+]:
     """A ``context_fn`` that logs both runs, and the callback that reports them on an error."""
     logs: dict[str, _OpLog] = {}
 

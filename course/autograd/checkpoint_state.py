@@ -61,7 +61,9 @@ def infer_device_type(args: tuple) -> str:
         >>> infer_device_type((torch.ones(1), 3)) == DefaultDeviceType.get_device_type()
         True
     """
-    types = [x.device.type for x in tree_leaves(args) if isinstance(x, torch.Tensor) and x.device.type != "cpu"]
+    types = [
+        x.device.type for x in tree_leaves(args) if isinstance(x, torch.Tensor) and x.device.type != "cpu"
+    ]
     if not types:
         return DefaultDeviceType.get_device_type()
     return "cuda" if "cuda" in types else types[0]
@@ -110,7 +112,9 @@ class ForwardState:
     def restored(self) -> Iterator[None]:
         """Inside: the forward's RNG states and autocast settings; after: the caller's RNG back."""
         devices = self.fwd_devices if self.preserve_rng_state and self.had_device_in_fwd else []
-        with torch.random.fork_rng(devices=devices, enabled=self.preserve_rng_state, device_type=self.device_type):
+        with torch.random.fork_rng(
+            devices=devices, enabled=self.preserve_rng_state, device_type=self.device_type
+        ):
             if self.preserve_rng_state:
                 torch.set_rng_state(self.cpu_rng_state)
                 if self.had_device_in_fwd:

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Iterable
-from typing import Any, Optional, Union
+from typing import Any
 
 import torch
 import torch.autograd.graph as _torch_graph
@@ -85,7 +85,7 @@ class Node(abc.ABC):
 
     @property
     @abc.abstractmethod
-    def next_functions(self) -> tuple[tuple[Optional["Node"], int], ...]:
+    def next_functions(self) -> tuple[tuple[Node | None, int], ...]:
         """The outgoing edges, one ``(node, output_nr)`` per input of the forward op.
 
         ``node`` is None where that input did not require grad.
@@ -193,7 +193,7 @@ class Node(abc.ABC):
         return NotImplemented
 
 
-def node_repr(node: Optional[Node]) -> str:
+def node_repr(node: Node | None) -> str:
     """A deterministic one-word name for a node (no memory address).
 
     Args:
@@ -217,7 +217,7 @@ def node_repr(node: Optional[Node]) -> str:
     return name
 
 
-def short_type(t: Optional[torch.Tensor]) -> str:
+def short_type(t: torch.Tensor | None) -> str:
     """A tensor's dtype and shape in the compact notation FX graphs print: ``f32[2, 3]``.
 
     Args:
@@ -257,7 +257,7 @@ class GradientEdge(_torch_graph.GradientEdge):
         return f"GradientEdge({node_repr(self.node)}, output_nr={self.output_nr})"
 
 
-def _get_grad_fn_or_grad_acc(t: Union[torch.Tensor, _torch_graph.GradientEdge]) -> Node:
+def _get_grad_fn_or_grad_acc(t: torch.Tensor | _torch_graph.GradientEdge) -> Node:
     """The node that receives ``t``'s gradient: its grad_fn, or a leaf's AccumulateGrad.
 
     A leaf has no ``grad_fn``; its AccumulateGrad node is created lazily and cached
@@ -320,7 +320,7 @@ def get_gradient_edge(tensor: torch.Tensor) -> GradientEdge:
     return GradientEdge(grad_fn, tensor.output_nr, ownership_token=token)
 
 
-def increment_version(tensor: Union[torch.Tensor, Iterable[torch.Tensor]]) -> None:
+def increment_version(tensor: torch.Tensor | Iterable[torch.Tensor]) -> None:
     """Add one to a tensor's version counter, as an in-place op would (or to each tensor's).
 
     Every in-place op bumps ``t._version``; a node that saved ``t`` remembers the

@@ -66,7 +66,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import torch
 from torch.autograd.variable import Variable
@@ -119,7 +119,9 @@ def _forget_at_end_of_graph_task(id: int, lock: threading.Lock, *states: dict) -
 
 def _check_tensors(tensors: Any, mode: str) -> tuple[torch.Tensor, ...]:
     if isinstance(tensors, torch.Tensor):
-        raise TypeError("register_multi_grad_hook expects a sequence of Tensors, got a single Tensor; pass (t,)")
+        raise TypeError(
+            "register_multi_grad_hook expects a sequence of Tensors, got a single Tensor; pass (t,)"
+        )
     tensors = tuple(tensors)
     for i, t in enumerate(tensors):
         if not isinstance(t, torch.Tensor):
@@ -136,7 +138,7 @@ def _check_tensors(tensors: Any, mode: str) -> tuple[torch.Tensor, ...]:
 
 def register_multi_grad_hook(
     tensors: Sequence[torch.Tensor],
-    fn: Union[Callable[[Sequence[Union[torch.Tensor, None]]], None], Callable[[torch.Tensor], None]],
+    fn: Callable[[Sequence[torch.Tensor | None]], None] | Callable[[torch.Tensor], None],
     *,
     mode: Literal["all", "any"] = "all",
 ) -> RemovableHandle:
@@ -181,7 +183,7 @@ def register_multi_grad_hook(
     if mode == "all":
         count: dict[int, int] = {}  # graph task id -> gradients seen so far
         nb_calls: dict[int, int] = {}  # graph task id -> gradients this task will compute
-        buffer: dict[int, list[Union[torch.Tensor, None]]] = {}  # graph task id -> grads
+        buffer: dict[int, list[torch.Tensor | None]] = {}  # graph task id -> grads
         grad_fns = list(map(_get_grad_fn_or_grad_acc, tensors))
         len_tensors = len(tensors)
 
@@ -202,8 +204,13 @@ def register_multi_grad_hook(
                     grads = buffer[id] if curr_count == nb_calls[id] - 1 else None
                 if grads is not None:  # the last expected gradient: fire, outside the lock
                     if trace.ACTIVE:
-                        trace.emit("hook", name="multi_grad_hook", mode="all", fn=fn_name,
-                                   computed=[g is not None for g in grads])
+                        trace.emit(
+                            "hook",
+                            name="multi_grad_hook",
+                            mode="all",
+                            fn=fn_name,
+                            computed=[g is not None for g in grads],
+                        )
                     fn(grads)
 
             return inner_hook
@@ -260,7 +267,7 @@ def iter_graph(roots: list[Node]) -> Iterator[Node]:
 
 
 def _register_logging_hooks_on_whole_graph(
-    t_outputs: Sequence[Union[torch.Tensor, GradientEdge]],
+    t_outputs: Sequence[torch.Tensor | GradientEdge],
 ) -> Callable[[], None]:
     """Put a pre-hook on every node behind ``t_outputs`` that logs it at DEBUG level.
 
@@ -279,7 +286,7 @@ def _register_logging_hooks_on_whole_graph(
     """
     grad_fns = list(map(_get_grad_fn_or_grad_acc, t_outputs))
 
-    def prehook(grad_outputs: Sequence[Union[torch.Tensor, None]]) -> None:
+    def prehook(grad_outputs: Sequence[torch.Tensor | None]) -> None:
         node = torch._C._current_autograd_node()
         grad_outputs_str = f"[{','.join(short_type(t) for t in grad_outputs)}]"
         log.debug(f"Executing: {node_repr(node)} with grad_outputs: {grad_outputs_str}")
@@ -294,7 +301,7 @@ def _register_logging_hooks_on_whole_graph(
 
 
 def _engine_run_backward(
-    t_outputs: Sequence[Union[torch.Tensor, GradientEdge]],
+    t_outputs: Sequence[torch.Tensor | GradientEdge],
     *args: Any,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, ...]:

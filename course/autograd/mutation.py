@@ -188,7 +188,7 @@ class _Handle:
 
 
 class _swap_with_cloned(saved_tensors_hooks):
-    def __init__(self, ctx: "_AllowMutationOnSavedContext") -> None:
+    def __init__(self, ctx: _AllowMutationOnSavedContext) -> None:
         def pack_hook(tensor: torch.Tensor) -> _Handle:
             tid = _get_tid(tensor)
             ctx.sid_to_tid[_get_sid(tensor)].add(tid)  # which memory this tensor lives in
@@ -241,7 +241,7 @@ def mutable_args(func: Any) -> tuple[Any, tuple[tuple[int, str, bool], ...]]:
 
 
 class _CloneArgBeforeMutateMode(TorchDispatchMode):
-    def __init__(self, ctx: "_AllowMutationOnSavedContext") -> None:
+    def __init__(self, ctx: _AllowMutationOnSavedContext) -> None:
         super().__init__()
         self.ctx = ctx
 
@@ -293,8 +293,15 @@ class _AllowMutationOnSavedContext:
             if trace.ACTIVE:
                 mutated = trace.tensor_name(t)
                 handle.clone_name = trace.tensor_name(clone)
-                trace.emit("clone", name=str(func), tensor=original, handle=repr(handle),
-                           mutated=mutated, clone=handle.clone_name, version=handle.version)
+                trace.emit(
+                    "clone",
+                    name=str(func),
+                    tensor=original,
+                    handle=repr(handle),
+                    mutated=mutated,
+                    clone=handle.clone_name,
+                    version=handle.version,
+                )
 
     def clear(self) -> None:
         self.cloned.clear()

@@ -65,11 +65,18 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 from torch.utils.checkpoint import CheckpointPolicy
 
-__all__ = ["CheckpointPolicy", "SAC_IGNORED_OPS", "SelectiveCheckpointContext", "create_selective_checkpoint_contexts"]
+__all__ = [
+    "CheckpointPolicy",
+    "SAC_IGNORED_OPS",
+    "SelectiveCheckpointContext",
+    "create_selective_checkpoint_contexts",
+]
 
 # Ops neither cached nor counted: checkpoint itself adds detaches (more in the recomputation
 # than in the forward), and the determinism check reads metadata through dispatch.
-SAC_IGNORED_OPS = {torch.ops.aten.detach.default, torch.ops.prim.device.default} | set(FunctionalTensor.metadata_fns)
+SAC_IGNORED_OPS = {torch.ops.aten.detach.default, torch.ops.prim.device.default} | set(
+    FunctionalTensor.metadata_fns
+)
 
 _RECOMPUTE = object()  # storage entry: run the op again
 _CONSUMED = object()  # storage entry: the cached output was handed out already
@@ -140,7 +147,9 @@ class _CachingTorchDispatchMode(TorchDispatchMode):
         out = func(*args, **kwargs)
         idx = self.func_counter[func]
         self.func_counter[func] += 1
-        policy = self.policy_fn(SelectiveCheckpointContext(is_recompute=False, op_output=out), func, *args, **kwargs)
+        policy = self.policy_fn(
+            SelectiveCheckpointContext(is_recompute=False, op_output=out), func, *args, **kwargs
+        )
         if isinstance(policy, bool):
             policy = _policy_from_bool(policy)
         if policy in _SAVE:
@@ -222,7 +231,9 @@ def create_selective_checkpoint_contexts(
                     f"such as {op}.default"
                 )
             if not isinstance(op, (torch._ops.OpOverload, torch._ops.HigherOrderOperator)):
-                raise ValueError(f"course.checkpoint: the op list holds {op} of type {type(op).__name__}, not an op")
+                raise ValueError(
+                    f"course.checkpoint: the op list holds {op} of type {type(op).__name__}, not an op"
+                )
         ops = policy_fn_or_list
 
         def policy_fn(ctx, op, *args, **kwargs):
@@ -232,4 +243,6 @@ def create_selective_checkpoint_contexts(
     else:
         raise TypeError("course.checkpoint: policy_fn_or_list takes a policy function or a list of ops")
     storage: defaultdict[Any, dict[int, Any]] = defaultdict(dict)
-    return _CachingTorchDispatchMode(policy_fn, storage), _CachedTorchDispatchMode(None, storage, allow_cache_entry_mutation)
+    return _CachingTorchDispatchMode(policy_fn, storage), _CachedTorchDispatchMode(
+        None, storage, allow_cache_entry_mutation
+    )

@@ -202,7 +202,9 @@ def stamp(tensor: torch.Tensor) -> VersionStamp:
 def checked_hooks(
     pack_hook: Callable[[torch.Tensor], Any],
     unpack_hook: Callable[[Any], torch.Tensor],
-) -> tuple[Callable[[torch.Tensor], tuple[VersionStamp, Any]], Callable[[tuple[VersionStamp, Any]], torch.Tensor]]:
+) -> tuple[
+    Callable[[torch.Tensor], tuple[VersionStamp, Any]], Callable[[tuple[VersionStamp, Any]], torch.Tensor]
+]:
     """A pair that runs yours and checks versions: ``saved_tensors_hooks(*checked_hooks(p, u))``.
 
     Pack stamps the tensor and then calls ``pack_hook``; unpack checks the stamp *before*

@@ -52,11 +52,25 @@ import random
 import sys
 import textwrap
 import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 
+from course.checks.leftovers import ADVICE, collecting, handed, left_behind, snapshot
+from course.checks.outcomes import (
+    describe_form,
+    differing_part,
+    is_not_attempted_error,
+    left_text,
+    raised_outcome,
+    same,
+    same_but_for_form,
+    show,
+    value_outcome,
+    wrong_places,
+)
 from course.checks.registry import (
     Case,
     Exercise,
@@ -70,19 +84,6 @@ from course.checks.registry import (
     load_all,
     predict,
     wrong,
-)
-from course.checks.leftovers import ADVICE, collecting, handed, left_behind, snapshot
-from course.checks.outcomes import (
-    describe_form,
-    differing_part,
-    is_not_attempted_error,
-    left_text,
-    raised_outcome,
-    same,
-    same_but_for_form,
-    show,
-    value_outcome,
-    wrong_places,
 )
 from course.timeouts import CaseTimeout, time_limit
 
@@ -139,8 +140,12 @@ def _quiet() -> Iterator[None]:
         yield
 
 
-def _attempt(thunk: Callable[[], Any], timeout: float | None = None, watched: dict | None = None,
-             may_leave: frozenset = frozenset()) -> dict:
+def _attempt(
+    thunk: Callable[[], Any],
+    timeout: float | None = None,
+    watched: dict | None = None,
+    may_leave: frozenset = frozenset(),
+) -> dict:
     """Run ``thunk`` with fixed seeds (restoring the caller's RNG state) and record what happened.
 
     With ``watched`` (a :func:`leftovers.snapshot` of what the call is handed), what the call
@@ -187,8 +192,10 @@ def _run_case(ex: Exercise, answer: Any, c: Case, timeout: float | None) -> dict
     return _attempt(lambda: _call(ex, answer, args, kwargs), timeout, watched, ex.may_leave)
 
 
-_KEEPS_STATE = ("repeat", "called a second time on the same case, it gave another outcome: "
-                "it keeps state between calls")
+_KEEPS_STATE = (
+    "repeat",
+    "called a second time on the same case, it gave another outcome: it keeps state between calls",
+)
 
 
 def outcomes_of(ex: Exercise, answer: Any, timeout: float | None = None) -> list[dict]:
@@ -254,7 +261,7 @@ def measure_cost(ex: Exercise, answer: Any, timeout: float | None = None) -> dic
     worst: dict[str, float] = {}
     for c in ex.all_cases:
         args, kwargs = c.materialize()
-        out = _attempt(lambda: dict(ex.cost(answer, *args, **kwargs)), timeout)  # state put back
+        out = _attempt(lambda: dict(ex.cost(answer, *args, **kwargs)), timeout)  # noqa: B023 (called in this iteration); state put back
         if out["kind"] != "value":
             return {}
         for key, number in out["value"]["dict"]:
@@ -335,15 +342,19 @@ def _match_wrong(ex: Exercise, yours: list[dict], expected: list[dict], cost: di
     return ex.hint
 
 
-_SPELLING = "the right words, spelled differently: write each one exactly as the exercise spells it (case and spaces count)."
+_SPELLING = (
+    "the right words, spelled differently: write each one exactly as the exercise spells it "
+    "(case and spaces count)."
+)
 
 
 def _without_left(outcome: dict) -> dict:
     return {k: v for k, v in outcome.items() if k != "left"}
 
 
-def judge(ex: Exercise, yours: list[dict], expected: list[dict], cost: dict | None = None,
-          revealed: bool = False) -> Result:
+def judge(
+    ex: Exercise, yours: list[dict], expected: list[dict], cost: dict | None = None, revealed: bool = False
+) -> Result:
     """Compare outcomes case by case and build the :class:`Result` (with its message).
 
     Args:
@@ -366,7 +377,11 @@ def judge(ex: Exercise, yours: list[dict], expected: list[dict], cost: dict | No
     if revealed:
         return _revealed(ex, yours, expected, base)
     if len(yours) != total or all(y.get("kind") == "not attempted" for y in yours):
-        todo = "write your prediction in place of ..." if ex.kind == "predict" else "replace the NotImplementedError"
+        todo = (
+            "write your prediction in place of ..."
+            if ex.kind == "predict"
+            else "replace the NotImplementedError"
+        )
         msg = f"{head} not attempted: define {ex.name} ({todo}) and run it again"
         return Result(status="not attempted", score=0, cases_passed=0, cases_total=total, message=msg, **base)
     verdicts = [same(y, e, ex.rtol, ex.atol) for y, e in zip(yours, expected)]
@@ -374,13 +389,18 @@ def judge(ex: Exercise, yours: list[dict], expected: list[dict], cost: dict | No
     cost_lines = [f"  cost:     {k} {cost.get(k, 'unknown')} (budget {cap})" for k, cap in ex.budget.items()]
     if passed == total and not _over_budget(ex, cost):
         msg = "\n".join([f"{head} passed: {passed}/{total} cases ({_points(ex.points)})", *cost_lines])
-        return Result(status="passed", score=ex.points, cases_passed=passed, cases_total=total, message=msg, **base)
+        return Result(
+            status="passed", score=ex.points, cases_passed=passed, cases_total=total, message=msg, **base
+        )
     hint = _match_wrong(ex, yours, expected, cost)
     status = "failed"
     if passed == total:  # correct, but too expensive
         lines = [f"{head} failed: correct on {passed}/{total} cases but over budget", *cost_lines]
     elif ex.kind == "predict":
-        lines = [f"{head} failed: your prediction is not what torch does", *_prediction_lines(ex, yours[0], expected[0])]
+        lines = [
+            f"{head} failed: your prediction is not what torch does",
+            *_prediction_lines(ex, yours[0], expected[0]),
+        ]
     else:
         i = next(i for i, (ok, _) in enumerate(verdicts) if not ok)
         y, e = yours[i], expected[i]
@@ -390,7 +410,10 @@ def judge(ex: Exercise, yours: list[dict], expected: list[dict], cost: dict | No
             lines.append(f"  left:     {_indent(_clip(left_text(y), 3, 400))}")
         if not same(_without_left(y), e, ex.rtol, ex.atol)[0]:
             y_part, e_part = differing_part(y, e, ex.rtol, ex.atol) or (y, e)  # only where they differ
-            lines += [f"  yours:    {_indent(_clip(show(y_part)))}", f"  expected: {_indent(_clip(show(e_part)))}"]
+            lines += [
+                f"  yours:    {_indent(_clip(show(y_part)))}",
+                f"  expected: {_indent(_clip(show(e_part)))}",
+            ]
             if verdicts[i][1] not in ("values differ", "different outcome", ""):
                 lines.insert(2, f"  why:      {_clip(verdicts[i][1], 1)}")
         lines += cost_lines
@@ -400,12 +423,25 @@ def judge(ex: Exercise, yours: list[dict], expected: list[dict], cost: dict | No
         lines.append(f"  hint:     {_wrapped(_clip(hint, 6, 600))}")
     if ex.kind == "predict" and passed < total:
         lines.append(f'  answer:   try again, or check("{ex.id}", reveal=True) to see it (no points then)')
-    return Result(status=status, score=0, cases_passed=passed, cases_total=total,
-                  message="\n".join(lines), hint=hint, **base)
+    return Result(
+        status=status,
+        score=0,
+        cases_passed=passed,
+        cases_total=total,
+        message="\n".join(lines),
+        hint=hint,
+        **base,
+    )
 
 
-_FORM_REASONS = ("dtype", "values, expected", "is an int, compared exactly", "expected a tensor", "expected no tensor",
-                 "not a rectangular")
+_FORM_REASONS = (
+    "dtype",
+    "values, expected",
+    "is an int, compared exactly",
+    "expected a tensor",
+    "expected no tensor",
+    "not a rectangular",
+)
 
 
 def _prediction_lines(ex: Exercise, y: dict, e: dict) -> list[str]:
@@ -421,13 +457,24 @@ def _prediction_lines(ex: Exercise, y: dict, e: dict) -> list[str]:
 
 
 def _revealed(ex: Exercise, yours: list[dict], expected: list[dict], base: dict) -> Result:
-    right = len(yours) == len(expected) and all(same(y, e, ex.rtol, ex.atol)[0] for y, e in zip(yours, expected))
-    lines = [f"[{ex.id} {ex.name}] revealed: the answer is shown, so this prediction earns no points",
-             f"  answer:   {_indent(_clip(show(expected[0]), 6, 900))}"]
+    right = len(yours) == len(expected) and all(
+        same(y, e, ex.rtol, ex.atol)[0] for y, e in zip(yours, expected)
+    )
+    lines = [
+        f"[{ex.id} {ex.name}] revealed: the answer is shown, so this prediction earns no points",
+        f"  answer:   {_indent(_clip(show(expected[0]), 6, 900))}",
+    ]
     if yours and yours[0].get("kind") != "not attempted":
         lines.append(f"  yours:    {'the same' if right else _indent(_clip(show(yours[0])))}")
-    return Result(status="revealed", score=0, cases_passed=int(right), cases_total=len(expected),
-                  message="\n".join(lines), revealed=True, **base)
+    return Result(
+        status="revealed",
+        score=0,
+        cases_passed=int(right),
+        cases_total=len(expected),
+        message="\n".join(lines),
+        revealed=True,
+        **base,
+    )
 
 
 def reveals_in(source: str) -> set[str]:
@@ -444,11 +491,20 @@ def reveals_in(source: str) -> set[str]:
         return set()
     found = set()
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "check"):
+        if not (
+            isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "check"
+        ):
             continue
-        flag = next((k.value for k in node.keywords if k.arg == "reveal"), node.args[2] if len(node.args) > 2 else None)
-        if (node.args and isinstance(node.args[0], ast.Constant) and isinstance(flag, ast.Constant)
-                and flag.value is True):
+        flag = next(
+            (k.value for k in node.keywords if k.arg == "reveal"),
+            node.args[2] if len(node.args) > 2 else None,
+        )
+        if (
+            node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(flag, ast.Constant)
+            and flag.value is True
+        ):
             found.add(str(node.args[0].value))
     return found
 
@@ -489,8 +545,12 @@ def _wrapped(text: str) -> str:
           hint:     gradients accumulate: the second .backward() adds its 4 to the 4 already in
                     a.grad, so set_to_none first
     """
-    lines = [part for line in text.splitlines() or [""]
-             for part in textwrap.wrap(line, WIDTH - _COLUMN, break_long_words=False, break_on_hyphens=False) or [""]]
+    lines = [
+        part
+        for line in text.splitlines() or [""]
+        for part in textwrap.wrap(line, WIDTH - _COLUMN, break_long_words=False, break_on_hyphens=False)
+        or [""]
+    ]
     return _indent("\n".join(lines))
 
 

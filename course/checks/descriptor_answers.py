@@ -37,7 +37,9 @@ __all__ = ["descriptor_repr", "descriptor_reprs", "read_descriptors"]
 _CLASSES: dict[str, type] = {
     name: obj
     for name, obj in vars(cd).items()
-    if isinstance(obj, type) and dataclasses.is_dataclass(obj) and name.endswith(("AOTInput", "AOTOutput"))
+    if isinstance(obj, type)
+    and dataclasses.is_dataclass(obj)
+    and name.endswith(("AOTInput", "AOTOutput"))
     and name not in ("AOTInput", "AOTOutput", "DifferentiableAOTInput", "DifferentiableAOTOutput")
 }
 
@@ -59,8 +61,13 @@ def _field(node: ast.expr, kind: type) -> str:
     """The repr of one field's value, which must be of the field's declared ``kind``
     (``str``, ``int`` or a descriptor base); nested descriptors are read recursively."""
     if kind in (str, int):
-        if (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and kind is int
-                and isinstance(node.operand, ast.Constant) and type(node.operand.value) is int):
+        if (
+            isinstance(node, ast.UnaryOp)
+            and isinstance(node.op, ast.USub)
+            and kind is int
+            and isinstance(node.operand, ast.Constant)
+            and type(node.operand.value) is int
+        ):
             return repr(-node.operand.value)
         if isinstance(node, ast.Constant) and type(node.value) is kind:
             return repr(node.value)
@@ -136,6 +143,8 @@ def read_descriptors(answer: Any) -> list[str]:
     """
     reprs = descriptor_reprs(answer)
     if reprs is None:
-        raise ValueError("give a list of descriptors, each written as torch prints it "
-                         "(\"PlainAOTInput(idx=0)\") or as a descriptor object")
+        raise ValueError(
+            "give a list of descriptors, each written as torch prints it "
+            '("PlainAOTInput(idx=0)") or as a descriptor object'
+        )
     return reprs

@@ -45,7 +45,8 @@ Differences from torch: torch has no such check; the stacks are read through the
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 
@@ -79,8 +80,14 @@ ADVICE = {
 }
 
 _DEPTH = 6
-_HOOK_ATTRS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
-               "_state_dict_hooks", "_load_state_dict_pre_hooks")
+_HOOK_ATTRS = (
+    "_forward_hooks",
+    "_forward_pre_hooks",
+    "_backward_hooks",
+    "_backward_pre_hooks",
+    "_state_dict_hooks",
+    "_load_state_dict_pre_hooks",
+)
 
 
 def _hooks_top() -> tuple | None:
@@ -166,7 +173,11 @@ def _restore_hooks(before: Any) -> int:
 
 def _restore_modes(kind: str, before: int) -> int:
     length = torch._C._len_torch_function_stack if kind == "function" else torch._C._len_torch_dispatch_stack
-    pop = torch._C._pop_torch_function_stack if kind == "function" else lambda: torch._C._pop_torch_dispatch_stack(None)
+    pop = (
+        torch._C._pop_torch_function_stack
+        if kind == "function"
+        else lambda: torch._C._pop_torch_dispatch_stack(None)
+    )
     extra = length() - before
     for _ in range(max(extra, 0)):
         pop()
@@ -176,7 +187,10 @@ def _restore_modes(kind: str, before: int) -> int:
 def _process_changes(before: dict) -> list[tuple[str, str]]:
     after = _process_state()
     found: list[tuple[str, str]] = []
-    for flag, call in (("grad mode", "torch.is_grad_enabled()"), ("anomaly mode", "torch.is_anomaly_enabled()")):
+    for flag, call in (
+        ("grad mode", "torch.is_grad_enabled()"),
+        ("anomaly mode", "torch.is_anomaly_enabled()"),
+    ):
         if after[flag] != before[flag]:
             state = "on" if after[flag] else "off"
             found.append((flag, f"{flag} turned {state} ({call} is {after[flag]}; the check put it back)"))
@@ -186,22 +200,41 @@ def _process_changes(before: dict) -> list[tuple[str, str]]:
         found.append(("inference mode", f"inference mode left {'on' if after['inference mode'] else 'off'}"))
     if after["saved-tensor hooks"] != before["saved-tensor hooks"]:
         popped = _restore_hooks(before["saved-tensor hooks"])
-        what = (f"{popped} saved-tensor hook pair{'s' if popped != 1 else ''} pushed and never popped "
-                "(the check popped them)" if popped > 0 else "saved-tensor hooks popped that it had not pushed")
+        what = (
+            f"{popped} saved-tensor hook pair{'s' if popped != 1 else ''} pushed and never popped "
+            "(the check popped them)"
+            if popped > 0
+            else "saved-tensor hooks popped that it had not pushed"
+        )
         found.append(("saved-tensor hooks", what))
     if after["saved-tensor hooks enabled"] != before["saved-tensor hooks enabled"]:
-        found.append(("saved-tensor hooks", "saved-tensor hooks left disabled" if before["saved-tensor hooks enabled"]
-                      else "saved-tensor hooks left enabled"))
+        found.append(
+            (
+                "saved-tensor hooks",
+                "saved-tensor hooks left disabled"
+                if before["saved-tensor hooks enabled"]
+                else "saved-tensor hooks left enabled",
+            )
+        )
         if before["saved-tensor hooks enabled"]:
             torch._C._autograd._saved_tensors_hooks_enable()
     for kind in ("function", "dispatch"):
         extra = _restore_modes(kind, before[f"{kind} modes"])
         if extra:
-            what = (f"{extra} torch {kind} mode{'s' if extra != 1 else ''} entered and never exited (the check "
-                    "exited them)" if extra > 0 else f"torch {kind} modes exited that it had not entered")
+            what = (
+                f"{extra} torch {kind} mode{'s' if extra != 1 else ''} entered and never exited (the check "
+                "exited them)"
+                if extra > 0
+                else f"torch {kind} modes exited that it had not entered"
+            )
             found.append(("modes", what))
     if after["trace"] != before["trace"]:
-        found.append(("trace", "a course.trace recording left open" if after["trace"] else "a course.trace recording closed"))
+        found.append(
+            (
+                "trace",
+                "a course.trace recording left open" if after["trace"] else "a course.trace recording closed",
+            )
+        )
     return found
 
 
@@ -215,11 +248,21 @@ def _object_changes(objects: list, allowed: frozenset) -> list[tuple[str, str]]:
             if key == "requires_grad":
                 found.append((key, f"{name}.requires_grad changed from {before[key]} to {after[key]}"))
             elif key == "grad":
-                what = ("now holds a gradient" if before[key] is None else
-                        "was set to None" if after[key] is None else "was changed")
+                what = (
+                    "now holds a gradient"
+                    if before[key] is None
+                    else "was set to None"
+                    if after[key] is None
+                    else "was changed"
+                )
                 found.append((key, f"{name}.grad {what}" + (" (was None)" if before[key] is None else "")))
             elif key == "version":
-                found.append((key, f"{name} was changed in place (its _version went from {before[key]} to {after[key]})"))
+                found.append(
+                    (
+                        key,
+                        f"{name} was changed in place (its _version went from {before[key]} to {after[key]})",
+                    )
+                )
             else:
                 found.append((key, f"{name} has {after[key] - before[key]:+d} hooks registered on it"))
     return found

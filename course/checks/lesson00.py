@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 
@@ -152,7 +152,10 @@ exercise(
         case(torch.tensor([0.25, -2.0], dtype=torch.float64), label="a float64 tensor"),
     ],
     wrong=[
-        wrong(_forgot_backward, "x.grad stays None until something calls .backward() on a result that depends on x."),
+        wrong(
+            _forgot_backward,
+            "x.grad stays None until something calls .backward() on a result that depends on x.",
+        ),
         wrong(
             _never_required_grad,
             "autograd records only what happens to tensors that require grad: make x a leaf that "

@@ -20,9 +20,9 @@ import networkx as nx
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from course.checks import case, exercise, predict, wrong
 from course.autograd.graph import get_gradient_edge, increment_version
 from course.autograd.hooks import iter_graph
+from course.checks import case, exercise, predict, wrong
 
 # --- Exercise 1.1: walk the graph breadth first ----------------------------------------------
 
@@ -341,10 +341,14 @@ def _pre_relu_run(answer, x, W1, W2):
     stay None)."""
     with _InPlaceOps() as writes, _EdgeInputs() as seen:
         grad = answer(x, W1, W2)
-    return {"gradient": grad, "gradient requires grad": getattr(grad, "requires_grad", None),
-            "relu applied in place": answer is _pre_relu_oracle or writes.count > 0,
-            "gradient taken at a GradientEdge": answer is _pre_relu_oracle or seen.edge,
-            "W1.grad after": W1.grad, "W2.grad after": W2.grad}
+    return {
+        "gradient": grad,
+        "gradient requires grad": getattr(grad, "requires_grad", None),
+        "relu applied in place": answer is _pre_relu_oracle or writes.count > 0,
+        "gradient taken at a GradientEdge": answer is _pre_relu_oracle or seen.edge,
+        "W1.grad after": W1.grad,
+        "W2.grad after": W2.grad,
+    }
 
 
 def _no_in_place_op(x, W1, W2):
@@ -525,8 +529,13 @@ def _which_break():
     return {key: _breaks_backward(program) for key, program in INPLACE_PROGRAMS.items()}
 
 
-_RIGHT_BREAKS = {"exp_add": True, "double_add": False, "sigmoid_mul": True, "sin_add": False,
-                 "sin_input_add": True}
+_RIGHT_BREAKS = {
+    "exp_add": True,
+    "double_add": False,
+    "sigmoid_mul": True,
+    "sin_add": False,
+    "sin_input_add": True,
+}
 
 predict(
     "1.3",
@@ -602,8 +611,7 @@ predict(
         ),
         wrong(
             (3, 3, 3),
-            "t * 1 is a new tensor with its own counter, starting at 0; only "
-            "increment_version(v) bumps it.",
+            "t * 1 is a new tensor with its own counter, starting at 0; only increment_version(v) bumps it.",
         ),
         wrong(
             (3, 3, 0),

@@ -18,7 +18,6 @@ import torch.autograd.graph as tg
 from torch.utils.hooks import RemovableHandle
 
 import course.autograd.hooks as course_hooks
-
 from course.checks import case, exercise, predict, wrong
 
 # --- Exercise 2.1: predict the order in which hooks fire -----------------------------------
@@ -74,8 +73,7 @@ predict(
         ),
         wrong(
             ["x", "exp pre", "y 1", "y 2", "mul pre", "mul post", "z"],
-            "that is the forward order. Backward starts at the output, z, and ends at the "
-            "leaf x.",
+            "that is the forward order. Backward starts at the output, z, and ends at the leaf x.",
         ),
     ],
     right=[tuple(_RIGHT_ORDER)],  # a tuple for a list (docs/authoring.md, "How answers compare")
@@ -130,7 +128,11 @@ def _clip_run(answer, target, max_norm, scale):
     handle = answer(t, max_norm)
     t.register_hook(lambda grad: given.update(untouched=torch.equal(given["grad"], given["copy"])) and None)
     loss.backward()
-    seen = {"W.grad": W.grad.clone(), "b.grad": b.grad.clone(), "hook left its argument unchanged": given.get("untouched")}
+    seen = {
+        "W.grad": W.grad.clone(),
+        "b.grad": b.grad.clone(),
+        "hook left its argument unchanged": given.get("untouched"),
+    }
     handle.remove()  # from now on, no clipping
     W.grad, b.grad = None, None
     clip_forward(x, W, b, scale)[1].backward()
@@ -438,7 +440,11 @@ def _any_run(answer, group, actions):
         _remove(handles)
     now[0] = "after remove"
     (g["a"] * g["b"]).sum().backward()
-    return {"calls of fn": calls, "returned a list of tensor-hook handles": plain, "hooks are its own": own_hooks}
+    return {
+        "calls of fn": calls,
+        "returned a list of tensor-hook handles": plain,
+        "hooks are its own": own_hooks,
+    }
 
 
 def _any_oracle(tensors, fn):
@@ -532,8 +538,13 @@ exercise(
     oracle=_any_oracle,
     run=_any_run,
     points=2,
-    cases=[case(("a", "c", "d"), ["loss.backward", "loss.backward"],
-                label="group (a, c, d), two backwards of loss = (2c + 3d).sum()")],
+    cases=[
+        case(
+            ("a", "c", "d"),
+            ["loss.backward", "loss.backward"],
+            label="group (a, c, d), two backwards of loss = (2c + 3d).sum()",
+        )
+    ],
     hidden=[
         case(("a", "c", "d"), _ALL_ACTIONS, label="group (a, c, d), five different backward calls"),
         case(("c", "d", "f"), _ALL_ACTIONS, label="group (c, d, f), f does not require grad"),
@@ -568,8 +579,11 @@ exercise(
             "group: when two groups are hooked, the second group's fn never runs in a backward "
             "that reached the first. Keep the set inside the call, one per group.",
         ),
-        wrong(_no_handles, "return the handles (the list of what register_hook returned), so "
-              "the caller can remove the hook."),
+        wrong(
+            _no_handles,
+            "return the handles (the list of what register_hook returned), so "
+            "the caller can remove the hook.",
+        ),
         wrong(
             _the_library_itself,
             "that is register_multi_grad_hook(mode='any') itself, the function this exercise "

@@ -32,9 +32,9 @@ import torch._dynamo  # noqa: F401  torch.save imports it on its first call (3-6
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakTensorKeyDictionary
 
-from course.checks import case, exercise, predict, wrong
 from course.autograd.saved_tensors import saved_tensors_hooks
 from course.autograd.version_check import checked_hooks
+from course.checks import case, exercise, predict, wrong
 
 # --- Exercise 3.1: predict how often pack and unpack run -------------------------------------
 
@@ -179,8 +179,9 @@ def _bytes_covered(tensors):
     storages cover (the union of the intervals [start, start + nbytes)), with no notion of
     "the same storage" at all. Two live storages never overlap, so this is their total."""
     covered, total = [], 0
-    for start, end in sorted({(s.data_ptr(), s.data_ptr() + s.nbytes()) for s in
-                              (t.untyped_storage() for t in tensors)}):
+    for start, end in sorted(
+        {(s.data_ptr(), s.data_ptr() + s.nbytes()) for s in (t.untyped_storage() for t in tensors)}
+    ):
         if covered and start < covered[-1][1]:  # overlaps the previous interval: extend it
             covered[-1][1] = max(covered[-1][1], end)
         else:
@@ -302,14 +303,23 @@ exercise(
     solution=storage_bytes,
     oracle=_bytes_covered,
     points=2,
-    cases=[case(_views_case(), label="x = torch.zeros(4, 6); [x, x[1:], x.t(), torch.zeros(5, dtype=torch.float64)]")],
+    cases=[
+        case(
+            _views_case(),
+            label="x = torch.zeros(4, 6); [x, x[1:], x.t(), torch.zeros(5, dtype=torch.float64)]",
+        )
+    ],
     hidden=[
         case(_slice_first_case(), label="a float16 slice listed before its base, and an int64 tensor"),
-        case(_slices_without_base_case(), label="two slices of a 12-float tensor that is not in the list, "
-             "and a slice of a float64 tensor"),
+        case(
+            _slices_without_base_case(),
+            label="two slices of a 12-float tensor that is not in the list, and a slice of a float64 tensor",
+        ),
         case(_same_object_case(), label="the same tensor twice, a 0-d bool tensor and an empty tensor"),
-        case(_expanded_case(), label="b.expand(1000, 3) of a 3-float b, and b.detach(): a view bigger "
-             "than its storage"),
+        case(
+            _expanded_case(),
+            label="b.expand(1000, 3) of a 3-float b, and b.detach(): a view bigger than its storage",
+        ),
         case(saved_by_mlp(), label="what an nn.Sequential MLP saves (saved_by_mlp())"),
         case([], label="no tensors at all"),
     ],
@@ -364,8 +374,14 @@ exercise(
 # --- Exercise 3.4: compress saved activations, within a byte budget --------------------------
 
 
-def make_mlp(seed: int, batch: int = 16, width: int = 32, scale: float = 1.0, dtype=torch.float32,
-             transposed: bool = False):
+def make_mlp(
+    seed: int,
+    batch: int = 16,
+    width: int = 32,
+    scale: float = 1.0,
+    dtype=torch.float32,
+    transposed: bool = False,
+):
     """The inputs of exercises 3.4 and 3.5: x (no grad) and three weight matrices (leaves);
     ``transposed`` stores each as (out, in), as nn.Linear does, for ``mlp_loss(..., transposed=True)``."""
     g = torch.Generator().manual_seed(seed)
@@ -386,8 +402,14 @@ def mlp_loss(x, Ws, transposed: bool = False):
     return (h @ Ws[-1]).tanh().pow(2).mean()
 
 
-def mlp_grads(hooks, seed: int, scale: float = 1.0, dtype=torch.float32, step_early: bool = False,
-              transposed: bool = False):
+def mlp_grads(
+    hooks,
+    seed: int,
+    scale: float = 1.0,
+    dtype=torch.float32,
+    step_early: bool = False,
+    transposed: bool = False,
+):
     """Gradients of the MLP's weights with ``hooks = (pack, unpack)`` around the forward
     (``hooks=None``: no hooks at all, torch's own saving and checking).
 
@@ -502,25 +524,27 @@ def _is_parameter(t) -> bool:
 
 def compress_hooks():
     """Reference solution: the same code as the solution notebook's region."""
-    compressed = WeakTensorKeyDictionary()         # activation -> its copy, while it lives
+    compressed = WeakTensorKeyDictionary()  # activation -> its copy, while it lives
 
     def pack_hook(t):
         base = t
-        while base._base is not None:              # a view of a weight is the weight's memory
+        while base._base is not None:  # a view of a weight is the weight's memory
             base = base._base
-        stamp = weakref.ref(t), t._version         # to notice an in-place change later
+        stamp = weakref.ref(t), t._version  # to notice an in-place change later
         if not t.is_floating_point() or (base.is_leaf and base.requires_grad):
-            return t, None, stamp                  # the model holds its weights anyway
-        if t not in compressed:                    # relu's output is saved twice: once
+            return t, None, stamp  # the model holds its weights anyway
+        if t not in compressed:  # relu's output is saved twice: once
             compressed[t] = t.to(torch.bfloat16)
-        return compressed[t], t.dtype, stamp       # remember the dtype, not the tensor
+        return compressed[t], t.dtype, stamp  # remember the dtype, not the tensor
 
     def unpack_hook(packed):
         t, dtype, (ref, version) = packed
-        original = ref()                           # None: freed (a change made just before goes unseen)
+        original = ref()  # None: freed (a change made just before goes unseen)
         if original is not None and original._version != version:
-            raise RuntimeError(f"a saved tensor was changed in place after forward "
-                               f"(version {original._version}, saved at {version})")
+            raise RuntimeError(
+                f"a saved tensor was changed in place after forward "
+                f"(version {original._version}, saved at {version})"
+            )
         return t if dtype is None else t.to(dtype)
 
     return pack_hook, unpack_hook
@@ -572,8 +596,9 @@ def _unpack_to(packed):
     return t if dtype is None else t.to(dtype)
 
 
-def _compress_hooks_with(keep_params: bool, once: bool, dtype=torch.bfloat16, keep_input=False, unpack=_unpack_to,
-                         checked=True):
+def _compress_hooks_with(
+    keep_params: bool, once: bool, dtype=torch.bfloat16, keep_input=False, unpack=_unpack_to, checked=True
+):
     """Variations of the compressing hooks (the known wrong answers and right answers of 3.4);
     ``checked=False`` leaves out the version check."""
 
@@ -645,8 +670,12 @@ exercise(
         case(1, label="another seed"),
         case(2, scale=3.0, label="inputs 3 times larger"),
         case(4, dtype=torch.float64, label="the same MLP in float64"),
-        case(0, step_early=True, label="the last weight updated in place between forward and backward "
-             "(torch without hooks raises RuntimeError)"),
+        case(
+            0,
+            step_early=True,
+            label="the last weight updated in place between forward and backward "
+            "(torch without hooks raises RuntimeError)",
+        ),
         case(5, transposed=True, label="weights stored (out, in) and used as W.t(): views of parameters"),
     ],
     wrong=[
@@ -780,8 +809,13 @@ def run_on_disk(answer, seed: int) -> dict:
 
 
 def _on_disk(wrote, alive, first, second, left) -> dict:
-    return {"files after forward (one per pack)": wrote, "tensors still in memory after forward": alive,
-            "gradients, first backward": first, "gradients, second backward": second, "files left": left}
+    return {
+        "files after forward (one per pack)": wrote,
+        "tensors still in memory after forward": alive,
+        "gradients, first backward": first,
+        "gradients, second backward": second,
+        "files left": left,
+    }
 
 
 def _torch_and_the_spec(seed: int) -> dict:

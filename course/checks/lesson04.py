@@ -105,8 +105,13 @@ def _on_simulated_gpu(pack, unpack, tensors) -> dict:
             where.append("device")  # a device-to-device copy, which a CPU build cannot simulate
             continue
         inside = _tensors_in(packed)
-        where.append("host" if inside and all(p.device.type == "cpu" for p in inside) else
-                     "device" if any(p.device == t.device for p in inside) else "nowhere")
+        where.append(
+            "host"
+            if inside and all(p.device.type == "cpu" for p in inside)
+            else "device"
+            if any(p.device == t.device for p in inside)
+            else "nowhere"
+        )
         try:
             out = unpack(packed)
         except RuntimeError as e:
@@ -184,7 +189,10 @@ def _run_save_on_cpu(answer, program):
     pack, unpack = ctx.pack_hook, ctx.unpack_hook
     if program == "simulated-gpu":
         with _simulated_gpu():
-            tensors = [torch.empty(5, 8, device="cuda"), torch.empty(4, 3, dtype=torch.float64, device="cuda")]
+            tensors = [
+                torch.empty(5, 8, device="cuda"),
+                torch.empty(4, 3, dtype=torch.float64, device="cuda"),
+            ]
             return _on_simulated_gpu(pack, unpack, tensors)
     seen = {"copied": [], "keeps_history": [], "same_dtype": [], "same_values": [], "itself": []}
 
@@ -200,7 +208,9 @@ def _run_save_on_cpu(answer, program):
         packed, original = both
         out = unpack(packed)
         seen["same_dtype"].append(out.dtype == original.dtype and out.device == original.device)
-        seen["same_values"].append(out.shape == original.shape and torch.equal(out.to(original.dtype), original))
+        seen["same_values"].append(
+            out.shape == original.shape and torch.equal(out.to(original.dtype), original)
+        )
         return out
 
     leaves, loss_fn = PROGRAMS[program]()
@@ -244,8 +254,12 @@ _stays_on_host = _make(lambda t: (t.device, t.to("cpu", copy=True)), lambda p: p
 _to_copy = _make(lambda t: (t.device, t.to("cpu", copy=True)), _unpack_pair)
 _cpu_then_clone = _make(lambda t: (t.device, t.detach().cpu().clone()), _unpack_pair)
 _pinned_when_possible = _make(
-    lambda t: (t.device, torch.empty(t.size(), dtype=t.dtype, layout=t.layout, device="cpu",
-                                     pin_memory=torch.cuda.is_available()).copy_(t)),
+    lambda t: (
+        t.device,
+        torch.empty(
+            t.size(), dtype=t.dtype, layout=t.layout, device="cpu", pin_memory=torch.cuda.is_available()
+        ).copy_(t),
+    ),
     lambda p: p[1].to(p[0], non_blocking=True),
 )
 
@@ -257,13 +271,18 @@ exercise(
     oracle=_torch_copying_save_on_cpu,
     run=_run_save_on_cpu,
     points=2,
-    cases=[case("mlp", label="Linear(6, 8) -> ReLU -> Linear(8, 3), loss = out.pow(2).sum() (PROGRAMS['mlp'])")],
+    cases=[
+        case("mlp", label="Linear(6, 8) -> ReLU -> Linear(8, 3), loss = out.pow(2).sum() (PROGRAMS['mlp'])")
+    ],
     hidden=[
         case("exp", label="(x * w).exp().sum() in float64"),
         case("mlp64", label="the same MLP in float64"),
         case("shared", label="a.sin() * a.sin().t().t(): a transposed view is saved"),
-        case("simulated-gpu", label="pack and unpack on a simulated GPU (FakeTensorMode, device='cuda'): "
-             "where does the packed copy live?"),
+        case(
+            "simulated-gpu",
+            label="pack and unpack on a simulated GPU (FakeTensorMode, device='cuda'): "
+            "where does the packed copy live?",
+        ),
     ],
     right=[_to_copy, _cpu_then_clone, _pinned_when_possible],
     wrong=[
@@ -334,7 +353,11 @@ def _oracle_threshold(min_bytes):
 def _mlp_model():
     torch.manual_seed(0)
     model = torch.nn.Sequential(
-        torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)
+        torch.nn.Linear(32, 64),
+        torch.nn.ReLU(),
+        torch.nn.Linear(64, 64),
+        torch.nn.ReLU(),
+        torch.nn.Linear(64, 8),
     )
     return model, [torch.randn(16, 32)]  # x: 2048 bytes; relu outputs: 4096; weights 8192+
 
@@ -521,8 +544,12 @@ exercise(
         case("mlp", 0, label="MODELS['mlp'], min_bytes=0"),
         case("scaled", 4096, label="tanh((x @ w) * scale) in float64, min_bytes=4096"),
         case("scaled", 1 << 20, label="tanh((x @ w) * scale), min_bytes=1 MiB (nothing is that big)"),
-        case("simulated-gpu", 1024, label="a 4 KB and a 512-byte activation on a simulated GPU, "
-             "min_bytes=1024: where does each packed tensor live?"),
+        case(
+            "simulated-gpu",
+            1024,
+            label="a 4 KB and a 512-byte activation on a simulated GPU, "
+            "min_bytes=1024: where does each packed tensor live?",
+        ),
     ],
     right=[_storage_bytes, _dict_packed],
     wrong=[
@@ -628,8 +655,7 @@ predict(
             "theirs out, against four layers of forward compute.",
         ),
     ],
-    hint='write "compute-bound" or "transfer-bound": which stream has more work in forward, '
-    "compute or copy?",
+    hint='write "compute-bound" or "transfer-bound": which stream has more work in forward, compute or copy?',
 )
 
 
@@ -655,8 +681,13 @@ PAY_SETTINGS = {
 def _step_with_and_without(s: dict) -> tuple[float, float]:
     """(seconds without offload, seconds with it) of a setting, by course's timing model."""
     k = s["layers"]
-    p = predict_step([s["forward_ms"] * 1e-3] * k, [s["backward_ms"] * 1e-3] * k, [s["saved_MB"] * MB] * k,
-                     bandwidth=s["bandwidth_GBs"] * 1e9, keep_last=s["keep_last"])
+    p = predict_step(
+        [s["forward_ms"] * 1e-3] * k,
+        [s["backward_ms"] * 1e-3] * k,
+        [s["saved_MB"] * MB] * k,
+        bandwidth=s["bandwidth_GBs"] * 1e9,
+        keep_last=s["keep_last"],
+    )
     return p.none, p.synchronous if s["copies"] == "synchronous" else p.overlapped
 
 
@@ -682,9 +713,16 @@ def _read_verdicts(answer):
     return read
 
 
-_PAYS = {"as in 4.3": "slower", "faster link": "free", "faster link, synchronous": "slower",
-         "faster link, last layer too": "slower", "faster link, 16 layers": "free", "batch x2": "slower",
-         "16-bit activations": "free", "slower layers": "free"}
+_PAYS = {
+    "as in 4.3": "slower",
+    "faster link": "free",
+    "faster link, synchronous": "slower",
+    "faster link, last layer too": "slower",
+    "faster link, 16 layers": "free",
+    "batch x2": "slower",
+    "16-bit activations": "free",
+    "slower layers": "free",
+}
 
 
 def _but(*flipped: str) -> dict[str, str]:

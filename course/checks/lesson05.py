@@ -24,9 +24,9 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from course.checks import case, exercise, handed, predict, wrong
 from course.autograd.graph import increment_version
 from course.autograd.mutation import allow_mutation_on_saved_tensors
+from course.checks import case, exercise, handed, predict, wrong
 
 # --- Exercise 5.1: predict which saved tensors get cloned ---------------------------------
 
@@ -47,8 +47,12 @@ CLONE_PROGRAM_WRITES = [
 CLONE_PROGRAM_NAMES = ("b", "c", "q", "e1")
 
 
-def _clone_state(forward=CLONE_PROGRAM_FORWARD, writes=CLONE_PROGRAM_WRITES,
-                names=CLONE_PROGRAM_NAMES, context=allow_mutation_on_saved_tensors) -> dict:
+def _clone_state(
+    forward=CLONE_PROGRAM_FORWARD,
+    writes=CLONE_PROGRAM_WRITES,
+    names=CLONE_PROGRAM_NAMES,
+    context=allow_mutation_on_saved_tensors,
+) -> dict:
     """Run ``forward`` then ``writes`` (lines of Python) inside ``context``; return
     ``{name: "cloned" | "original"}`` for each saved tensor named in ``names``.
 
@@ -77,6 +81,7 @@ def _read_clone_states(answer):
     if not isinstance(answer, dict):
         return answer
     return {str(k).strip(): v.strip().lower() if isinstance(v, str) else v for k, v in answer.items()}
+
 
 predict(
     "5.1",
@@ -114,8 +119,10 @@ predict(
         ),
     ],
     parse=_read_clone_states,
-    right=[{"e1": "original", "q": "original", "c": "cloned", "b": "cloned"},
-           {"b": "Cloned", "c": "CLONED ", "q": "Original", "e1": "original"}],
+    right=[
+        {"e1": "original", "q": "original", "c": "cloned", "b": "cloned"},
+        {"b": "Cloned", "c": "CLONED ", "q": "Original", "e1": "original"},
+    ],
     hint="for each saved tensor ask: does one of the three writes change one of its "
     "elements? Then the context cloned it just before.",
 )
@@ -203,8 +210,12 @@ def _run_mode(answer, program):
     mode = answer({"x": x})
     with mode:
         result = MUL_PROGRAMS[program](x, y)
-    return {"cloned": dict(sorted(mode.cloned.items())), "x after": x, "y after": y,
-            "program's result": result}
+    return {
+        "cloned": dict(sorted(mode.cloned.items())),
+        "x after": x,
+        "y after": y,
+        "program's result": result,
+    }
 
 
 class _CloneAfter(CloneBeforeMul):
@@ -338,25 +349,49 @@ exercise(
         case("(x + y).mul_(2) - x.mul_(3)", label="a program that uses every op's result"),
     ],
     wrong=[
-        wrong(_CloneAfter, "you cloned after func ran, so the clone holds the new values: "
-              "the clone must be taken before the op writes."),
-        wrong(_CloneEveryTime, "keep the value from before the *first* mul_: a second "
-              "mul_ must not overwrite the clone (backward needs the value that was saved)."),
-        wrong(_NeverRuns, "the mode must still run the op: __torch_dispatch__ "
-              "replaces it, so unless you call func nothing gets multiplied."),
-        wrong(_AnyMul, "aten.mul (out of place) writes nothing: test which op "
-              "it is (its overload packet, aten.mul_), not whether its name contains mul."),
-        wrong(_AnyArgument, "mul_ writes only its first argument (self, Tensor(a!) in the "
-              "schema); y.mul_(x) reads x and leaves it as it was."),
-        wrong(_NoReturn, "the op ran, but __torch_dispatch__ stands in for it: whatever it "
-              "returns is the op's result for the program. Without a return, x * 2 gives "
-              "None to the code that asked for it."),
-        wrong(_ByValue, "watched means *this* tensor, not a tensor with the same values: "
-              "z = x.clone() holds x's numbers in other memory, and writing z changes nothing "
-              "backward saved. Compare identity, not contents."),
-        wrong(_TensorOverloadOnly, "mul_ has more than one overload (mul_.Tensor, "
-              "mul_.Scalar): a test on one overload lets the other write unseen. Test the "
-              "overload packet, which groups them."),
+        wrong(
+            _CloneAfter,
+            "you cloned after func ran, so the clone holds the new values: "
+            "the clone must be taken before the op writes.",
+        ),
+        wrong(
+            _CloneEveryTime,
+            "keep the value from before the *first* mul_: a second "
+            "mul_ must not overwrite the clone (backward needs the value that was saved).",
+        ),
+        wrong(
+            _NeverRuns,
+            "the mode must still run the op: __torch_dispatch__ "
+            "replaces it, so unless you call func nothing gets multiplied.",
+        ),
+        wrong(
+            _AnyMul,
+            "aten.mul (out of place) writes nothing: test which op "
+            "it is (its overload packet, aten.mul_), not whether its name contains mul.",
+        ),
+        wrong(
+            _AnyArgument,
+            "mul_ writes only its first argument (self, Tensor(a!) in the "
+            "schema); y.mul_(x) reads x and leaves it as it was.",
+        ),
+        wrong(
+            _NoReturn,
+            "the op ran, but __torch_dispatch__ stands in for it: whatever it "
+            "returns is the op's result for the program. Without a return, x * 2 gives "
+            "None to the code that asked for it.",
+        ),
+        wrong(
+            _ByValue,
+            "watched means *this* tensor, not a tensor with the same values: "
+            "z = x.clone() holds x's numbers in other memory, and writing z changes nothing "
+            "backward saved. Compare identity, not contents.",
+        ),
+        wrong(
+            _TensorOverloadOnly,
+            "mul_ has more than one overload (mul_.Tensor, "
+            "mul_.Scalar): a test on one overload lets the other write unseen. Test the "
+            "overload packet, which groups them.",
+        ),
     ],
     right=[_CloneBeforeMulBySchema],
     hint="the mode sees every op before it runs: decide whether this op writes a watched "
@@ -504,29 +539,51 @@ exercise(
     cases=[_pair_case(s, m) for s, m in VIEW_PAIRS[:5]],
     hidden=[_pair_case(s, m, hidden=True) for s, m in VIEW_PAIRS[5:] + _OTHER_SIZE_PAIRS],
     wrong=[
-        wrong(_twelve_elements, "the storage's size is written down from b (12 elements): another "
-              "base has another size. Read it from the storage (its nbytes over the element size)."),
-        wrong(_write_and_put_back, "writing into the tensors and putting the values back still "
-              "changes them: each write moves the version counter on, so a backward that saved "
-              "them raises. Decide from storages, strides and offsets, without writing."),
-        wrong(_first_element, "that is torch's test: data_ptr() is the address of a tensor's "
-              "*first element*. b[1] starts 4 elements after b, so the two look unrelated "
-              "although b[1] is part of b. Compare storages, then elements."),
-        wrong(_same_storage, "same storage is necessary but not enough: b[0] and b[1] share "
-              "a storage and no element, so a write to one leaves the other as it was "
-              "(cloning there is safe but wastes memory)."),
-        wrong(_byte_ranges, "first-to-last ranges overlap for b[:, 0] and b[:, 1], but "
-              "the columns interleave and share no element: compare the elements' storage "
-              "offsets (hint: torch.arange(n).as_strided(t.shape, t.stride(), "
-              "t.storage_offset()))."),
-        wrong(_equal_values, "aliasing is about memory, not values: c = b.clone() holds "
-              "the same numbers in other memory."),
-        wrong(_same_object, "a view is a new Python object over the same memory: b[1] is "
-              "not b, but writing b[1] changes b."),
-        wrong(_write_and_look, "right answers, found by writing into the caller's tensors: "
-              "the question is asked *before* an op writes, about tensors backward still "
-              "needs, so answering it must change nothing. Reason from storages, offsets and "
-              "strides instead."),
+        wrong(
+            _twelve_elements,
+            "the storage's size is written down from b (12 elements): another "
+            "base has another size. Read it from the storage (its nbytes over the element size).",
+        ),
+        wrong(
+            _write_and_put_back,
+            "writing into the tensors and putting the values back still "
+            "changes them: each write moves the version counter on, so a backward that saved "
+            "them raises. Decide from storages, strides and offsets, without writing.",
+        ),
+        wrong(
+            _first_element,
+            "that is torch's test: data_ptr() is the address of a tensor's "
+            "*first element*. b[1] starts 4 elements after b, so the two look unrelated "
+            "although b[1] is part of b. Compare storages, then elements.",
+        ),
+        wrong(
+            _same_storage,
+            "same storage is necessary but not enough: b[0] and b[1] share "
+            "a storage and no element, so a write to one leaves the other as it was "
+            "(cloning there is safe but wastes memory).",
+        ),
+        wrong(
+            _byte_ranges,
+            "first-to-last ranges overlap for b[:, 0] and b[:, 1], but "
+            "the columns interleave and share no element: compare the elements' storage "
+            "offsets (hint: torch.arange(n).as_strided(t.shape, t.stride(), "
+            "t.storage_offset())).",
+        ),
+        wrong(
+            _equal_values,
+            "aliasing is about memory, not values: c = b.clone() holds the same numbers in other memory.",
+        ),
+        wrong(
+            _same_object,
+            "a view is a new Python object over the same memory: b[1] is not b, but writing b[1] changes b.",
+        ),
+        wrong(
+            _write_and_look,
+            "right answers, found by writing into the caller's tensors: "
+            "the question is asked *before* an op writes, about tensors backward still "
+            "needs, so answering it must change nothing. Reason from storages, offsets and "
+            "strides instead.",
+        ),
     ],
     right=[_same_saved_tensor_marks],
     hint="two views of one tensor alias when they share a storage and at least one element of it: "
@@ -551,8 +608,12 @@ SAVED_X_WRITES = [
 def _clones_of_saved_x(write: str, context=allow_mutation_on_saved_tensors) -> int:
     """Run one write of 5.4 inside ``context`` after ``x`` was saved; how many clones it made."""
     w = torch.ones(2, 3, requires_grad=True)
-    ns = {"torch": torch, "increment_version": increment_version,
-          "x": torch.arange(6.0).reshape(2, 3), "y": torch.zeros(2, 3)}
+    ns = {
+        "torch": torch,
+        "increment_version": increment_version,
+        "x": torch.arange(6.0).reshape(2, 3),
+        "y": torch.zeros(2, 3),
+    }
     with torch.enable_grad(), context() as ctx:
         out = (w * ns["x"]).sum()  # MulBackward0 saves x (the grad of w is x)
         exec(write, ns)
@@ -577,25 +638,36 @@ predict(
     points=2,
     right=[tuple(_RIGHT_WRITES), [1, 0, 1, 0, 0, 1], [numpy.bool_(v) for v in _RIGHT_WRITES]],
     wrong=[
-        wrong([True, True, False, False, False, True],
-              "the context does not watch version counters: increment_version(x) moves x's "
-              "counter and writes nothing, while x.data shares x's memory with a counter of its "
-              "own, so writing it moves nothing on x and still changes what was saved."),
-        wrong([False, False, False, False, False, True],
-              "detach() and .data cut autograd's link to x, not the memory: they are x's bytes "
-              "under another name, and the dispatch mode sees the write into those bytes."),
-        wrong([True, False, True, False, True, True],
-              "torch.mul(x, 2, out=y) reads x and writes y: only an argument marked Tensor(a!) "
-              "in the op's schema (self of an in-place op, out=) is written."),
-        wrong([True, False, True, False, False, False],
-              "no_grad switches off graph recording, not the dispatch mode: the write still "
-              "passes through __torch_dispatch__, which clones x before it."),
-        wrong([True, False, True, True, False, True],
-              "x.clone() is new memory: writing it cannot change the saved x, so nothing is "
-              "cloned."),
-        wrong([True] * 6,
-              "the context clones a saved tensor only when an op is about to write into its "
-              "memory; reading x, writing other memory or moving a counter clones nothing."),
+        wrong(
+            [True, True, False, False, False, True],
+            "the context does not watch version counters: increment_version(x) moves x's "
+            "counter and writes nothing, while x.data shares x's memory with a counter of its "
+            "own, so writing it moves nothing on x and still changes what was saved.",
+        ),
+        wrong(
+            [False, False, False, False, False, True],
+            "detach() and .data cut autograd's link to x, not the memory: they are x's bytes "
+            "under another name, and the dispatch mode sees the write into those bytes.",
+        ),
+        wrong(
+            [True, False, True, False, True, True],
+            "torch.mul(x, 2, out=y) reads x and writes y: only an argument marked Tensor(a!) "
+            "in the op's schema (self of an in-place op, out=) is written.",
+        ),
+        wrong(
+            [True, False, True, False, False, False],
+            "no_grad switches off graph recording, not the dispatch mode: the write still "
+            "passes through __torch_dispatch__, which clones x before it.",
+        ),
+        wrong(
+            [True, False, True, True, False, True],
+            "x.clone() is new memory: writing it cannot change the saved x, so nothing is cloned.",
+        ),
+        wrong(
+            [True] * 6,
+            "the context clones a saved tensor only when an op is about to write into its "
+            "memory; reading x, writing other memory or moving a counter clones nothing.",
+        ),
     ],
     hint="for each line ask one question: does an op write into the bytes the saved x lives "
     "in? Names, version counters, autograd links and grad mode do not enter into it.",

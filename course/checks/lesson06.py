@@ -36,10 +36,10 @@ from torch import nn
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from course.aot import descriptors as cd
+from course.aot.joint import export_joint
 from course.checks import case, exercise, handed, predict, wrong
 from course.checks.descriptor_answers import descriptor_reprs
 from course.checks.zoo import export_graph_module
-from course.aot.joint import export_joint
 
 
 def seeded(make_module, make_args):
@@ -100,8 +100,11 @@ def _primals_and_tangents(name, seed, requires_grad):
 
 
 def _observe(outs, grads, leftover):
-    return {"outs": [o.detach() for o in outs], "grads": [g.detach() for g in grads],
-            "primals' .grad after tracing": leftover}
+    return {
+        "outs": [o.detach() for o in outs],
+        "grads": [g.detach() for g in grads],
+        "primals' .grad after tracing": leftover,
+    }
 
 
 #: What the example primals' ``.grad`` holds before tracing: a gradient from an earlier
@@ -150,6 +153,7 @@ def _no_tangents(fn):
         outs = fn(*primals)
         grads = torch.autograd.grad(sum(o.sum() for o in outs), primals)  # as if every tangent were 1
         return outs, grads
+
     return joint
 
 
@@ -158,6 +162,7 @@ def _backward(fn):
         outs = fn(*primals)
         torch.autograd.backward(outs, tangents)  # writes into the primals' .grad
         return outs, tuple(p.grad for p in primals)
+
     return joint
 
 
@@ -171,6 +176,7 @@ def _backward_then_wipe(fn):
         for p in primals:
             p.grad = None  # ... and leave clean: the caller's .grad is lost
         return outs, grads
+
     return joint
 
 
@@ -179,6 +185,7 @@ def _vjp_by_dot_products(fn):  # a right answer: one scalar, <tangent, output> s
         outs = fn(*primals)
         total = sum((o * t).sum() for o, t in zip(outs, tangents))
         return outs, torch.autograd.grad(total, primals)
+
     return joint
 
 
@@ -187,6 +194,7 @@ def _grad_with_lists(fn):  # a right answer: keyword names, lists, no retain_gra
         outs = tuple(fn(*primals))
         grads = torch.autograd.grad(outputs=list(outs), inputs=list(primals), grad_outputs=list(tangents))
         return list(outs), list(grads)
+
     return joint
 
 
@@ -196,6 +204,7 @@ def _first_output_only(fn):
         grads = torch.autograd.grad(outs[0], primals, tangents[0], allow_unused=True)
         grads = tuple(torch.zeros_like(p) if g is None else g for p, g in zip(primals, grads))
         return outs, grads
+
     return joint
 
 
@@ -203,6 +212,7 @@ def _first_primal_only(fn):
     def joint(primals, tangents):
         outs = fn(*primals)
         return outs, torch.autograd.grad(outs, primals[:1], tangents)
+
     return joint
 
 
@@ -211,6 +221,7 @@ def _detached(fn):
         primals = [p.detach() for p in primals]  # cut off from autograd
         outs = fn(*primals)
         return outs, torch.autograd.grad(outs, primals, tangents)
+
     return joint
 
 
@@ -229,29 +240,41 @@ exercise(
         case("square_and_cube", label="fn(x, y) = (x * x * y, (x - y) ** 3)"),
     ],
     wrong=[
-        wrong(_no_tangents,
-              "the tangents are d loss / d output, chosen by the caller: pass them to "
-              "torch.autograd.grad as grad_outputs. Summing the outputs first is the same as "
-              "tangents of all ones."),
-        wrong(_backward,
-              ".backward() accumulates into the primals' .grad: the caller's gradient from an "
-              "earlier step changed, and the grads you read from .grad include it. A joint "
-              "function must be pure: torch.autograd.grad returns the grads and writes nothing."),
-        wrong(_backward_then_wipe,
-              "the grads are right, but the caller's .grad is gone: you set it to None. A "
-              "training loop that accumulates over micro-batches keeps a gradient there, and a "
-              "joint function may not touch it (nor create one). Ask autograd for the "
-              "gradients as values instead of reading .grad."),
-        wrong(_first_output_only,
-              "every output with a tangent contributes to the gradient: pass all the outputs "
-              "and all the tangents to torch.autograd.grad, not only the first."),
-        wrong(_first_primal_only,
-              "a joint returns one grad per primal, in the primals' order: ask "
-              "torch.autograd.grad for the gradients of all the primals."),
-        wrong(_detached,
-              "the primals already require grad (the tracer gives them requires_grad=True); "
-              "detaching them cuts the outputs off from autograd, so there is nothing to "
-              "differentiate."),
+        wrong(
+            _no_tangents,
+            "the tangents are d loss / d output, chosen by the caller: pass them to "
+            "torch.autograd.grad as grad_outputs. Summing the outputs first is the same as "
+            "tangents of all ones.",
+        ),
+        wrong(
+            _backward,
+            ".backward() accumulates into the primals' .grad: the caller's gradient from an "
+            "earlier step changed, and the grads you read from .grad include it. A joint "
+            "function must be pure: torch.autograd.grad returns the grads and writes nothing.",
+        ),
+        wrong(
+            _backward_then_wipe,
+            "the grads are right, but the caller's .grad is gone: you set it to None. A "
+            "training loop that accumulates over micro-batches keeps a gradient there, and a "
+            "joint function may not touch it (nor create one). Ask autograd for the "
+            "gradients as values instead of reading .grad.",
+        ),
+        wrong(
+            _first_output_only,
+            "every output with a tangent contributes to the gradient: pass all the outputs "
+            "and all the tangents to torch.autograd.grad, not only the first.",
+        ),
+        wrong(
+            _first_primal_only,
+            "a joint returns one grad per primal, in the primals' order: ask "
+            "torch.autograd.grad for the gradients of all the primals.",
+        ),
+        wrong(
+            _detached,
+            "the primals already require grad (the tracer gives them requires_grad=True); "
+            "detaching them cuts the outputs off from autograd, so there is nothing to "
+            "differentiate.",
+        ),
     ],
     right=[_vjp_by_dot_products, _grad_with_lists],
     hint="a joint computes a vector-Jacobian product: the outputs, and the gradient of "
@@ -277,8 +300,11 @@ def five_outputs_args():
 def _five_outputs_tangent_mask():
     """Exercise 6.2's program, run by torch: per output, does the joint take a tangent for it?"""
     gm = export_graph_module(*seeded(FiveOutputs, five_outputs_args))
-    with_tangent = {repr(n.meta["desc"].output) for n in gm.graph.find_nodes(op="placeholder")
-                    if type(n.meta["desc"]).__name__ == "TangentAOTInput"}
+    with_tangent = {
+        repr(n.meta["desc"].output)
+        for n in gm.graph.find_nodes(op="placeholder")
+        if type(n.meta["desc"]).__name__ == "TangentAOTInput"
+    }
     return [f"PlainAOTOutput(idx={i})" in with_tangent for i in range(5)]
 
 
@@ -289,23 +315,38 @@ predict(
     truth=_five_outputs_tangent_mask,
     solution=[True, False, False, False, True],
     wrong=[
-        wrong([True] * 5, "a tangent is d loss / d output, fed back into the backward: only an "
-              "output that can carry a gradient gets one (it requires grad, is a float, and is "
-              "not an alias of an input)."),
-        wrong([True, True, False, False, True],
-              "x[0] is a view of the input x: torch regenerates it from x outside the graph, so "
-              "the joint takes no tangent for it (gradients reach x through the other outputs)."),
-        wrong([True, False, True, False, True],
-              "argmax returns an integer tensor: nothing can flow back through an integer, so it "
-              "gets no tangent."),
-        wrong([True, False, False, True, True],
-              "y does not require grad, so y * 2 does not either: no gradient can flow back "
-              "through it, and it gets no tangent."),
-        wrong([True, False, False, False, False],
-              "(x * y).sum() depends on x, which requires grad: it is a differentiable output "
-              "(a 0-d one) and gets a tangent like any other."),
+        wrong(
+            [True] * 5,
+            "a tangent is d loss / d output, fed back into the backward: only an "
+            "output that can carry a gradient gets one (it requires grad, is a float, and is "
+            "not an alias of an input).",
+        ),
+        wrong(
+            [True, True, False, False, True],
+            "x[0] is a view of the input x: torch regenerates it from x outside the graph, so "
+            "the joint takes no tangent for it (gradients reach x through the other outputs).",
+        ),
+        wrong(
+            [True, False, True, False, True],
+            "argmax returns an integer tensor: nothing can flow back through an integer, so it "
+            "gets no tangent.",
+        ),
+        wrong(
+            [True, False, False, True, True],
+            "y does not require grad, so y * 2 does not either: no gradient can flow back "
+            "through it, and it gets no tangent.",
+        ),
+        wrong(
+            [True, False, False, False, False],
+            "(x * y).sum() depends on x, which requires grad: it is a differentiable output "
+            "(a 0-d one) and gets a tangent like any other.",
+        ),
     ],
-    right=[(True, False, False, False, True), [1, 0, 0, 0, 1], numpy.array([True, False, False, False, True])],
+    right=[
+        (True, False, False, False, True),
+        [1, 0, 0, 0, 1],
+        numpy.array([True, False, False, False, True]),
+    ],
     hint="an output gets a tangent when it requires grad, is a float tensor, and does not alias "
     "an input (or another output).",
 )
@@ -323,7 +364,7 @@ class Accumulate(nn.Module):
 
     def forward(self, x, h):
         self.steps.add_(1)  # a buffer update, as BatchNorm's num_batches_tracked
-        h.mul_(self.w)      # h is an input that needs no grad; it now depends on w
+        h.mul_(self.w)  # h is an input that needs no grad; it now depends on w
         return (x * h).sin()
 
 
@@ -344,6 +385,7 @@ _T_H = "TangentAOTInput(output=InputMutationAOTOutput(mutated_input=PlainAOTInpu
 _T_S = "TangentAOTInput(output=InputMutationAOTOutput(mutated_input=BufferAOTInput(target='steps')))"
 _T_OUT = "TangentAOTInput(output=PlainAOTOutput(idx=0))"
 
+
 def _read_descriptors(answer):
     """6.3's prediction in any spelling: strings with either quotes or extra spaces, or
     course's or torch's descriptor objects, read into the canonical reprs."""
@@ -352,20 +394,32 @@ def _read_descriptors(answer):
     reprs = descriptor_reprs(answer)
     if reprs is None:
         unreadable = next(item for item in answer if descriptor_reprs([item]) is None)
-        raise ValueError(f"{unreadable!r} is not a descriptor; write each placeholder as a "
-                         "descriptor's repr, such as \"ParamAOTInput(target='w')\", or the object")
+        raise ValueError(
+            f"{unreadable!r} is not a descriptor; write each placeholder as a "
+            "descriptor's repr, such as \"ParamAOTInput(target='w')\", or the object"
+        )
     return reprs
 
 
 def _right_6_3():
     """6.3's answer written three other ways: double quotes and spaces, course's objects,
     torch's objects."""
-    spaced = ['ParamAOTInput(target="w")', 'BufferAOTInput( target = "steps" )', "PlainAOTInput(0)",
-              "PlainAOTInput(idx=1)", 'TangentAOTInput(InputMutationAOTOutput(PlainAOTInput(1)))',
-              'TangentAOTInput(output=PlainAOTOutput(idx=0))']
-    objects = [cd.ParamAOTInput("w"), cd.BufferAOTInput("steps"), cd.PlainAOTInput(0), cd.PlainAOTInput(1),
-               cd.TangentAOTInput(cd.InputMutationAOTOutput(cd.PlainAOTInput(1))),
-               cd.TangentAOTInput(cd.PlainAOTOutput(0))]
+    spaced = [
+        'ParamAOTInput(target="w")',
+        'BufferAOTInput( target = "steps" )',
+        "PlainAOTInput(0)",
+        "PlainAOTInput(idx=1)",
+        "TangentAOTInput(InputMutationAOTOutput(PlainAOTInput(1)))",
+        "TangentAOTInput(output=PlainAOTOutput(idx=0))",
+    ]
+    objects = [
+        cd.ParamAOTInput("w"),
+        cd.BufferAOTInput("steps"),
+        cd.PlainAOTInput(0),
+        cd.PlainAOTInput(1),
+        cd.TangentAOTInput(cd.InputMutationAOTOutput(cd.PlainAOTInput(1))),
+        cd.TangentAOTInput(cd.PlainAOTOutput(0)),
+    ]
     return [spaced, objects, [cd.to_torch(d) for d in objects]]
 
 
@@ -376,22 +430,32 @@ predict(
     truth=_accumulate_placeholders,
     solution=[_WEIGHT, _STEPS, _X, _H, _T_H, _T_OUT],
     wrong=[
-        wrong([_WEIGHT, _STEPS, _X, _H, _T_OUT],
-              "h.mul_(self.w) makes h's new value depend on w, so it requires grad: the "
-              "mutation is an output (InputMutationAOTOutput) that can carry a gradient, and it "
-              "gets a tangent like any other differentiable output."),
-        wrong([_WEIGHT, _STEPS, _X, _H, _T_S, _T_H, _T_OUT],
-              "steps is an integer counter (add_(1)): its new value cannot carry a gradient, "
-              "so its mutation output gets no tangent (as BatchNorm's running stats)."),
-        wrong([_WEIGHT, _STEPS, _X, _H, _T_OUT, _T_H],
-              "tangents follow the forward outputs' order, and mutations come first: the "
-              "mutated inputs' new values, then the user outputs."),
-        wrong([_WEIGHT, _X, _H, _T_H, _T_OUT],
-              "a buffer is an input of the functional program even when forward only updates "
-              "it: BufferAOTInput(target='steps'), after the parameters."),
-        wrong([_WEIGHT, _STEPS, _X, _T_H, _T_OUT],
-              "h is still an input (PlainAOTInput(idx=1)); mutating it does not remove it, it "
-              "adds an output holding its new value."),
+        wrong(
+            [_WEIGHT, _STEPS, _X, _H, _T_OUT],
+            "h.mul_(self.w) makes h's new value depend on w, so it requires grad: the "
+            "mutation is an output (InputMutationAOTOutput) that can carry a gradient, and it "
+            "gets a tangent like any other differentiable output.",
+        ),
+        wrong(
+            [_WEIGHT, _STEPS, _X, _H, _T_S, _T_H, _T_OUT],
+            "steps is an integer counter (add_(1)): its new value cannot carry a gradient, "
+            "so its mutation output gets no tangent (as BatchNorm's running stats).",
+        ),
+        wrong(
+            [_WEIGHT, _STEPS, _X, _H, _T_OUT, _T_H],
+            "tangents follow the forward outputs' order, and mutations come first: the "
+            "mutated inputs' new values, then the user outputs.",
+        ),
+        wrong(
+            [_WEIGHT, _X, _H, _T_H, _T_OUT],
+            "a buffer is an input of the functional program even when forward only updates "
+            "it: BufferAOTInput(target='steps'), after the parameters.",
+        ),
+        wrong(
+            [_WEIGHT, _STEPS, _X, _T_H, _T_OUT],
+            "h is still an input (PlainAOTInput(idx=1)); mutating it does not remove it, it "
+            "adds an output holding its new value.",
+        ),
     ],
     parse=_read_descriptors,
     right=_right_6_3(),
@@ -502,7 +566,7 @@ def _quiet_fds():
                 os.close(fd)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _exported(name: str, exporter: str) -> fx.GraphModule:
     mod, args = seeded(*MODULES[name])
     with _quiet_fds():
@@ -534,9 +598,11 @@ def _primal(desc, mod, args):
 def _caller_sees(returned, mod, buffers, args):
     """What the caller sees afterwards: the returned outputs, and the very tensors it holds."""
     returned = [returned] if isinstance(returned, torch.Tensor) else list(returned)
-    return {"returned": [r.detach() if isinstance(r, torch.Tensor) else r for r in returned],
-            "the caller's buffers": {n: b.detach().clone() for n, b in buffers.items()},
-            "the caller's inputs": [a.detach().clone() for a in args]}
+    return {
+        "returned": [r.detach() if isinstance(r, torch.Tensor) else r for r in returned],
+        "the caller's buffers": {n: b.detach().clone() for n, b in buffers.items()},
+        "the caller's inputs": [a.detach().clone() for a in args],
+    }
 
 
 def _eager_side_effects(name, exporter):
@@ -559,7 +625,9 @@ def _run_joint(answer, name, exporter):
     placeholders = gm.graph.find_nodes(op="placeholder")
     primals = [_primal(n.meta["desc"], mod, args) for n in placeholders if not n.meta["desc"].is_tangent()]
     g = torch.Generator().manual_seed(1)
-    tangents = [torch.randn(n.meta["val"].shape, generator=g) for n in placeholders if n.meta["desc"].is_tangent()]
+    tangents = [
+        torch.randn(n.meta["val"].shape, generator=g) for n in placeholders if n.meta["desc"].is_tangent()
+    ]
     with torch.no_grad(), _quiet_fds():
         outs, _ = gm(primals, tangents)
     with handed(module=mod, args=args):
@@ -572,8 +640,10 @@ def _is(desc, kind):
 
 
 def _apply_mutations_converted(gm, mod, args, outs):  # a right answer: course's classes, a loop by index
-    descs = [None if d is None else cd.from_torch(d) if not isinstance(d, cd.AOTOutput) else d
-             for d in gm.graph.output_node().meta["desc"]]
+    descs = [
+        None if d is None else cd.from_torch(d) if not isinstance(d, cd.AOTOutput) else d
+        for d in gm.graph.output_node().meta["desc"]
+    ]
     user = {}
     for i in range(len(outs)):
         d = descs[i]
@@ -603,6 +673,7 @@ def _copy_into(mod, args):
     def copy_back(k, i, desc, value):
         with torch.no_grad():
             eval(desc.mutated_input.expr(), {"self": mod, "args": args}).copy_(value)
+
     return copy_back
 
 
@@ -610,6 +681,7 @@ def _buffers_only(gm, mod, args, outs):
     def copy_back(k, i, desc, value):
         if _is(desc.mutated_input, "BufferAOTInput"):
             _copy_into(mod, args)(k, i, desc, value)
+
     return _mutations_and_outputs(gm, outs, copy_back)
 
 
@@ -620,18 +692,22 @@ def _kth_buffer(gm, mod, args, outs):
     def copy_back(k, i, desc, value):
         with torch.no_grad():
             buffers[k].copy_(value)
+
     return _mutations_and_outputs(gm, outs, copy_back)
 
 
 def _kth_mutation_at_k(gm, mod, args, outs):
     """BAD: the k-th mutation output taken to sit at output index k."""
+
     def copy_back(k, i, desc, value):
         _copy_into(mod, args)(k, i, desc, outs[k])
+
     return _mutations_and_outputs(gm, outs, copy_back)
 
 
 def _rebinds_buffers(gm, mod, args, outs):
     """BAD: a buffer's new value bound under its name, instead of copied into it."""
+
     def copy_back(k, i, desc, value):
         m = desc.mutated_input
         if _is(m, "BufferAOTInput"):
@@ -639,6 +715,7 @@ def _rebinds_buffers(gm, mod, args, outs):
             setattr(mod.get_submodule(owner), attr, value)
         else:
             _copy_into(mod, args)(k, i, desc, value)
+
     return _mutations_and_outputs(gm, outs, copy_back)
 
 
@@ -691,40 +768,58 @@ exercise(
         case("bump_input", "course", label="an input mutated in place, no buffers at all"),
         case("mlp", "torch", label="an MLP: no mutation at all"),
         case("printing", "torch", label="a print and an input mutated in place: an effect token comes first"),
-        case("logged", "torch", label="lesson 7's Logged: a token, a buffer update, two views and their base"),
+        case(
+            "logged", "torch", label="lesson 7's Logged: a token, a buffer update, two views and their base"
+        ),
     ],
     wrong=[
-        wrong(_nothing_copied,
-              "the outputs are right, but the caller's buffers and inputs are as they were: the "
-              "graph only *returns* the new values. The runtime's job is to write each "
-              "InputMutationAOTOutput back into the tensor its mutated_input names."),
-        wrong(_course_classes_only,
-              "torch's exporter puts torch's descriptor classes in meta['desc'], and a torch "
-              "InputMutationAOTOutput is not an instance of course.aot.descriptors' class. "
-              "Compare class names, or convert with course.aot.descriptors.from_torch, so both "
-              "exporters' graphs work."),
-        wrong(_buffers_only,
-              "inputs are mutated too, not only buffers: x.add_(1) or h.mul_(w) on an argument "
-              "comes back as InputMutationAOTOutput(mutated_input=PlainAOTInput(idx=...)), "
-              "and the caller's argument must receive it."),
-        wrong(_kth_buffer,
-              "mutations are not 'the buffers, in order': a buffer forward only reads is not "
-              "mutated, and a plain input can be. Each mutation names its input: follow "
-              "mutated_input to the caller's tensor."),
-        wrong(_kth_mutation_at_k,
-              "the mutation outputs do not start at output 0: an effect (a print) puts its "
-              "token first. Take each mutation's value from its own position."),
-        wrong(_rebinds_buffers,
-              "binding the new value under the buffer's name replaces the tensor: whoever "
-              "holds the old one (the caller, an optimizer, a view) still sees the old values. "
-              "Eager mode wrote *into* the buffer; copy into it (copy_, under no_grad)."),
-        wrong(_all_but_mutations,
-              "not every other output is the user's: an effect token and the base of "
-              "aliased views are outputs the runtime consumes. The user's outputs are those "
-              "whose descriptor is PlainAOTOutput."),
-        wrong(_bases_too,
-              "IntermediateBaseAOTOutput is the base the runtime rebuilds the views from, not "
-              "one of the user's outputs: return only the PlainAOTOutput ones."),
+        wrong(
+            _nothing_copied,
+            "the outputs are right, but the caller's buffers and inputs are as they were: the "
+            "graph only *returns* the new values. The runtime's job is to write each "
+            "InputMutationAOTOutput back into the tensor its mutated_input names.",
+        ),
+        wrong(
+            _course_classes_only,
+            "torch's exporter puts torch's descriptor classes in meta['desc'], and a torch "
+            "InputMutationAOTOutput is not an instance of course.aot.descriptors' class. "
+            "Compare class names, or convert with course.aot.descriptors.from_torch, so both "
+            "exporters' graphs work.",
+        ),
+        wrong(
+            _buffers_only,
+            "inputs are mutated too, not only buffers: x.add_(1) or h.mul_(w) on an argument "
+            "comes back as InputMutationAOTOutput(mutated_input=PlainAOTInput(idx=...)), "
+            "and the caller's argument must receive it.",
+        ),
+        wrong(
+            _kth_buffer,
+            "mutations are not 'the buffers, in order': a buffer forward only reads is not "
+            "mutated, and a plain input can be. Each mutation names its input: follow "
+            "mutated_input to the caller's tensor.",
+        ),
+        wrong(
+            _kth_mutation_at_k,
+            "the mutation outputs do not start at output 0: an effect (a print) puts its "
+            "token first. Take each mutation's value from its own position.",
+        ),
+        wrong(
+            _rebinds_buffers,
+            "binding the new value under the buffer's name replaces the tensor: whoever "
+            "holds the old one (the caller, an optimizer, a view) still sees the old values. "
+            "Eager mode wrote *into* the buffer; copy into it (copy_, under no_grad).",
+        ),
+        wrong(
+            _all_but_mutations,
+            "not every other output is the user's: an effect token and the base of "
+            "aliased views are outputs the runtime consumes. The user's outputs are those "
+            "whose descriptor is PlainAOTOutput.",
+        ),
+        wrong(
+            _bases_too,
+            "IntermediateBaseAOTOutput is the base the runtime rebuilds the views from, not "
+            "one of the user's outputs: return only the PlainAOTOutput ones.",
+        ),
     ],
     right=[_apply_mutations_converted],
     hint="the graph is functional, so the program's side effects come back as outputs: each "

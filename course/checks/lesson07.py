@@ -15,7 +15,8 @@ order, so only the nesting is judged. Exercise 7.3's oracle runs no graph: eager
 the module, the parameters whose ``.grad`` stays None.
 
 The lesson's descriptor zoo (the smallest program for each descriptor class) lives in
-:mod:`course.checks.zoo`; exercise 7.5 predicts the outputs of one more such program. The descriptor predictions (7.1, 7.5) are read in any spelling
+:mod:`course.checks.zoo`; exercise 7.5 predicts the outputs of one more such program.
+The descriptor predictions (7.1, 7.5) are read in any spelling
 (:mod:`course.checks.descriptor_answers`).
 """
 
@@ -136,14 +137,15 @@ MODULES = {
     "batchnorm_frozen_weight": (_bn_frozen_weight, _x(4, 3), "BatchNorm1d with its weight frozen"),
     "bias_only": (_BiasOnly, _x(3, grad=True), "x + b: one grad node at two output positions"),
     "two_heads": (_TwoHeads, _x(2, 3), "two outputs and a frozen bias"),
-    "predict_me": (PredictMe, lambda: (torch.randn(2, 3), torch.randn(2, 3, requires_grad=True)),
-                   "exercise 7.1's module"),
+    "predict_me": (
+        PredictMe,
+        lambda: (torch.randn(2, 3), torch.randn(2, 3, requires_grad=True)),
+        "exercise 7.1's module",
+    ),
 }
 
 
-
-
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _exported(name: str) -> tuple[nn.Module, tuple, fx.GraphModule]:
     make_module, make_args, _ = MODULES[name]
     with torch.random.fork_rng(devices=[]):
@@ -168,8 +170,11 @@ def joint_case(name: str) -> tuple[nn.Module, tuple, fx.GraphModule]:
 def tangents_for(gm: fx.GraphModule, seed: int = 1) -> list[torch.Tensor]:
     """One seeded random tangent per ``TangentAOTInput`` placeholder, in placeholder order."""
     g = torch.Generator().manual_seed(seed)
-    return [torch.randn(n.meta["val"].shape, generator=g) for n in gm.graph.find_nodes(op="placeholder")
-            if isinstance(cd.from_torch(n.meta["desc"]), cd.TangentAOTInput)]
+    return [
+        torch.randn(n.meta["val"].shape, generator=g)
+        for n in gm.graph.find_nodes(op="placeholder")
+        if isinstance(cd.from_torch(n.meta["desc"]), cd.TangentAOTInput)
+    ]
 
 
 def call_joint(gm, mod: nn.Module, args: tuple, tangents: list) -> list:
@@ -217,31 +222,54 @@ predict(
     solution=[_WEIGHT, _BIAS, _SCALE, _INPUT0, _INPUT1, _T0],
     parse=read_descriptors,
     right=[
-        ['ParamAOTInput(target="lin.weight")', 'ParamAOTInput( target = "lin.bias" )',
-         'BufferAOTInput("scale")', "PlainAOTInput(0)", "PlainAOTInput(idx = 1)",
-         "TangentAOTInput(PlainAOTOutput(0))"],
-        (cd.ParamAOTInput("lin.weight"), cd.ParamAOTInput("lin.bias"), cd.BufferAOTInput("scale"),
-         cd.PlainAOTInput(0), cd.PlainAOTInput(1), cd.TangentAOTInput(cd.PlainAOTOutput(0))),
+        [
+            'ParamAOTInput(target="lin.weight")',
+            'ParamAOTInput( target = "lin.bias" )',
+            'BufferAOTInput("scale")',
+            "PlainAOTInput(0)",
+            "PlainAOTInput(idx = 1)",
+            "TangentAOTInput(PlainAOTOutput(0))",
+        ],
+        (
+            cd.ParamAOTInput("lin.weight"),
+            cd.ParamAOTInput("lin.bias"),
+            cd.BufferAOTInput("scale"),
+            cd.PlainAOTInput(0),
+            cd.PlainAOTInput(1),
+            cd.TangentAOTInput(cd.PlainAOTOutput(0)),
+        ),
         [cd.to_torch(cd.ParamAOTInput("lin.weight")), _BIAS, _SCALE, _INPUT0, _INPUT1, _T0],
     ],
     wrong=[
-        wrong([_INPUT0, _INPUT1, _WEIGHT, _BIAS, _SCALE, _T0],
-              "the module's own state comes first: parameters, then buffers, and only then the "
-              "arguments you pass (x, y), then the tangents."),
-        wrong([_WEIGHT, _BIAS, _SCALE, _INPUT0, _INPUT1, _T0, _T1],
-              "out.argmax() is an integer tensor: it can have no gradient, so no tangent is fed "
-              "back for it. Only outputs that can carry a gradient get a TangentAOTInput."),
-        wrong([_WEIGHT, _BIAS, _SCALE, _INPUT1, _T0],
-              "x needs no grad, but it is still an input of the forward pass: every tensor the "
-              "module reads is a placeholder (PlainAOTInput(idx=0)); only its grad output is None."),
-        wrong([_WEIGHT, _BIAS, _INPUT0, _INPUT1, _T0],
-              "a buffer is read by forward, so it is an input too: BufferAOTInput(target='scale'), "
-              "after the parameters."),
-        wrong([_SCALE, _WEIGHT, _BIAS, _INPUT0, _INPUT1, _T0],
-              "the order is parameters, then buffers, then the user's inputs, then tangents."),
-        wrong([_WEIGHT, _BIAS, _SCALE, _INPUT0, _INPUT1],
-              "the joint graph runs the backward too, so it takes one tangent (d loss / d output) "
-              "per differentiable output, after all the primals."),
+        wrong(
+            [_INPUT0, _INPUT1, _WEIGHT, _BIAS, _SCALE, _T0],
+            "the module's own state comes first: parameters, then buffers, and only then the "
+            "arguments you pass (x, y), then the tangents.",
+        ),
+        wrong(
+            [_WEIGHT, _BIAS, _SCALE, _INPUT0, _INPUT1, _T0, _T1],
+            "out.argmax() is an integer tensor: it can have no gradient, so no tangent is fed "
+            "back for it. Only outputs that can carry a gradient get a TangentAOTInput.",
+        ),
+        wrong(
+            [_WEIGHT, _BIAS, _SCALE, _INPUT1, _T0],
+            "x needs no grad, but it is still an input of the forward pass: every tensor the "
+            "module reads is a placeholder (PlainAOTInput(idx=0)); only its grad output is None.",
+        ),
+        wrong(
+            [_WEIGHT, _BIAS, _INPUT0, _INPUT1, _T0],
+            "a buffer is read by forward, so it is an input too: BufferAOTInput(target='scale'), "
+            "after the parameters.",
+        ),
+        wrong(
+            [_SCALE, _WEIGHT, _BIAS, _INPUT0, _INPUT1, _T0],
+            "the order is parameters, then buffers, then the user's inputs, then tangents.",
+        ),
+        wrong(
+            [_WEIGHT, _BIAS, _SCALE, _INPUT0, _INPUT1],
+            "the joint graph runs the backward too, so it takes one tangent (d loss / d output) "
+            "per differentiable output, after all the primals.",
+        ),
     ],
     hint="placeholders are: parameters, buffers, the user's inputs (all of them), then one tangent "
     "per output that can carry a gradient.",
@@ -282,14 +310,30 @@ def _two_tensor():
 #: The programs of exercise 7.2: (program, its inputs, which value the learner names, and
 #: the parts that value's descriptor holds, in no order: how the truth finds it in the graph).
 NESTING_PROGRAMS = [
-    (scale_in_place, lambda: (torch.randn(3), torch.randn(3, requires_grad=True)),
-     "the tangent placeholder fed for h's new value", ("TangentAOTInput", "InputMutationAOTOutput")),
-    (times_two_tensor, lambda: (torch.randn(3, requires_grad=True), _two_tensor().requires_grad_()),
-     "the output holding inner tensor 'a' of t's gradient", ("GradAOTOutput", "PlainAOTInput(idx=1)", "attr='a'")),
-    (two_tensor_in_place, lambda: (_two_tensor(), torch.randn(3, requires_grad=True)),
-     "the output holding inner tensor 'a' of t's new value", ("InputMutationAOTOutput", "attr='a'")),
-    (printed_sin, lambda: (torch.randn(3, requires_grad=True),),
-     "the tangent placeholder", ("TangentAOTInput",)),
+    (
+        scale_in_place,
+        lambda: (torch.randn(3), torch.randn(3, requires_grad=True)),
+        "the tangent placeholder fed for h's new value",
+        ("TangentAOTInput", "InputMutationAOTOutput"),
+    ),
+    (
+        times_two_tensor,
+        lambda: (torch.randn(3, requires_grad=True), _two_tensor().requires_grad_()),
+        "the output holding inner tensor 'a' of t's gradient",
+        ("GradAOTOutput", "PlainAOTInput(idx=1)", "attr='a'"),
+    ),
+    (
+        two_tensor_in_place,
+        lambda: (_two_tensor(), torch.randn(3, requires_grad=True)),
+        "the output holding inner tensor 'a' of t's new value",
+        ("InputMutationAOTOutput", "attr='a'"),
+    ),
+    (
+        printed_sin,
+        lambda: (torch.randn(3, requires_grad=True),),
+        "the tangent placeholder",
+        ("TangentAOTInput",),
+    ),
 ]
 
 
@@ -322,39 +366,66 @@ predict(
     points=2,
     parse=read_descriptors,
     right=[
-        ["TangentAOTInput(InputMutationAOTOutput(PlainAOTInput(0)))",
-         'SubclassGetAttrAOTOutput(GradAOTOutput(PlainAOTInput(1)), "a")',
-         "SubclassGetAttrAOTOutput(base = InputMutationAOTOutput(PlainAOTInput(idx=0)), attr = 'a')",
-         "TangentAOTInput(PlainAOTOutput(0))"],
-        (cd.TangentAOTInput(cd.InputMutationAOTOutput(cd.PlainAOTInput(0))),
-         cd.SubclassGetAttrAOTOutput(cd.GradAOTOutput(cd.PlainAOTInput(1)), "a"),
-         cd.SubclassGetAttrAOTOutput(cd.InputMutationAOTOutput(cd.PlainAOTInput(0)), "a"),
-         cd.to_torch(cd.TangentAOTInput(cd.PlainAOTOutput(0)))),
+        [
+            "TangentAOTInput(InputMutationAOTOutput(PlainAOTInput(0)))",
+            'SubclassGetAttrAOTOutput(GradAOTOutput(PlainAOTInput(1)), "a")',
+            "SubclassGetAttrAOTOutput(base = InputMutationAOTOutput(PlainAOTInput(idx=0)), attr = 'a')",
+            "TangentAOTInput(PlainAOTOutput(0))",
+        ],
+        (
+            cd.TangentAOTInput(cd.InputMutationAOTOutput(cd.PlainAOTInput(0))),
+            cd.SubclassGetAttrAOTOutput(cd.GradAOTOutput(cd.PlainAOTInput(1)), "a"),
+            cd.SubclassGetAttrAOTOutput(cd.InputMutationAOTOutput(cd.PlainAOTInput(0)), "a"),
+            cd.to_torch(cd.TangentAOTInput(cd.PlainAOTOutput(0))),
+        ),
     ],
     wrong=[
-        wrong([_N3, _N1, _N2, _N3],
-              "h's new value is an output of its own (functionalization, stage 2, returns it), "
-              "and it can carry a gradient: its tangent wraps that InputMutationAOTOutput, not "
-              "the user's output."),
-        wrong([_N0.replace("idx=0", "idx=1"), _N1, _N2, _N3],
-              "h is input 0 and w input 1: the mutated input is the one written in place."),
-        wrong([_N0, "GradAOTOutput(grad_of=SubclassGetAttrAOTInput(base=PlainAOTInput(idx=1), attr='a'))", _N2, _N3],
-              "autograd (stage 3) differentiates with respect to the whole TwoTensor t; only "
-              "afterwards does the subclass stage (4) split each value into its inner tensors. "
-              "So the inner tensor wraps the grad, not the other way round."),
-        wrong([_N0, _N1.replace("AOTOutput(base=Grad", "AOTInput(base=Grad"), _N2, _N3],
-              "a grad is an output of the graph, so its inner tensor is an output too: "
-              "SubclassGetAttrAOTOutput (the *Input class wraps placeholders)."),
-        wrong([_N0, _N1, "InputMutationAOTOutput(mutated_input=SubclassGetAttrAOTInput(base=PlainAOTInput(idx=0), attr='a'))", _N3],
-              "functionalization (stage 2) sees t as one tensor and returns its new value; "
-              "the subclass stage (4) comes later and splits that value into 'a' and 'b'. "
-              "The later stage is the outer wrapper."),
-        wrong([_N0, _N1, _N2, "TangentAOTInput(output=PlainAOTOutput(idx=1))"],
-              "the token is not one of the user's outputs: PlainAOTOutput(idx=k) counts what "
-              "the program returns, and the token is ForwardTokenAOTOutput, a stage-5 leaf."),
-        wrong([_N0, _N1, _N2, "TangentAOTInput(output=ForwardTokenAOTOutput(idx=0))"],
-              "a token carries no gradient, so it gets no tangent: the only tangent is for "
-              "the sin."),
+        wrong(
+            [_N3, _N1, _N2, _N3],
+            "h's new value is an output of its own (functionalization, stage 2, returns it), "
+            "and it can carry a gradient: its tangent wraps that InputMutationAOTOutput, not "
+            "the user's output.",
+        ),
+        wrong(
+            [_N0.replace("idx=0", "idx=1"), _N1, _N2, _N3],
+            "h is input 0 and w input 1: the mutated input is the one written in place.",
+        ),
+        wrong(
+            [
+                _N0,
+                "GradAOTOutput(grad_of=SubclassGetAttrAOTInput(base=PlainAOTInput(idx=1), attr='a'))",
+                _N2,
+                _N3,
+            ],
+            "autograd (stage 3) differentiates with respect to the whole TwoTensor t; only "
+            "afterwards does the subclass stage (4) split each value into its inner tensors. "
+            "So the inner tensor wraps the grad, not the other way round.",
+        ),
+        wrong(
+            [_N0, _N1.replace("AOTOutput(base=Grad", "AOTInput(base=Grad"), _N2, _N3],
+            "a grad is an output of the graph, so its inner tensor is an output too: "
+            "SubclassGetAttrAOTOutput (the *Input class wraps placeholders).",
+        ),
+        wrong(
+            [
+                _N0,
+                _N1,
+                "InputMutationAOTOutput(mutated_input=SubclassGetAttrAOTInput(base=PlainAOTInput(idx=0), attr='a'))",
+                _N3,
+            ],
+            "functionalization (stage 2) sees t as one tensor and returns its new value; "
+            "the subclass stage (4) comes later and splits that value into 'a' and 'b'. "
+            "The later stage is the outer wrapper.",
+        ),
+        wrong(
+            [_N0, _N1, _N2, "TangentAOTInput(output=PlainAOTOutput(idx=1))"],
+            "the token is not one of the user's outputs: PlainAOTOutput(idx=k) counts what "
+            "the program returns, and the token is ForwardTokenAOTOutput, a stage-5 leaf.",
+        ),
+        wrong(
+            [_N0, _N1, _N2, "TangentAOTInput(output=ForwardTokenAOTOutput(idx=0))"],
+            "a token carries no gradient, so it gets no tangent: the only tangent is for the sin.",
+        ),
     ],
     hint="build each descriptor from the inside out: start from the plain input or output the "
     "value comes from (stage 1), then wrap it once for each later stage that made it (views "
@@ -392,8 +463,11 @@ def _eager_without_grad(name):
 
 def _buffers_too(gm):
     pairs = cf.get_all_input_and_grad_nodes(gm.graph)
-    return [d.target for d, (_, g) in pairs.items()
-            if isinstance(d, (cd.ParamAOTInput, cd.BufferAOTInput)) and g is None]
+    return [
+        d.target
+        for d, (_, g) in pairs.items()
+        if isinstance(d, (cd.ParamAOTInput, cd.BufferAOTInput)) and g is None
+    ]
 
 
 def _missing_grad_desc(gm):
@@ -421,8 +495,11 @@ def _with_grad(gm):
 def _by_output_slots(gm):
     """A right answer without fx_utils: walk the output slots, look each param's grad up."""
     out = gm.graph.output_node()
-    grad_of = {cd.from_torch(d).grad_of: node for d, node in zip(out.meta["desc"], out.args[0])
-               if d is not None and isinstance(cd.from_torch(d), cd.GradAOTOutput)}
+    grad_of = {
+        cd.from_torch(d).grad_of: node
+        for d, node in zip(out.meta["desc"], out.args[0])
+        if d is not None and isinstance(cd.from_torch(d), cd.GradAOTOutput)
+    }
     params = [cd.from_torch(n.meta["desc"]) for n in gm.graph.find_nodes(op="placeholder")]
     return [d.target for d in params if isinstance(d, cd.ParamAOTInput) and grad_of.get(d) is None]
 
@@ -443,23 +520,43 @@ exercise(
         case("tied", label="one Parameter shared by two layers"),
         case("two_heads", label="two outputs and a frozen head bias"),
     ],
-    right=[_by_output_slots,
-           lambda gm: [d.target for d, (_, g) in cf.get_all_input_and_grad_nodes(gm.graph).items()
-                       if isinstance(d, cd.ParamAOTInput) and g is None]],
+    right=[
+        _by_output_slots,
+        lambda gm: [
+            d.target
+            for d, (_, g) in cf.get_all_input_and_grad_nodes(gm.graph).items()
+            if isinstance(d, cd.ParamAOTInput) and g is None
+        ],
+    ],
     wrong=[
-        wrong(_with_grad, "that is the other half: the parameters that *do* get a gradient. Keep "
-              "those whose grad node is None."),
-        wrong(_buffers_too, "buffers are not parameters: a buffer's grad output is always None, but "
-              "it was never meant to get one. Keep only ParamAOTInput "
-              "(get_param_and_grad_nodes filters for you)."),
-        wrong(_missing_grad_desc, "a parameter can have a GradAOTOutput descriptor and still get no "
-              "gradient: a parameter forward never uses has its slot, holding None. Look at the "
-              "grad *node* (None or not), not only at the descriptor."),
-        wrong(_positional, "outputs are not 'forward output, then one grad per parameter': buffer "
-              "mutations come first and a module may return several outputs. Pair each "
-              "parameter with its grad through the descriptors (get_param_and_grad_nodes)."),
-        wrong(_node_names, "return the parameters' fully qualified names (desc.target, e.g. "
-              "'0.bias'), not the placeholders' node names ('primals_2')."),
+        wrong(
+            _with_grad,
+            "that is the other half: the parameters that *do* get a gradient. Keep "
+            "those whose grad node is None.",
+        ),
+        wrong(
+            _buffers_too,
+            "buffers are not parameters: a buffer's grad output is always None, but "
+            "it was never meant to get one. Keep only ParamAOTInput "
+            "(get_param_and_grad_nodes filters for you).",
+        ),
+        wrong(
+            _missing_grad_desc,
+            "a parameter can have a GradAOTOutput descriptor and still get no "
+            "gradient: a parameter forward never uses has its slot, holding None. Look at the "
+            "grad *node* (None or not), not only at the descriptor.",
+        ),
+        wrong(
+            _positional,
+            "outputs are not 'forward output, then one grad per parameter': buffer "
+            "mutations come first and a module may return several outputs. Pair each "
+            "parameter with its grad through the descriptors (get_param_and_grad_nodes).",
+        ),
+        wrong(
+            _node_names,
+            "return the parameters' fully qualified names (desc.target, e.g. "
+            "'0.bias'), not the placeholders' node names ('primals_2').",
+        ),
     ],
     hint="a parameter gets no gradient when its grad output holds no node, for whatever reason "
     "(frozen, or never used). Pair each ParamAOTInput placeholder with its grad output through "
@@ -500,9 +597,10 @@ class _ScaledAfterRunning:
 
     def __call__(self, primals, tangents):
         outs, grads = self.gm(primals, tangents)
-        descs = self.graph.output_node().meta["desc"][len(outs):]
-        return outs, tuple(g * self.factor if g is not None and _is_param_grad(d) else g
-                           for g, d in zip(grads, descs))
+        descs = self.graph.output_node().meta["desc"][len(outs) :]
+        return outs, tuple(
+            g * self.factor if g is not None and _is_param_grad(d) else g for g, d in zip(grads, descs)
+        )
 
 
 def _ratio(new, old):
@@ -540,10 +638,12 @@ def _nothing_after_the_output(graph):
     output node; say so before the generated code fails on a name it never assigned."""
     if isinstance(graph, torch.fx.Graph) and graph.output_node() is not None:
         nodes = list(graph.nodes)
-        after = nodes[nodes.index(graph.output_node()) + 1:]
+        after = nodes[nodes.index(graph.output_node()) + 1 :]
         if after:
-            raise RuntimeError(f"the edited graph has {len(after)} node(s) after its output node, "
-                               f"first {after[0].name}: they were inserted at the graph's end")
+            raise RuntimeError(
+                f"the edited graph has {len(after)} node(s) after its output node, "
+                f"first {after[0].name}: they were inserted at the graph's end"
+            )
 
 
 def _no_inserting_before(gm, factor):
@@ -563,14 +663,16 @@ def _scale_tangents(gm, factor):
         if t.meta["desc"].is_tangent():
             with gm.graph.inserting_after(t):
                 m = gm.graph.call_function(torch.ops.aten.mul.Tensor, (t, factor))
-            t.replace_all_uses_with(m, delete_user_cb=lambda user: user is not m)
+            t.replace_all_uses_with(m, delete_user_cb=lambda user: user is not m)  # noqa: B023 (called in this iteration)
     gm.recompile()
     return gm
 
 
 def _stale(gm, factor):
     # the graph changes, but without gm.recompile() the module runs the old code
-    return _mul_outputs(gm, factor, lambda i, node, desc: node is not None and _is_param_grad(desc), recompile=False)
+    return _mul_outputs(
+        gm, factor, lambda i, node, desc: node is not None and _is_param_grad(desc), recompile=False
+    )
 
 
 def _positional_scale(gm, factor):
@@ -640,28 +742,52 @@ exercise(
     ],
     right=[_scale_by_lookup],
     wrong=[
-        wrong(_scale_everything, "only the parameters' gradients change: forward outputs, buffer "
-              "updates and the gradients of plain inputs must come out as torch computes them "
-              "(1.0 times). Choose positions by their descriptor."),
-        wrong(_scale_tangents, "scaling the tangents scales every gradient, including those of plain "
-              "inputs that require grad (and so would scaling every GradAOTOutput). Change only "
-              "the outputs whose descriptor is GradAOTOutput(grad_of=ParamAOTInput(...))."),
-        wrong(_stale, "a GraphModule runs the Python code generated from its graph: after editing "
-              "gm.graph, call gm.recompile(), or gm still runs the old code."),
-        wrong(_positional_scale, "the grads do not start at output 1: buffer mutations come first and "
-              "a module may have several outputs. Find each parameter's grad by its descriptor "
-              "(out.meta['desc'][i]), not by position."),
-        wrong(_by_node, "one node can sit at several output positions (in x + b, the tangent is the "
-              "grad of b *and* of x). Replace the output *position* whose descriptor is a param "
-              "grad, not every use of the node."),
-        wrong(_replace_all_uses, "grad.replace_all_uses_with(mul) also rewires mul's own input to "
-              "itself (mul is a user of grad too), so the graph computes mul from mul. Edit the "
-              "output node's list instead (or pass delete_user_cb)."),
-        wrong(_keeps_none, "a parameter forward never uses has a GradAOTOutput slot holding None: "
-              "skip None outputs, there is nothing to scale."),
-        wrong(_no_inserting_before, "a new node goes to the graph's insert point, which is its end, "
-              "after the output node: the generated code then uses a name before it is assigned. "
-              "Make the new nodes inside a with gm.graph.inserting_before(out): block."),
+        wrong(
+            _scale_everything,
+            "only the parameters' gradients change: forward outputs, buffer "
+            "updates and the gradients of plain inputs must come out as torch computes them "
+            "(1.0 times). Choose positions by their descriptor.",
+        ),
+        wrong(
+            _scale_tangents,
+            "scaling the tangents scales every gradient, including those of plain "
+            "inputs that require grad (and so would scaling every GradAOTOutput). Change only "
+            "the outputs whose descriptor is GradAOTOutput(grad_of=ParamAOTInput(...)).",
+        ),
+        wrong(
+            _stale,
+            "a GraphModule runs the Python code generated from its graph: after editing "
+            "gm.graph, call gm.recompile(), or gm still runs the old code.",
+        ),
+        wrong(
+            _positional_scale,
+            "the grads do not start at output 1: buffer mutations come first and "
+            "a module may have several outputs. Find each parameter's grad by its descriptor "
+            "(out.meta['desc'][i]), not by position.",
+        ),
+        wrong(
+            _by_node,
+            "one node can sit at several output positions (in x + b, the tangent is the "
+            "grad of b *and* of x). Replace the output *position* whose descriptor is a param "
+            "grad, not every use of the node.",
+        ),
+        wrong(
+            _replace_all_uses,
+            "grad.replace_all_uses_with(mul) also rewires mul's own input to "
+            "itself (mul is a user of grad too), so the graph computes mul from mul. Edit the "
+            "output node's list instead (or pass delete_user_cb).",
+        ),
+        wrong(
+            _keeps_none,
+            "a parameter forward never uses has a GradAOTOutput slot holding None: "
+            "skip None outputs, there is nothing to scale.",
+        ),
+        wrong(
+            _no_inserting_before,
+            "a new node goes to the graph's insert point, which is its end, "
+            "after the output node: the generated code then uses a name before it is assigned. "
+            "Make the new nodes inside a with gm.graph.inserting_before(out): block.",
+        ),
     ],
     hint="a parameter's gradient is an output *position* whose descriptor says it is the grad "
     "of a parameter; change exactly those positions that hold a node, leave every other output "
@@ -694,9 +820,15 @@ def _logged_outputs():
     return [repr(d) for d in gm.graph.output_node().meta["desc"] if d is not None]
 
 
-_TOK, _MUT = "ForwardTokenAOTOutput(idx=0)", "InputMutationAOTOutput(mutated_input=BufferAOTInput(target='calls'))"
+_TOK, _MUT = (
+    "ForwardTokenAOTOutput(idx=0)",
+    "InputMutationAOTOutput(mutated_input=BufferAOTInput(target='calls'))",
+)
 _O0, _O1 = "PlainAOTOutput(idx=0)", "PlainAOTOutput(idx=1)"
-_IB, _GW = "IntermediateBaseAOTOutput(base_of=PlainAOTOutput(idx=0))", "GradAOTOutput(grad_of=ParamAOTInput(target='w'))"
+_IB, _GW = (
+    "IntermediateBaseAOTOutput(base_of=PlainAOTOutput(idx=0))",
+    "GradAOTOutput(grad_of=ParamAOTInput(target='w'))",
+)
 
 predict(
     "7.5",
@@ -706,36 +838,62 @@ predict(
     solution=[_TOK, _MUT, _O0, _O1, _IB, _GW],
     parse=read_descriptors,
     right=[
-        ['ForwardTokenAOTOutput(0)', 'InputMutationAOTOutput(BufferAOTInput("calls"))',
-         'PlainAOTOutput(0)', 'PlainAOTOutput(1)', 'IntermediateBaseAOTOutput(PlainAOTOutput(0))',
-         'GradAOTOutput(ParamAOTInput("w"))'],
-        (cd.ForwardTokenAOTOutput(0), cd.InputMutationAOTOutput(cd.BufferAOTInput("calls")),
-         cd.PlainAOTOutput(0), cd.PlainAOTOutput(1), cd.IntermediateBaseAOTOutput(cd.PlainAOTOutput(0)),
-         cd.GradAOTOutput(cd.ParamAOTInput("w"))),
+        [
+            "ForwardTokenAOTOutput(0)",
+            'InputMutationAOTOutput(BufferAOTInput("calls"))',
+            "PlainAOTOutput(0)",
+            "PlainAOTOutput(1)",
+            "IntermediateBaseAOTOutput(PlainAOTOutput(0))",
+            'GradAOTOutput(ParamAOTInput("w"))',
+        ],
+        (
+            cd.ForwardTokenAOTOutput(0),
+            cd.InputMutationAOTOutput(cd.BufferAOTInput("calls")),
+            cd.PlainAOTOutput(0),
+            cd.PlainAOTOutput(1),
+            cd.IntermediateBaseAOTOutput(cd.PlainAOTOutput(0)),
+            cd.GradAOTOutput(cd.ParamAOTInput("w")),
+        ),
     ],
     wrong=[
-        wrong([_MUT, _O0, _O1, _IB, _GW],
-              "aten._print has a side effect and no data dependence: AOTAutograd threads a "
-              "token through it, and the new token is an output (the first one)."),
-        wrong([_TOK, _MUT, _O0, _O1, _GW],
-              "y[:2] and y[1:] are two views of one intermediate: torch also returns their base "
-              "(IntermediateBaseAOTOutput) so it can rebuild the views outside the graph (a "
-              "single view would need no base)."),
-        wrong([_TOK, _O0, _O1, _IB, _GW],
-              "self.calls.add_(1) writes a buffer; the exported joint (by default) writes "
-              "nothing, so the new value comes back as "
-              "InputMutationAOTOutput(mutated_input=BufferAOTInput(target='calls'))."),
-        wrong([_TOK, _O0, _O1, _IB, _MUT, _GW],
-              "mutations come before the user's outputs (only tokens come earlier)."),
-        wrong([_MUT, _O0, _O1, _IB, _GW, _TOK],
-              "the forward token comes first, before the mutations and the outputs."),
-        wrong([_TOK, _MUT, _O0, _O1, _IB, _GW, "GradAOTOutput(grad_of=BufferAOTInput(target='calls'))"],
-              "a buffer gets no gradient (its grad slot is None, and we left None slots out)."),
-        wrong([_TOK, _MUT, _O0, _O1, _IB, _GW, "BackwardTokenAOTOutput(idx=0)"],
-              "the print runs in the forward only; the backward has no side effect, so it gets "
-              "no token of its own."),
-        wrong([_TOK, _MUT, _O0, _O1, _IB, _GW, "GradAOTOutput(grad_of=PlainAOTInput(idx=0))"],
-              "x does not require grad, so its grad slot is None."),
+        wrong(
+            [_MUT, _O0, _O1, _IB, _GW],
+            "aten._print has a side effect and no data dependence: AOTAutograd threads a "
+            "token through it, and the new token is an output (the first one).",
+        ),
+        wrong(
+            [_TOK, _MUT, _O0, _O1, _GW],
+            "y[:2] and y[1:] are two views of one intermediate: torch also returns their base "
+            "(IntermediateBaseAOTOutput) so it can rebuild the views outside the graph (a "
+            "single view would need no base).",
+        ),
+        wrong(
+            [_TOK, _O0, _O1, _IB, _GW],
+            "self.calls.add_(1) writes a buffer; the exported joint (by default) writes "
+            "nothing, so the new value comes back as "
+            "InputMutationAOTOutput(mutated_input=BufferAOTInput(target='calls')).",
+        ),
+        wrong(
+            [_TOK, _O0, _O1, _IB, _MUT, _GW],
+            "mutations come before the user's outputs (only tokens come earlier).",
+        ),
+        wrong(
+            [_MUT, _O0, _O1, _IB, _GW, _TOK],
+            "the forward token comes first, before the mutations and the outputs.",
+        ),
+        wrong(
+            [_TOK, _MUT, _O0, _O1, _IB, _GW, "GradAOTOutput(grad_of=BufferAOTInput(target='calls'))"],
+            "a buffer gets no gradient (its grad slot is None, and we left None slots out).",
+        ),
+        wrong(
+            [_TOK, _MUT, _O0, _O1, _IB, _GW, "BackwardTokenAOTOutput(idx=0)"],
+            "the print runs in the forward only; the backward has no side effect, so it gets "
+            "no token of its own.",
+        ),
+        wrong(
+            [_TOK, _MUT, _O0, _O1, _IB, _GW, "GradAOTOutput(grad_of=PlainAOTInput(idx=0))"],
+            "x does not require grad, so its grad slot is None.",
+        ),
     ],
     hint="go stage by stage: tokens for side effects (first), then mutated inputs and buffers, "
     "the user's outputs and any base they share, then one grad per input that requires grad.",

@@ -26,7 +26,7 @@ from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 
 from course.checks import case, exercise, handed, predict, wrong
-from course.offload.offloader import OffloadStats, Offloader
+from course.offload.offloader import Offloader, OffloadStats
 
 # --- the model of the lesson --------------------------------------------------------------
 
@@ -162,11 +162,18 @@ def _oracle_per_layer(model, x):
     off = Offloader(min_bytes=0, device_type="cpu", mode="copy")
     per_layer, handles = {}, []
     for name, block in model.named_children():
-        handles.append(block.register_forward_pre_hook(
-            lambda mod, args, name=name: per_layer.__setitem__(name, off.stats.offloaded_bytes)))
-        handles.append(block.register_forward_hook(
-            lambda mod, args, out, name=name: per_layer.__setitem__(
-                name, off.stats.offloaded_bytes - per_layer[name])))
+        handles.append(
+            block.register_forward_pre_hook(
+                lambda mod, args, name=name: per_layer.__setitem__(name, off.stats.offloaded_bytes)
+            )
+        )
+        handles.append(
+            block.register_forward_hook(
+                lambda mod, args, out, name=name: per_layer.__setitem__(
+                    name, off.stats.offloaded_bytes - per_layer[name]
+                )
+            )
+        )
     try:
         with off:
             model(x)
@@ -187,8 +194,16 @@ def _run_measure(answer, model_name):
     return {"bytes per block": per_layer, "hooks left on the model": left}
 
 
-def _per_layer_variant(count_param, once_per_storage=True, cumulative=False, is_param=None, remove=True,
-                       view_bytes=False, key_by_data_ptr=False, once_per_block=False):
+def _per_layer_variant(
+    count_param,
+    once_per_storage=True,
+    cumulative=False,
+    is_param=None,
+    remove=True,
+    view_bytes=False,
+    key_by_data_ptr=False,
+    once_per_block=False,
+):
     """The known wrong answers of 8.1, as variations of the same hook."""
 
     def measure(model, x):
@@ -354,7 +369,9 @@ def _judge_choice(answer, layer_bytes, param_bytes, budget):
     names = list(chosen)
     unknown = [n for n in names if n not in layer_bytes]
     if unknown or len(set(names)) != len(names):
-        raise ValueError(f"the choice must name each layer at most once, from {list(layer_bytes)}; got {names}")
+        raise ValueError(
+            f"the choice must name each layer at most once, from {list(layer_bytes)}; got {names}"
+        )
     offloaded = sum(layer_bytes[n] for n in set(names))
     return {
         "device bytes": param_bytes + sum(layer_bytes.values()) - offloaded,
@@ -470,11 +487,20 @@ exercise(
     budget={"device bytes over budget": 0},
     points=3,
     cases=[
-        case(LESSON_LAYER_BYTES, LESSON_PARAM_BYTES, LESSON_BUDGET, label="the lesson's model, budget 68 KiB"),
-        case(LESSON_LAYER_BYTES, LESSON_PARAM_BYTES, 100_000, label="the lesson's model, budget 100000 (everything fits)"),
+        case(
+            LESSON_LAYER_BYTES, LESSON_PARAM_BYTES, LESSON_BUDGET, label="the lesson's model, budget 68 KiB"
+        ),
+        case(
+            LESSON_LAYER_BYTES,
+            LESSON_PARAM_BYTES,
+            100_000,
+            label="the lesson's model, budget 100000 (everything fits)",
+        ),
     ],
     hidden=[
-        case(LESSON_LAYER_BYTES, LESSON_PARAM_BYTES, 69376, label="a budget that the best choice meets exactly"),
+        case(
+            LESSON_LAYER_BYTES, LESSON_PARAM_BYTES, 69376, label="a budget that the best choice meets exactly"
+        ),
         case(LESSON_LAYER_BYTES, LESSON_PARAM_BYTES, 40_000, label="a budget smaller than the parameters"),
         case(_SIX, 10_000, 24_000, label="six layers, 10000 bytes of parameters, budget 24000"),
         case(_SIX, 10_000, 10_000, label="six layers, a budget that fits only the parameters"),
@@ -510,8 +536,7 @@ exercise(
         ),
         wrong(
             _strict,
-            "a device holding exactly budget bytes fits: the test is device bytes <= budget, "
-            "not < budget.",
+            "a device holding exactly budget bytes fits: the test is device bytes <= budget, not < budget.",
         ),
         wrong(
             _none_if_nothing_moves,
@@ -576,9 +601,14 @@ def _oracle_step(model, x, chosen):
     def enter(name):
         return lambda module, args: running.__setitem__(0, name)
 
-    handles = [h for name, block in model.named_children()
-               for h in (block.register_forward_pre_hook(enter(name)),
-                         block.register_forward_hook(lambda module, args, out: running.__setitem__(0, None)))]
+    handles = [
+        h
+        for name, block in model.named_children()
+        for h in (
+            block.register_forward_pre_hook(enter(name)),
+            block.register_forward_hook(lambda module, args, out: running.__setitem__(0, None)),
+        )
+    ]
     try:
         with saved_tensors_hooks(pack, unpack):
             h = model(x)
@@ -809,8 +839,9 @@ def _plan_under_min_cut():
         h = block(h).detach()
     must_shed = LESSON_PARAM_BYTES + sum(saved.values()) - LESSON_BUDGET
     subsets = [c for r in range(len(saved) + 1) for c in itertools.combinations(saved, r)]
-    cheapest = min((c for c in subsets if sum(saved[n] for n in c) >= must_shed),
-                   key=lambda c: sum(saved[n] for n in c))
+    cheapest = min(
+        (c for c in subsets if sum(saved[n] for n in c) >= must_shed), key=lambda c: sum(saved[n] for n in c)
+    )
     return {
         "saved activation bytes": sum(saved.values()),
         "offload": sorted(cheapest),
@@ -829,7 +860,9 @@ def _read_plan(answer):
     plan = dict(answer)
     blocks = plan.get("offload")
     if isinstance(blocks, str) or not isinstance(blocks, (set, frozenset, list, tuple, type(None))):
-        raise ValueError("write the blocks to offload as a set of names, like {'blockN', ...} (set() for none)")
+        raise ValueError(
+            "write the blocks to offload as a set of names, like {'blockN', ...} (set() for none)"
+        )
     if blocks is not None:
         if not all(isinstance(b, str) for b in blocks):
             raise ValueError("name each block to offload as a string, like 'blockN'")
@@ -869,8 +902,7 @@ predict(
         ),
         wrong(
             {"saved activation bytes": 27392, "offload": ["block1", "block3"], "bytes moved": 6784},
-            "every offloaded byte crosses the link twice: to the host in forward and back "
-            "in backward.",
+            "every offloaded byte crosses the link twice: to the host in forward and back in backward.",
         ),
         wrong(
             {"saved activation bytes": 27392, "offload": set(), "bytes moved": 0},

@@ -31,13 +31,13 @@ import torch
 from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.flop_counter import FlopCounterMode
 from torch.utils.checkpoint import (
     CheckpointPolicy,
     checkpoint,
     create_selective_checkpoint_contexts,
     set_checkpoint_early_stop,
 )
+from torch.utils.flop_counter import FlopCounterMode
 
 from course.aot import descriptors as cd
 from course.aot import fx_utils as cf
@@ -58,7 +58,9 @@ class Block(nn.Module):
         return x + self.down(nn.functional.gelu(self.up(x)))  # (..., d)
 
 
-def make_model(layers: int = 3, d: int = 16, hidden: int = 64, batch=(8,), dtype=torch.float32, seed: int = 0):
+def make_model(
+    layers: int = 3, d: int = 16, hidden: int = 64, batch=(8,), dtype=torch.float32, seed: int = 0
+):
     """``(model, x)``: ``layers`` blocks in an ``nn.Sequential`` (children ``"0"``, ``"1"``, ...)."""
     torch.manual_seed(seed)
     model = nn.Sequential(*[Block(d, hidden) for _ in range(layers)]).to(dtype)
@@ -132,7 +134,9 @@ PROGRAMS = {
     "model": _model_program,
     "float64, 3-d input": lambda: _block_program(torch.float64, (2, 3), seed=2),
     "four blocks": lambda: _model_program(layers=4, d=8, hidden=24, batch=(6,), seed=3),
-    "two blocks, float64": lambda: _model_program(layers=2, d=8, hidden=16, batch=(4,), dtype=torch.float64, seed=4),
+    "two blocks, float64": lambda: _model_program(
+        layers=2, d=8, hidden=16, batch=(4,), dtype=torch.float64, seed=4
+    ),
     "model, batch 16": lambda: _model_program(batch=(16,)),
 }
 
@@ -170,6 +174,7 @@ def recompute_hooks(fn, *args):
 
     def unpack(index):
         if not recomputed:
+
             def record(t):
                 recomputed.append(t)
                 return t
@@ -211,8 +216,13 @@ def _run_hooks(answer, name):
 
     with set_checkpoint_early_stop(False):
         fwd, bwd, alive, grads = _backward_counts(fn, args, leaves, forward)
-    return {"gradients": grads, "ops in forward": dict(fwd), "ops in backward": dict(bwd),
-            "forward results kept alive": alive, "tensors pack returned": sum(returned)}
+    return {
+        "gradients": grads,
+        "ops in forward": dict(fwd),
+        "ops in backward": dict(bwd),
+        "forward results kept alive": alive,
+        "tensors pack returned": sum(returned),
+    }
 
 
 def _identity_hooks(fn, *args):
@@ -339,19 +349,27 @@ predict(
     truth=_rerun_in_backward,
     solution={"addmm": 1, "gelu": 1, "sum": 0},
     wrong=[
-        wrong({"addmm": 0, "gelu": 0, "sum": 0},
-              "checkpoint kept none of block's activations: backward has to make them again, "
-              "by running forward ops a second time."),
-        wrong({"addmm": 2, "gelu": 1, "sum": 1},
-              "the recomputation stops early: once every tensor forward saved has been saved "
-              "again, torch stops the rerun. sum saves no tensor; is the last addmm needed?"),
-        wrong({"addmm": 2, "gelu": 1, "sum": 0},
-              "close: the rerun stops at the moment the last saved tensor is saved again, and an "
-              "op saves its inputs before its kernel runs. The second addmm's saves are its "
-              "inputs: gelu's output and the transposed weight."),
-        wrong({"addmm": 1, "gelu": 0, "sum": 0},
-              "the second Linear saves gelu's output, and gelu saves its input: both must be "
-              "recomputed, so gelu reruns too."),
+        wrong(
+            {"addmm": 0, "gelu": 0, "sum": 0},
+            "checkpoint kept none of block's activations: backward has to make them again, "
+            "by running forward ops a second time.",
+        ),
+        wrong(
+            {"addmm": 2, "gelu": 1, "sum": 1},
+            "the recomputation stops early: once every tensor forward saved has been saved "
+            "again, torch stops the rerun. sum saves no tensor; is the last addmm needed?",
+        ),
+        wrong(
+            {"addmm": 2, "gelu": 1, "sum": 0},
+            "close: the rerun stops at the moment the last saved tensor is saved again, and an "
+            "op saves its inputs before its kernel runs. The second addmm's saves are its "
+            "inputs: gelu's output and the transposed weight.",
+        ),
+        wrong(
+            {"addmm": 1, "gelu": 0, "sum": 0},
+            "the second Linear saves gelu's output, and gelu saves its input: both must be "
+            "recomputed, so gelu reruns too.",
+        ),
     ],
     right=[{"sum": 0, "gelu": 1, "addmm": 1}],
     hint="list what each op of block saves (addmm: its input and the transposed weight; gelu: "
@@ -451,8 +469,12 @@ def run_policy(policy, name):
     with OpCounter() as bwd:
         flops, grads = _backward_flops(out, leaves)
     extra = bwd.counts - plain_backward_counts(name)
-    return {"gradients": grads, "bytes the policy stored": stored,
-            "ops rerun in backward": dict(sorted(extra.items())), "FLOPs rerun": flops - plain_flops}
+    return {
+        "gradients": grads,
+        "bytes the policy stored": stored,
+        "ops rerun in backward": dict(sorted(extra.items())),
+        "FLOPs rerun": flops - plain_flops,
+    }
 
 
 def _run_budget(answer, name, budget):
@@ -484,8 +506,13 @@ def in_forward_order(fn, args, budget):
 
 def _only_mm(fn, args, budget):
     """Keyed on aten.mm alone: nn.Linear's addmm never matches."""
+
     def policy(ctx, op, *a, **k):
-        return CheckpointPolicy.MUST_SAVE if op == torch.ops.aten.mm.default else CheckpointPolicy.PREFER_RECOMPUTE
+        return (
+            CheckpointPolicy.MUST_SAVE
+            if op == torch.ops.aten.mm.default
+            else CheckpointPolicy.PREFER_RECOMPUTE
+        )
 
     return policy
 
@@ -507,7 +534,7 @@ def _by_weight_and_ratio(fn, args, budget):
     with torch.no_grad(), Seen():
         fn(*args)
     chosen, total = set(), 0
-    for key, (nbytes, flops) in sorted(sizes.items(), key=lambda kv: -kv[1][1] / kv[1][0]):
+    for key, (nbytes, _flops) in sorted(sizes.items(), key=lambda kv: -kv[1][1] / kv[1][0]):
         if total + nbytes <= budget:
             chosen.add(key)
             total += nbytes
@@ -586,8 +613,11 @@ def _recomputed_at_budget(budget: float = 0.0):
     model, x = make_model()
     with functorch_config.patch(activation_memory_budget=budget):
         bw = export_joint(model, (x,), partition_fn=min_cut_rematerialization_partition).bw_module
-    ops = collections.Counter(n.target.overloadpacket.__name__ for n in bw.graph.nodes
-                              if n.op == "call_function" and hasattr(n.target, "overloadpacket"))
+    ops = collections.Counter(
+        n.target.overloadpacket.__name__
+        for n in bw.graph.nodes
+        if n.op == "call_function" and hasattr(n.target, "overloadpacket")
+    )
     return {"addmm": ops["addmm"], "gelu": ops["gelu"]}
 
 
@@ -598,18 +628,26 @@ predict(
     truth=_recomputed_at_budget,
     solution={"addmm": 5, "gelu": 3},
     wrong=[
-        wrong({"addmm": 6, "gelu": 3},
-              "not every addmm is needed: the last block's second Linear feeds only the output "
-              "add, and backward needs neither that add nor the product."),
-        wrong({"addmm": 3, "gelu": 3},
-              "the first Linear of blocks 1 and 2 needs its input, the previous block's output "
-              "x + down(...): rebuilding it reruns that block's second addmm too."),
-        wrong({"addmm": 0, "gelu": 0},
-              "that is budget 1.0 (save what is cheapest to keep). At budget 0 the partitioner "
-              "keeps as little as it can and recomputes the rest from the inputs."),
-        wrong({"addmm": 0, "gelu": 3},
-              "at budget 0 even the matrix products are recomputed: only the inputs and the "
-              "parameters are left to the backward."),
+        wrong(
+            {"addmm": 6, "gelu": 3},
+            "not every addmm is needed: the last block's second Linear feeds only the output "
+            "add, and backward needs neither that add nor the product.",
+        ),
+        wrong(
+            {"addmm": 3, "gelu": 3},
+            "the first Linear of blocks 1 and 2 needs its input, the previous block's output "
+            "x + down(...): rebuilding it reruns that block's second addmm too.",
+        ),
+        wrong(
+            {"addmm": 0, "gelu": 0},
+            "that is budget 1.0 (save what is cheapest to keep). At budget 0 the partitioner "
+            "keeps as little as it can and recomputes the rest from the inputs.",
+        ),
+        wrong(
+            {"addmm": 0, "gelu": 3},
+            "at budget 0 even the matrix products are recomputed: only the inputs and the "
+            "parameters are left to the backward.",
+        ),
     ],
     right=[{"gelu": 3, "addmm": 5}],
     hint="list what backward needs for each block (the input of each Linear, the input of "
@@ -626,15 +664,21 @@ def _is_view(node) -> bool:
 
 def _saved_for_backward(fw_module):
     out = fw_module.graph.output_node()
-    return [n for n, d in zip(out.args[0], out.meta["desc"])
-            if isinstance(cd.from_torch(d), cd.SavedForBackwardsAOTOutput)]
+    return [
+        n
+        for n, d in zip(out.args[0], out.meta["desc"])
+        if isinstance(cd.from_torch(d), cd.SavedForBackwardsAOTOutput)
+    ]
 
 
 def choose_offload(fw_module, last_layer, min_bytes):
     """Reference solution: the names of the saved-for-backward values an offloading pass should
     move to the host."""
-    last = {node for fqn, node in cf.get_named_param_nodes(fw_module.graph).items()
-            if fqn.startswith(last_layer + ".")}
+    last = {
+        node
+        for fqn, node in cf.get_named_param_nodes(fw_module.graph).items()
+        if fqn.startswith(last_layer + ".")
+    }
 
     memo = {}
 
@@ -704,7 +748,7 @@ def partitioned(model_name: str, partitioner: str = "min_cut"):
     model, x = OFFLOAD_MODELS[model_name]()
     fn = {"default": default_partition, "min_cut": min_cut_rematerialization_partition}[partitioner]
     jd = export_joint(model, (x,), partition_fn=fn)
-    jd.fw_module  # the stages run when first read: partition now, under the caller's config
+    jd.fw_module  # noqa: B018 (read for its effect); the stages run when first read: partition now, under the caller's config
     return jd
 
 
@@ -730,8 +774,11 @@ def _choice_variant(skip_placeholders=True, skip_views=True, use_min_bytes=True,
                 while stack and not found:
                     n = stack.pop()
                     desc = n.meta.get("desc") if n.op == "placeholder" else None
-                    found = desc is not None and isinstance(cd.from_torch(desc), cd.ParamAOTInput) \
+                    found = (
+                        desc is not None
+                        and isinstance(cd.from_torch(desc), cd.ParamAOTInput)
                         and desc.target.startswith(last_prefix)
+                    )
                     stack.extend(n.all_input_nodes)
                 if found:
                     continue
@@ -747,13 +794,19 @@ def _choose_by_walking_forward(fw_module, last_layer, min_bytes):
     tainted = set()
     for node in fw_module.graph.nodes:
         desc = node.meta.get("desc") if node.op == "placeholder" else None
-        is_last_param = desc is not None and isinstance(cd.from_torch(desc), cd.ParamAOTInput) \
+        is_last_param = (
+            desc is not None
+            and isinstance(cd.from_torch(desc), cd.ParamAOTInput)
             and desc.target.split(".")[0] == last_layer
+        )
         if is_last_param or any(i in tainted for i in node.all_input_nodes):
             tainted.add(node)
     keep_out = lambda n: n.op == "placeholder" or _is_view(n) or n in tainted  # noqa: E731
-    return {n.name for n in _saved_for_backward(fw_module)
-            if not keep_out(n) and n.meta["val"].nbytes >= min_bytes}
+    return {
+        n.name
+        for n in _saved_for_backward(fw_module)
+        if not keep_out(n) and n.meta["val"].nbytes >= min_bytes
+    }
 
 
 exercise(
@@ -765,7 +818,13 @@ exercise(
     points=3,
     timeout=30,  # each case partitions a model; the first also warms up the tracer
     cases=[
-        case("lesson", "min_cut", "2", 1024, label="the lesson's model, min-cut, last layer '2', min_bytes=1024"),
+        case(
+            "lesson",
+            "min_cut",
+            "2",
+            1024,
+            label="the lesson's model, min-cut, last layer '2', min_bytes=1024",
+        ),
         case("lesson", "min_cut", "2", 0, label="the lesson's model, min-cut, last layer '2', min_bytes=0"),
     ],
     hidden=[
@@ -826,7 +885,7 @@ def offload_pass(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
         first_reader = next(n for n in bw_module.graph.nodes if held in n.all_input_nodes)
         with bw_module.graph.inserting_before(first_reader):
             reload = bw_module.graph.call_function(DEVICE_PUT, (held, node.meta["val"].device))
-        held.replace_all_uses_with(reload, delete_user_cb=lambda user: user is not reload)
+        held.replace_all_uses_with(reload, delete_user_cb=lambda user: user is not reload)  # noqa: B023 (called in this iteration)
     out.args = (tuple(returned),)
     for gm in (fw_module, bw_module):
         gm.graph.lint()
@@ -883,11 +942,13 @@ def _offload_outcome(jd, x):
     with _CountCopies() as fwd_copies:
         outs = fw(*jd.params.values(), *jd.buffers.values(), x)
     with _CountCopies() as bwd_copies:
-        grads = bw(*outs[k:], 2 * outs[0])[:len(jd.params)]
+        grads = bw(*outs[k:], 2 * outs[0])[: len(jd.params)]
     return {
         "offloaded": sorted(moved.values()),
         "graphs lint": True,
-        "forward returns a reloaded copy": sorted(_origin(n) for n in returned[k:] if _is_copy(n) and _is_copy(n.args[0])),
+        "forward returns a reloaded copy": sorted(
+            _origin(n) for n in returned[k:] if _is_copy(n) and _is_copy(n.args[0])
+        ),
         "backward readers of the host copy, not the reloaded value": direct,
         "copies run in forward": fwd_copies.copies,
         "copies run in backward": bwd_copies.copies,
@@ -902,12 +963,15 @@ def _run_pass(answer, model_name, partitioner, last_layer, min_bytes):
     with handed(params=list(jd.params.values())):
         answer(jd.fw_module, jd.bw_module, jd.num_fwd_outputs, last_layer, min_bytes)
     outcome = _offload_outcome(jd, x)
-    outcome["torch's choose_offload_sets refuses"] = _torch_refuses(model_name, partitioner, outcome["offloaded"])
+    outcome["torch's choose_offload_sets refuses"] = _torch_refuses(
+        model_name, partitioner, outcome["offloaded"]
+    )
     return outcome
 
 
-def _pass_variant(choose=choose_offload, every_reader=True, reload_in_forward=False, recompile=True,
-                  insert_reload=True):
+def _pass_variant(
+    choose=choose_offload, every_reader=True, reload_in_forward=False, recompile=True, insert_reload=True
+):
     """Offload passes that go wrong in one way each (exercise 9.6's known wrong answers)."""
 
     def offload(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
@@ -927,7 +991,9 @@ def _pass_variant(choose=choose_offload, every_reader=True, reload_in_forward=Fa
                 continue
             held = held_all[k]
             readers = [n for n in bw_module.graph.nodes if held in n.all_input_nodes]
-            place = bw_module.graph.inserting_before(readers[0]) if insert_reload else contextlib.nullcontext()
+            place = (
+                bw_module.graph.inserting_before(readers[0]) if insert_reload else contextlib.nullcontext()
+            )
             with place:
                 reload = bw_module.graph.call_function(DEVICE_PUT, (held, node.meta["val"].device))
             for reader in readers if every_reader else readers[:1]:
@@ -979,12 +1045,28 @@ exercise(
     points=4,
     timeout=30,
     cases=[
-        case("lesson", "min_cut", "2", 1024, label="the lesson's model, min-cut, last layer '2', min_bytes=1024"),
+        case(
+            "lesson",
+            "min_cut",
+            "2",
+            1024,
+            label="the lesson's model, min-cut, last layer '2', min_bytes=1024",
+        ),
     ],
     hidden=[
-        case("lesson", "default", "2", 512, label="the default partitioner, min_bytes=512: the 512-byte adds move"),
-        case("lesson", "min_cut", "2", 513, label="min_bytes=513: the 512-byte adds sit just under it and stay"),
-        case("two readers", "min_cut", "1", 0, label="a block whose saved gelu output two backward nodes read"),
+        case(
+            "lesson",
+            "default",
+            "2",
+            512,
+            label="the default partitioner, min_bytes=512: the 512-byte adds move",
+        ),
+        case(
+            "lesson", "min_cut", "2", 513, label="min_bytes=513: the 512-byte adds sit just under it and stay"
+        ),
+        case(
+            "two readers", "min_cut", "1", 0, label="a block whose saved gelu output two backward nodes read"
+        ),
         case("buffers", "default", "1", 0, label="blocks with a buffer that backward needs"),
         case("float64", "min_cut", "1", 0, label="two blocks in float64"),
     ],

@@ -244,7 +244,9 @@ def _same_value(a: Any, b: Any, rtol: float, atol: float, where: str = "") -> tu
         if sorted(map(repr, ka)) != sorted(map(repr, kb)):
             missing = sorted(set(map(repr, kb)) - set(map(repr, ka)))
             extra = sorted(set(map(repr, ka)) - set(map(repr, kb)))
-            parts = ([f"missing key {missing[0]}"] if missing else []) + ([f"unexpected key {extra[0]}"] if extra else [])
+            parts = ([f"missing key {missing[0]}"] if missing else []) + (
+                [f"unexpected key {extra[0]}"] if extra else []
+            )
             return False, at + ", ".join(parts)
         values_b = {repr(k): v for k, v in b["dict"]}
         for k, v in a["dict"]:
@@ -261,7 +263,11 @@ def _same_number(a: Any, b: Any, rtol: float, atol: float, at: str) -> tuple[boo
     if not isinstance(a, float) or not isinstance(b, float):  # an int or a bool is exact
         if a == b:
             return True, ""
-        if isinstance(b, float) and not isinstance(a, float) and math.isclose(a, b, rel_tol=rtol, abs_tol=atol):
+        if (
+            isinstance(b, float)
+            and not isinstance(a, float)
+            and math.isclose(a, b, rel_tol=rtol, abs_tol=atol)
+        ):
             return False, f"{at}{a!r} is an int, compared exactly: write the float with its decimals"
         return False, at + "values differ"
     if math.isnan(a) and math.isnan(b):
@@ -315,7 +321,9 @@ def _first_difference(a: torch.Tensor, b: torch.Tensor) -> str:
     return f"first difference at index {tuple(int(i) for i in diff[0])}, shape {tuple(a.shape)}"
 
 
-def differing_part(yours: dict, expected: dict, rtol: float = 1e-5, atol: float = 1e-6) -> tuple[dict, dict] | None:
+def differing_part(
+    yours: dict, expected: dict, rtol: float = 1e-5, atol: float = 1e-6
+) -> tuple[dict, dict] | None:
     """The first item (of a tuple, list or dict, however deep) where two value outcomes
     differ, as two value outcomes; None when they do not differ inside a container.
 
@@ -458,10 +466,18 @@ def wrong_places(yours: dict, expected: dict, rtol: float = 1e-5, atol: float = 
         missing = [_show_value(theirs[k][0]) for k in theirs if k not in mine]
         extra = [_show_value(mine[k][0]) for k in mine if k not in theirs]
         if missing or extra:
-            parts = ([f"missing key{'s' if len(missing) > 1 else ''} {', '.join(missing)}"] if missing else [])
-            parts += [f"key{'s' if len(extra) > 1 else ''} torch's answer does not have: {', '.join(extra)}"] if extra else []
+            parts = [f"missing key{'s' if len(missing) > 1 else ''} {', '.join(missing)}"] if missing else []
+            parts += (
+                [f"key{'s' if len(extra) > 1 else ''} torch's answer does not have: {', '.join(extra)}"]
+                if extra
+                else []
+            )
             return "; ".join(parts)
-        bad = [_show_value(theirs[k][0]) for k in theirs if not _same_value(mine[k][1], theirs[k][1], rtol, atol)[0]]
+        bad = [
+            _show_value(theirs[k][0])
+            for k in theirs
+            if not _same_value(mine[k][1], theirs[k][1], rtol, atol)[0]
+        ]
         return _places(bad, len(theirs), "values", "key" if len(bad) == 1 else "keys")
     return ""
 
@@ -515,7 +531,9 @@ def _form(v: Any) -> str:
             return f"the exception class {v['exception']} (not a string)"
         if "dict" in v:
             keys = {"strings" if isinstance(k, str) else _plural(_form(k)) for k, _ in v["dict"]}
-            values = {"strings" if isinstance(x, str) else _plural(_form(x).split(" (")[0]) for _, x in v["dict"]}
+            values = {
+                "strings" if isinstance(x, str) else _plural(_form(x).split(" (")[0]) for _, x in v["dict"]
+            }
             if len(keys) == 1 and len(values) == 1:
                 return f"a dict from {keys.pop()} to {values.pop()}"
             return "a dict"

@@ -30,9 +30,10 @@ import copy
 import importlib
 import pkgutil
 import re
-from pathlib import Path
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any
 
 __all__ = [
     "Case",
@@ -52,7 +53,7 @@ __all__ = [
 _ID = re.compile(r"^(\d+)\.(\d+)$")
 _LESSON_MODULE = re.compile(r"^lesson(\d\d)$")
 
-_REGISTRY: dict[str, "Exercise"] = {}
+_REGISTRY: dict[str, Exercise] = {}
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import contextlib
 import dataclasses
 import functools
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.fx as fx
@@ -25,8 +25,15 @@ from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
 
 from course.aot import descriptors as cd
 
-__all__ = ["ZOO", "ZooProgram", "course_descriptors", "export_graph_module", "inner_sizes",
-           "torch_descriptors", "zoo_classes"]
+__all__ = [
+    "ZOO",
+    "ZooProgram",
+    "course_descriptors",
+    "export_graph_module",
+    "inner_sizes",
+    "torch_descriptors",
+    "zoo_classes",
+]
 
 
 def export_graph_module(mod: nn.Module, args: tuple) -> fx.GraphModule:
@@ -162,91 +169,141 @@ def _fn(fn, make_args):
 
 ZOO: dict[str, ZooProgram] = {
     "linear": ZooProgram(
-        "1 plain", ("ParamAOTInput", "PlainAOTInput", "PlainAOTOutput"),
+        "1 plain",
+        ("ParamAOTInput", "PlainAOTInput", "PlainAOTOutput"),
         "the graph has no calling convention, so each input says which parameter or argument it is",
-        lambda: (nn.Linear(3, 2), (torch.randn(4, 3),))),
+        lambda: (nn.Linear(3, 2), (torch.randn(4, 3),)),
+    ),
     "batchnorm": ZooProgram(
-        "1 plain", ("BufferAOTInput",),
+        "1 plain",
+        ("BufferAOTInput",),
         "buffers are inputs too, kept apart from parameters because they get no gradient",
-        lambda: (nn.BatchNorm1d(3).train(), (torch.randn(4, 3),))),
+        lambda: (nn.BatchNorm1d(3).train(), (torch.randn(4, 3),)),
+    ),
     "linear_backward": ZooProgram(
-        "3 autograd", ("TangentAOTInput", "GradAOTOutput"),
+        "3 autograd",
+        ("TangentAOTInput", "GradAOTOutput"),
         "the joint runs the backward too: it takes d(loss)/d(output) in and gives each input's gradient out",
-        lambda: (nn.Linear(3, 2), (torch.randn(4, 3),))),
+        lambda: (nn.Linear(3, 2), (torch.randn(4, 3),)),
+    ),
     "batchnorm_update": ZooProgram(
-        "2 views and mutations", ("InputMutationAOTOutput",),
+        "2 views and mutations",
+        ("InputMutationAOTOutput",),
         "a functional graph cannot write a buffer, so it returns the new value and the caller copies it back",
-        lambda: (nn.BatchNorm1d(3).train(), (torch.randn(4, 3),))),
+        lambda: (nn.BatchNorm1d(3).train(), (torch.randn(4, 3),)),
+    ),
     "aliased_inputs": ZooProgram(
-        "2 views and mutations", ("ViewBaseAOTInput",),
+        "2 views and mutations",
+        ("ViewBaseAOTInput",),
         "two inputs share memory and one is written: the graph takes their common base once and "
         "rebuilds both views from it, so the write reaches both",
-        _fn(_mutate_first, _aliases_of_a_grad_base)),
+        _fn(_mutate_first, _aliases_of_a_grad_base),
+    ),
     "detached_aliases": ZooProgram(
-        "2 views and mutations", ("SyntheticBaseAOTInput",),
+        "2 views and mutations",
+        ("SyntheticBaseAOTInput",),
         "the same, for aliases with no ._base to share (detached views): AOTAutograd makes up a "
         "base over their whole storage",
-        _fn(_mutate_first, _detached_aliases)),
+        _fn(_mutate_first, _detached_aliases),
+    ),
     "aliased_transpose_": ZooProgram(
-        "2 views and mutations", ("MetadataMutationAOTOutput",),
+        "2 views and mutations",
+        ("MetadataMutationAOTOutput",),
         "an aliased input merged into a synthetic base also had its shape changed (t_()): the "
         "graph returns it so the runtime can apply the new shape to the caller's tensor",
-        _fn(_mutate_and_transpose, _detached_square_aliases)),
+        _fn(_mutate_and_transpose, _detached_square_aliases),
+    ),
     "two_views": ZooProgram(
-        "2 views and mutations", ("IntermediateBaseAOTOutput",),
+        "2 views and mutations",
+        ("IntermediateBaseAOTOutput",),
         "outputs that view one intermediate are rebuilt as views outside the graph's "
         "autograd.Function, from this extra output, so autograd's view tracking still works on them",
-        _fn(_two_views, lambda: torch.randn(2, 3, requires_grad=True))),
+        _fn(_two_views, lambda: torch.randn(2, 3, requires_grad=True)),
+    ),
     "two_tensor": ZooProgram(
-        "4 subclasses", ("SubclassGetAttrAOTInput", "SubclassGetAttrAOTOutput"),
+        "4 subclasses",
+        ("SubclassGetAttrAOTInput", "SubclassGetAttrAOTOutput"),
         "compiled code sees plain tensors only: a subclass enters as its inner tensors, one "
         "placeholder per attribute",
-        _fn(lambda t: t * 2, _two_tensor)),
+        _fn(lambda t: t * 2, _two_tensor),
+    ),
     "two_tensor_symbolic": ZooProgram(
-        "4 subclasses", ("SubclassSizeAOTInput", "SubclassSizeAOTOutput",
-                         "SubclassStrideAOTInput", "SubclassStrideAOTOutput"),
+        "4 subclasses",
+        (
+            "SubclassSizeAOTInput",
+            "SubclassSizeAOTOutput",
+            "SubclassStrideAOTInput",
+            "SubclassStrideAOTOutput",
+        ),
         "with symbolic sizes, rebuilding the subclass needs its outer sizes and strides, so the "
         "symbols that are not constants travel as extra integer inputs and outputs",
-        lambda: (Fn(lambda t: t * 2), *_symbolic_two_tensor()[::-1])),
+        lambda: (Fn(lambda t: t * 2), *_symbolic_two_tensor()[::-1]),
+    ),
     "print_forward": ZooProgram(
-        "5 tokens and RNG", ("ForwardTokenAOTInput", "ForwardTokenAOTOutput"),
+        "5 tokens and RNG",
+        ("ForwardTokenAOTInput", "ForwardTokenAOTOutput"),
         "a functional graph may reorder or drop ops with no data dependence, so a side effect "
         "takes a token in and gives a new one out, which fixes its order",
-        _fn(_print_in_forward, lambda: torch.randn(3, requires_grad=True))),
+        _fn(_print_in_forward, lambda: torch.randn(3, requires_grad=True)),
+    ),
     "print_backward": ZooProgram(
-        "5 tokens and RNG", ("BackwardTokenAOTInput", "BackwardTokenAOTOutput"),
+        "5 tokens and RNG",
+        ("BackwardTokenAOTInput", "BackwardTokenAOTOutput"),
         "the same for a side effect in the backward, which gets a token of its own",
-        _fn(lambda x: PrintInBackward.apply(x).sin(), lambda: torch.randn(3, requires_grad=True))),
+        _fn(lambda x: PrintInBackward.apply(x).sin(), lambda: torch.randn(3, requires_grad=True)),
+    ),
     "dropout_rng": ZooProgram(
         "5 tokens and RNG",
-        ("PhiloxForwardSeedAOTInput", "PhiloxForwardBaseOffsetAOTInput", "PhiloxBackwardSeedAOTInput",
-         "PhiloxBackwardBaseOffsetAOTInput", "PhiloxUpdatedForwardOffsetAOTOutput",
-         "PhiloxUpdatedBackwardOffsetAOTOutput"),
+        (
+            "PhiloxForwardSeedAOTInput",
+            "PhiloxForwardBaseOffsetAOTInput",
+            "PhiloxBackwardSeedAOTInput",
+            "PhiloxBackwardBaseOffsetAOTInput",
+            "PhiloxUpdatedForwardOffsetAOTOutput",
+            "PhiloxUpdatedBackwardOffsetAOTOutput",
+        ),
         "with functionalize_rng_ops, random numbers are a pure function of (seed, offset): the "
         "seeds come in and the advanced offsets go out, so a recomputed dropout draws the same mask",
         _fn(_dropout, lambda: torch.randn(4, requires_grad=True)),
         via="cuda",
         # as torch's RNG wrapper lays them out: seeds and offsets after primals and tangents,
         # an updated offset after each half of the output
-        hand=(cd.PlainAOTInput(0), cd.TangentAOTInput(cd.PlainAOTOutput(0)),
-              cd.PhiloxForwardSeedAOTInput(), cd.PhiloxForwardBaseOffsetAOTInput(),
-              cd.PhiloxBackwardSeedAOTInput(), cd.PhiloxBackwardBaseOffsetAOTInput(),
-              cd.PlainAOTOutput(0), cd.PhiloxUpdatedForwardOffsetAOTOutput(),
-              cd.GradAOTOutput(cd.PlainAOTInput(0)), cd.PhiloxUpdatedBackwardOffsetAOTOutput())),
+        hand=(
+            cd.PlainAOTInput(0),
+            cd.TangentAOTInput(cd.PlainAOTOutput(0)),
+            cd.PhiloxForwardSeedAOTInput(),
+            cd.PhiloxForwardBaseOffsetAOTInput(),
+            cd.PhiloxBackwardSeedAOTInput(),
+            cd.PhiloxBackwardBaseOffsetAOTInput(),
+            cd.PlainAOTOutput(0),
+            cd.PhiloxUpdatedForwardOffsetAOTOutput(),
+            cd.GradAOTOutput(cd.PlainAOTInput(0)),
+            cd.PhiloxUpdatedBackwardOffsetAOTOutput(),
+        ),
+    ),
     "saved_sin": ZooProgram(
-        "6 partitioner", ("SavedForBackwardsAOTOutput",),
+        "6 partitioner",
+        ("SavedForBackwardsAOTOutput",),
         "split into forward and backward graphs, the forward returns what the backward needs",
-        _fn(lambda x: x.sin(), lambda: torch.randn(3, requires_grad=True)), via="compile"),
+        _fn(lambda x: x.sin(), lambda: torch.randn(3, requires_grad=True)),
+        via="compile",
+    ),
     "stash_on_ctx": ZooProgram(
-        "6 partitioner", ("SavedForBackwardsNoVcCheckAOTOutput",),
+        "6 partitioner",
+        ("SavedForBackwardsNoVcCheckAOTOutput",),
         "a tensor a custom Function kept as ctx.y (not save_for_backward) was never version "
         "checked in eager, so the compiled backward must not check it either",
-        _fn(StashOnCtx.apply, lambda: torch.randn(3, requires_grad=True)), via="compile"),
+        _fn(StashOnCtx.apply, lambda: torch.randn(3, requires_grad=True)),
+        via="compile",
+    ),
     "dummy": ZooProgram(
-        "1 plain", ("DummyAOTInput", "DummyAOTOutput"),
+        "1 plain",
+        ("DummyAOTInput", "DummyAOTOutput"),
         "placeholders for internal calls that need a descriptor argument but have no real one",
-        lambda: (None, ()), via="hand",
-        hand=(cd.DummyAOTInput(0), cd.DummyAOTOutput(0))),
+        lambda: (None, ()),
+        via="hand",
+        hand=(cd.DummyAOTInput(0), cd.DummyAOTOutput(0)),
+    ),
 }
 
 
@@ -273,8 +330,10 @@ ZOO = {name: dataclasses.replace(p, program=_PROGRAM_TEXT[name]) for name, p in 
 
 def _descs(gm: fx.GraphModule) -> tuple[list, list]:
     """(placeholder descriptors, output descriptors) of a graph, as stored (None kept)."""
-    return ([n.meta.get("desc") for n in gm.graph.find_nodes(op="placeholder")],
-            list(gm.graph.output_node().meta.get("desc", [])))
+    return (
+        [n.meta.get("desc") for n in gm.graph.find_nodes(op="placeholder")],
+        list(gm.graph.output_node().meta.get("desc", [])),
+    )
 
 
 def _built(name: str) -> tuple:
@@ -301,7 +360,7 @@ def _compiled_forward(mod: nn.Module, args: tuple) -> fx.GraphModule:
     return graphs[0]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def torch_descriptors(name: str) -> tuple[tuple, tuple]:
     """What torch makes for ``ZOO[name]``: (placeholder descriptors, output descriptors),
     torch's own objects. "compile" programs give the partitioned forward graph's.
@@ -320,8 +379,10 @@ def torch_descriptors(name: str) -> tuple[tuple, tuple]:
             gm = _compiled_forward(mod, args)
         elif prog.via == "cuda":
             with torch._functorch.config.patch(functionalize_rng_ops=True):
-                gm = export_graph_module(mod.to("cuda") if torch.cuda.is_available() else mod,
-                             tuple(a.to("cuda") if torch.cuda.is_available() else a for a in args))
+                gm = export_graph_module(
+                    mod.to("cuda") if torch.cuda.is_available() else mod,
+                    tuple(a.to("cuda") if torch.cuda.is_available() else a for a in args),
+                )
         else:
             with fake_mode or contextlib.nullcontext():
                 gm = export_graph_module(mod, args)
@@ -381,8 +442,13 @@ def inner_sizes(descs) -> list:
     >>> inner_sizes([inner, outer, None])
     [SubclassSizeAOTInput(base=SubclassGetAttrAOTInput(base=PlainAOTInput(idx=0), attr='a'), idx=0)]
     """
-    sized = ("SubclassSizeAOTInput", "SubclassStrideAOTInput", "SubclassSizeAOTOutput",
-             "SubclassStrideAOTOutput")
+    sized = (
+        "SubclassSizeAOTInput",
+        "SubclassStrideAOTInput",
+        "SubclassSizeAOTOutput",
+        "SubclassStrideAOTOutput",
+    )
     getattrs = ("SubclassGetAttrAOTInput", "SubclassGetAttrAOTOutput")
-    return [d for d in descs if d is not None and type(d).__name__ in sized
-            and type(d.base).__name__ in getattrs]
+    return [
+        d for d in descs if d is not None and type(d).__name__ in sized and type(d.base).__name__ in getattrs
+    ]

@@ -51,8 +51,8 @@ import ast
 import copy
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import nbformat
 
@@ -86,7 +86,7 @@ def _region_names(lines: list[str], begin: int, body: list[str], indent: str) ->
     if enclosing:
         return enclosing
     try:
-        tree = ast.parse("\n".join(line[len(indent):] for line in body))
+        tree = ast.parse("\n".join(line[len(indent) :] for line in body))
     except SyntaxError:
         return []
     names = []
@@ -128,7 +128,9 @@ def clear_solutions(source: str, exercise_for: Callable[[str | None], str | None
             continue
         if m.group(1) == "BEGIN":
             if begin is not None:
-                raise AssignError(f"{where}, line {i + 1}: nested {BEGIN} (the one on line {begin + 1} is still open)")
+                raise AssignError(
+                    f"{where}, line {i + 1}: nested {BEGIN} (the one on line {begin + 1} is still open)"
+                )
             begin, explicit = i, m.group(2).strip() or None
             continue
         if begin is None:
@@ -152,7 +154,10 @@ def clear_solutions(source: str, exercise_for: Callable[[str | None], str | None
             hint += f"; define {', '.join(defined)}" if defined else ""
         out.append(f"{indent}# YOUR CODE HERE ({hint})")
         if placeholders:  # a value to write down: a placeholder the check calls not attempted
-            out += [f"{name} = ...  # exercise {ex_id}: write your answer in place of ..." for name in placeholders]
+            out += [
+                f"{name} = ...  # exercise {ex_id}: write your answer in place of ..."
+                for name in placeholders
+            ]
         else:
             out.append(f'{indent}raise NotImplementedError("exercise {ex_id}")')
         begin = None
@@ -249,7 +254,9 @@ def execute_solution(path: Path, cell_timeout: float = 600) -> None:
 
     nb = nbformat.read(path, as_version=4)
     nb.metadata["kernelspec"] = {**KERNELSPEC, **nb.metadata.get("kernelspec", {})}
-    run = run_notebook(nb, path.parent, cell_timeout, total_timeout=10 * cell_timeout, keep_outputs=True, allow_errors=False)
+    run = run_notebook(
+        nb, path.parent, cell_timeout, total_timeout=10 * cell_timeout, keep_outputs=True, allow_errors=False
+    )
     text = _render(nb)
     if path.read_text(encoding="utf-8") != text:
         path.write_text(text, encoding="utf-8")
@@ -271,7 +278,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = args.root or _default_root()
     solutions, notebooks = root / "solutions", root / "notebooks"
-    paths = [p for p in lesson_paths(solutions) if not args.lessons or any(p.name.startswith(x) for x in args.lessons)]
+    paths = [
+        p
+        for p in lesson_paths(solutions)
+        if not args.lessons or any(p.name.startswith(x) for x in args.lessons)
+    ]
     if args.execute and not args.check:
         for src in paths:
             execute_solution(src)
@@ -296,8 +307,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wrote {dest}")
     if args.check:
         # a learner copy whose solution is gone (with a lesson filter, only those lessons count)
-        wanted = [p.name for p in notebooks.glob("*.ipynb")
-                  if not args.lessons or any(p.name.startswith(x) for x in args.lessons)]
+        wanted = [
+            p.name
+            for p in notebooks.glob("*.ipynb")
+            if not args.lessons or any(p.name.startswith(x) for x in args.lessons)
+        ]
         stale = sorted(set(wanted) - {p.name for p in lesson_paths(solutions)})
         problems += [f"no solution for {notebooks / name}" for name in stale if LESSON_FILE.match(name)]
     for problem in problems:

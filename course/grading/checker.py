@@ -35,7 +35,14 @@ from pathlib import Path
 from course.grading.isolation import child_env, python_command
 from course.grading.untrusted import Untrusted, clean_text, read_regular
 
-__all__ = ["OUTCOME_LIMIT", "OUTCOME_UNPACKED_LIMIT", "Checker", "check_archive", "read_outcomes", "run_worker"]
+__all__ = [
+    "OUTCOME_LIMIT",
+    "OUTCOME_UNPACKED_LIMIT",
+    "Checker",
+    "check_archive",
+    "read_outcomes",
+    "run_worker",
+]
 
 OUTCOME_LIMIT = 64 << 20  # bytes: an outcome file larger than this (on disk) is not decoded
 OUTCOME_UNPACKED_LIMIT = 512 << 20  # bytes: nor one whose archive unpacks to more than this
@@ -46,10 +53,17 @@ class Checker:
 
     def __init__(self, lessons: set[int], tmp: Path):
         self.err_path = tmp / "checker.err"
-        with open(self.err_path, "wb") as err:  # python -I, in a private folder: nothing of the cwd is imported
+        with open(
+            self.err_path, "wb"
+        ) as err:  # python -I, in a private folder: nothing of the cwd is imported
             self.proc = subprocess.Popen(
                 python_command("course.grading.worker", "--serve", *map(str, sorted(lessons))),
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, cwd=tmp / "cwd", env=child_env(tmp / "tmp"))
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                cwd=tmp / "cwd",
+                env=child_env(tmp / "tmp"),
+            )
         self.replies: dict[str, dict] = {}
         self.ready = self.dead = False
         self.cond = threading.Condition()
@@ -74,7 +88,9 @@ class Checker:
 
     def _why_dead(self) -> str:
         try:
-            tail = read_regular(self.err_path, 64 << 20)[-400:].decode("utf-8", "replace").strip().splitlines()
+            tail = (
+                read_regular(self.err_path, 64 << 20)[-400:].decode("utf-8", "replace").strip().splitlines()
+            )
         except (OSError, Untrusted):
             tail = []
         return "the checking server stopped" + (f": {clean_text(tail[-1], 200)}" if tail else "")
@@ -83,12 +99,21 @@ class Checker:
         with self.cond:
             self.cond.wait_for(lambda: self.ready or self.dead, timeout)
 
-    def check(self, exercises: list, cells: list, cwd: Path, cell_timeout: float, limit: float, tmp: Path) -> dict:
+    def check(
+        self, exercises: list, cells: list, cwd: Path, cell_timeout: float, limit: float, tmp: Path
+    ) -> dict:
         """Every exercise's worker report, by id (``{"failure": why}`` where there is none)."""
         job = str(next(self.jobs))
         out = Path(tempfile.mkdtemp(prefix=f"out-{job}-", dir=tmp))
-        spec = {"job": job, "exercises": [ex.id for ex in exercises], "cells": cells, "cwd": str(cwd),
-                "cell_timeout": cell_timeout, "limit": limit, "out": str(out)}
+        spec = {
+            "job": job,
+            "exercises": [ex.id for ex in exercises],
+            "cells": cells,
+            "cwd": str(cwd),
+            "cell_timeout": cell_timeout,
+            "limit": limit,
+            "out": str(out),
+        }
         with self.cond:
             self.cond.wait_for(lambda: self.ready or self.dead, 600)
             try:
@@ -107,8 +132,11 @@ class Checker:
         if reply is None:
             why = f"timeout: checking ran past {2 * limit + 60:g} s" if not finished else self._why_dead()
         elif reply.get("exit") != 0:
-            why = (f"timeout: checking ran past {2 * limit + 30:g} s" if reply.get("exit") == "killed"
-                   else f"the checking process failed (exit {clean_text(reply.get('exit'), 40)})")
+            why = (
+                f"timeout: checking ran past {2 * limit + 30:g} s"
+                if reply.get("exit") == "killed"
+                else f"the checking process failed (exit {clean_text(reply.get('exit'), 40)})"
+            )
         else:
             return reports
         return {i: r if "failure" not in r else {"failure": why} for i, r in reports.items()}
@@ -135,8 +163,10 @@ def read_outcomes(path: Path) -> dict:
         if isinstance(report.get("failure"), str):
             return {"failure": report["failure"]}
         assert isinstance(report.get("yours"), list)
-        assert all(isinstance(o, dict) and o.get("kind") in {"value", "raised", "not attempted", "timeout"}
-                   for o in report["yours"])
+        assert all(
+            isinstance(o, dict) and o.get("kind") in {"value", "raised", "not attempted", "timeout"}
+            for o in report["yours"]
+        )
         return report
     except Untrusted as e:
         return {"failure": f"the checking process reported something unreadable ({e})"}
@@ -160,14 +190,33 @@ def check_archive(data: bytes) -> None:
 def run_worker(exercises: list, cells: list, cwd: Path, cell_timeout: float, limit: float, tmp: Path) -> dict:
     """Where there is no fork: one fresh worker process for one exercise; its report by id."""
     (ex,) = exercises
-    spec, out, err = tmp / f"{ex.id}.json", Path(tempfile.mkdtemp(prefix=f"out-{ex.id}-", dir=tmp)), tmp / f"{ex.id}.err"
-    spec.write_text(json.dumps({"exercises": [ex.id], "cells": cells, "cwd": str(cwd),
-                                "cell_timeout": cell_timeout, "limit": limit}))
+    spec, out, err = (
+        tmp / f"{ex.id}.json",
+        Path(tempfile.mkdtemp(prefix=f"out-{ex.id}-", dir=tmp)),
+        tmp / f"{ex.id}.err",
+    )
+    spec.write_text(
+        json.dumps(
+            {
+                "exercises": [ex.id],
+                "cells": cells,
+                "cwd": str(cwd),
+                "cell_timeout": cell_timeout,
+                "limit": limit,
+            }
+        )
+    )
     with open(err, "wb") as stderr:
         try:
-            proc = subprocess.run(python_command("course.grading.worker", str(spec), str(out)),
-                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
-                                  cwd=tmp / "cwd", env=child_env(tmp / "tmp"), timeout=limit + 120)
+            proc = subprocess.run(
+                python_command("course.grading.worker", str(spec), str(out)),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                cwd=tmp / "cwd",
+                env=child_env(tmp / "tmp"),
+                timeout=limit + 120,
+            )
         except subprocess.TimeoutExpired:
             return {ex.id: {"failure": f"timeout: checking ran past {limit:g} s"}}
     report = read_outcomes(out / f"{ex.id}.pt")

@@ -88,8 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(f"course grade: {e}", file=sys.stderr)
         return 2
-    placeholders = {args.json: json.dumps(reporting.placeholder()) + "\n",
-                    args.junit: reporting.junit_placeholder()}
+    placeholders = {
+        args.json: json.dumps(reporting.placeholder()) + "\n",
+        args.junit: reporting.junit_placeholder(),
+    }
     for out in (args.json, args.junit):  # from now on a planted file counts for nothing
         if out not in (None, "-"):
             try:
@@ -108,10 +110,16 @@ def main(argv: list[str] | None = None) -> int:
             from tqdm import tqdm
 
             with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-                futures = [pool.submit(grade_in_session, session, p, text, lesson, progress=None, jobs=None, **options)
-                           for p, text, lesson in plan]
-                reports += [f.result() for f in tqdm(futures, desc="grading", unit="nb", disable=args.quiet,
-                                                     file=sys.stderr)]
+                futures = [
+                    pool.submit(
+                        grade_in_session, session, p, text, lesson, progress=None, jobs=None, **options
+                    )
+                    for p, text, lesson in plan
+                ]
+                reports += [
+                    f.result()
+                    for f in tqdm(futures, desc="grading", unit="nb", disable=args.quiet, file=sys.stderr)
+                ]
     reports.sort(key=lambda r: (r.lesson if r.lesson is not None else 99, r.path))
     summary = reporting.summary(reports, ignored, session.killed, session.tampered, command_seconds(_LOADED))
     if key is not None:

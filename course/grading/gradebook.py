@@ -54,9 +54,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course.grading.options import positive_seconds
-from course.grading.names import is_offered_copy, lesson_number
 from course.grading.isolation import SANDBOX_DIR, child_env, limits, python_command, sandbox_command
+from course.grading.names import is_offered_copy, lesson_number
+from course.grading.options import positive_seconds
 from course.grading.report import write_atomically
 from course.grading.signing import notebook_hash, parse, problems, read_key, sign, verify
 from course.grading.untrusted import Untrusted, clean_text, csv_cell, read_regular
@@ -89,9 +89,14 @@ class Report:
         return {
             "format": "course-gradebook/1",
             "learners": [
-                {"learner": x.name, "note": x.note, "isolation": x.isolation,
-                 "scores": {i: x.exercises.get(i, {}).get("score", 0) for i in self.exercise_ids},
-                 "total": total(x, self.exercise_ids), "max": sum(self.points.values())}
+                {
+                    "learner": x.name,
+                    "note": x.note,
+                    "isolation": x.isolation,
+                    "scores": {i: x.exercises.get(i, {}).get("score", 0) for i in self.exercise_ids},
+                    "total": total(x, self.exercise_ids),
+                    "max": sum(self.points.values()),
+                }
                 for x in self.learners
             ],
             "exercises": self.per_exercise,
@@ -211,8 +216,9 @@ def _new_key(path: Path) -> bytes:
     return value
 
 
-def _grade_sandboxed(notebooks: dict[str, bytes], timeout: float, lessons: set[int] | None,
-                     hide: list[Path]) -> tuple[dict, str]:
+def _grade_sandboxed(
+    notebooks: dict[str, bytes], timeout: float, lessons: set[int] | None, hide: list[Path]
+) -> tuple[dict, str]:
     """(the grade report of ``notebooks``, the isolation used); runs ``course grade --no-run``
     on a private copy, in a sandbox where one can be made."""
     with tempfile.TemporaryDirectory(prefix="course-gradebook-") as tmp:
@@ -225,8 +231,19 @@ def _grade_sandboxed(notebooks: dict[str, bytes], timeout: float, lessons: set[i
         once = secrets.token_hex(32)  # the sandboxed grader signs with this: learner code never sees it
 
         def args(folder: str) -> list[str]:
-            cmd = ["course", "grade", folder, "--json", "-", "--key-file", "-", "-q", "--no-run",
-                   "--timeout", f"{timeout:g}"]
+            cmd = [
+                "course",
+                "grade",
+                folder,
+                "--json",
+                "-",
+                "--key-file",
+                "-",
+                "-q",
+                "--no-run",
+                "--timeout",
+                f"{timeout:g}",
+            ]
             if lessons is not None:  # only their checks are prepared (and missing ones reported)
                 cmd += ["--lessons", ",".join(f"{n:02d}" for n in sorted(lessons))]
             return python_command(*cmd)
@@ -236,9 +253,15 @@ def _grade_sandboxed(notebooks: dict[str, bytes], timeout: float, lessons: set[i
         out_path = Path(tmp) / "out.json"
         with open(out_path, "wb") as out:
             proc = subprocess.Popen(
-                sandboxed or args(str(inputs)), stdin=subprocess.PIPE, stdout=out, stderr=subprocess.DEVNULL,
-                cwd=Path(tmp) / "cwd", env=child_env(Path(tmp) / "tmp"),
-                preexec_fn=None if sandboxed else limits, start_new_session=bool(sandboxed))
+                sandboxed or args(str(inputs)),
+                stdin=subprocess.PIPE,
+                stdout=out,
+                stderr=subprocess.DEVNULL,
+                cwd=Path(tmp) / "cwd",
+                env=child_env(Path(tmp) / "tmp"),
+                preexec_fn=None if sandboxed else limits,
+                start_new_session=bool(sandboxed),
+            )
             try:
                 proc.communicate(once.encode(), timeout=len(notebooks) * (2 * timeout + 90) + 180)
             except subprocess.TimeoutExpired:
@@ -261,12 +284,22 @@ def _grade_sandboxed(notebooks: dict[str, bytes], timeout: float, lessons: set[i
     return report, isolation
 
 
-def _graded(name: str, notebooks: dict[str, bytes], cache: Path, key: bytes, timeout: float, quiet: bool,
-            lessons: set[int] | None, hide: list[Path]) -> tuple[dict, str]:
+def _graded(
+    name: str,
+    notebooks: dict[str, bytes],
+    cache: Path,
+    key: bytes,
+    timeout: float,
+    quiet: bool,
+    lessons: set[int] | None,
+    hide: list[Path],
+) -> tuple[dict, str]:
     """The grade report of one learner's ``notebooks``: from the cache (signed by ``key``)
     or a fresh sandboxed run; and how it was isolated ("cached" for a cache hit)."""
-    entry = cache / f"{hashlib.sha256(name.encode('utf-8', 'surrogateescape')).hexdigest()[:16]}-" \
-                    f"{_fingerprint(notebooks, lessons)}.json"
+    entry = (
+        cache / f"{hashlib.sha256(name.encode('utf-8', 'surrogateescape')).hexdigest()[:16]}-"
+        f"{_fingerprint(notebooks, lessons)}.json"
+    )
     try:
         cached = parse(read_regular(entry, REPORT_LIMIT))
         if not problems(cached) and verify(cached, key):
@@ -282,15 +315,24 @@ def _graded(name: str, notebooks: dict[str, bytes], cache: Path, key: bytes, tim
     return report, isolation
 
 
-def _learner(folder: Path, lessons: set[int] | None, cache: Path, keys: tuple, timeout: float, quiet: bool,
-             hide: list[Path]) -> Learner:
+def _learner(
+    folder: Path,
+    lessons: set[int] | None,
+    cache: Path,
+    keys: tuple,
+    timeout: float,
+    quiet: bool,
+    hide: list[Path],
+) -> Learner:
     learner = Learner(clean_text(folder.name, 200))
     notes: list[str] = []
     try:
         notebooks = learner_notebooks(folder, lessons, notes)
         reports = _reports(folder, keys[0], notebooks, notes)
         if not reports and notebooks:
-            report, learner.isolation = _graded(folder.name, notebooks, cache, keys[1], timeout, quiet, lessons, hide)
+            report, learner.isolation = _graded(
+                folder.name, notebooks, cache, keys[1], timeout, quiet, lessons, hide
+            )
             reports = [report]
         elif not reports:
             notes.append("no notebooks")
@@ -306,14 +348,22 @@ def _learner(folder: Path, lessons: set[int] | None, cache: Path, keys: tuple, t
     return learner
 
 
-def collect(roster: Path, lessons: set[int] | None = None, jobs: int = 1, timeout: float = 300,
-            quiet: bool = True, key: bytes | None = None) -> list[Learner]:
+def collect(
+    roster: Path,
+    lessons: set[int] | None = None,
+    jobs: int = 1,
+    timeout: float = 300,
+    quiet: bool = True,
+    key: bytes | None = None,
+) -> list[Learner]:
     """Every learner folder of ``roster``, in name order, graded or read from their signed reports.
 
     ``key``: the instructor's key (what CI signed the learners' reports with); without one,
     no report is trusted and every learner's notebooks are graded.
     """
-    folders = sorted(p for p in roster.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith("."))
+    folders = sorted(
+        p for p in roster.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")
+    )
     cache = roster / CACHE_DIR
     keys = (key, _cache_key(cache, key))
     hide = [roster.resolve(), cache.resolve(), Path.home()]
@@ -332,19 +382,33 @@ def build(learners: list[Learner], lessons: set[int] | None = None) -> Report:
     for ex in exercises:
         statuses = Counter(x.exercises.get(ex.id, {}).get("status", "not attempted") for x in learners)
         known = {w.hint for w in ex.wrong}
-        met = Counter(x.exercises[ex.id].get("hint", "") for x in learners
-                      if x.exercises.get(ex.id, {}).get("status") in ("failed", "error")
-                      and x.exercises[ex.id].get("hint", "") in known)
+        met = Counter(
+            x.exercises[ex.id].get("hint", "")
+            for x in learners
+            if x.exercises.get(ex.id, {}).get("status") in ("failed", "error")
+            and x.exercises[ex.id].get("hint", "") in known
+        )
         attempted = len(learners) - statuses["not attempted"]
-        per_exercise.append({
-            "id": ex.id, "name": ex.name, "title": ex.title, "points": ex.points,
-            "learners": len(learners), "attempted": attempted, "not_attempted": statuses["not attempted"],
-            "passed": statuses["passed"], "failed": statuses["failed"], "error": statuses["error"],
-            "revealed": statuses["revealed"],
-            "pass_rate": statuses["passed"] / len(learners) if learners else 0.0,
-            "misconceptions": [{"hint": h, "learners": n} for h, n in sorted(met.items(), key=lambda kv: (-kv[1], kv[0]))],
-            "unrecognised_wrong": statuses["failed"] + statuses["error"] - sum(met.values()),
-        })
+        per_exercise.append(
+            {
+                "id": ex.id,
+                "name": ex.name,
+                "title": ex.title,
+                "points": ex.points,
+                "learners": len(learners),
+                "attempted": attempted,
+                "not_attempted": statuses["not attempted"],
+                "passed": statuses["passed"],
+                "failed": statuses["failed"],
+                "error": statuses["error"],
+                "revealed": statuses["revealed"],
+                "pass_rate": statuses["passed"] / len(learners) if learners else 0.0,
+                "misconceptions": [
+                    {"hint": h, "learners": n} for h, n in sorted(met.items(), key=lambda kv: (-kv[1], kv[0]))
+                ],
+                "unrecognised_wrong": statuses["failed"] + statuses["error"] - sum(met.values()),
+            }
+        )
     return Report(learners, ids, {ex.id: ex.points for ex in exercises}, per_exercise)
 
 
@@ -355,12 +419,16 @@ def text(report: Report) -> str:
         lines.append(f"  {x.name:<20} {total(x, report.exercise_ids):g}/{sum(report.points.values())}{note}")
     lines.append("")
     for e in report.per_exercise:
-        lines.append(f"{e['id']:<5} {e['name']:<28} passed {e['passed']}/{e['learners']} "
-                     f"({e['pass_rate']:.0%}); not attempted {e['not_attempted']}")
+        lines.append(
+            f"{e['id']:<5} {e['name']:<28} passed {e['passed']}/{e['learners']} "
+            f"({e['pass_rate']:.0%}); not attempted {e['not_attempted']}"
+        )
         for m in e["misconceptions"]:
             lines.append(f"        {m['learners']} x {m['hint']}")
         if e["unrecognised_wrong"]:
-            lines.append(f"        {e['unrecognised_wrong']} x a wrong answer that matched no known misconception")
+            lines.append(
+                f"        {e['unrecognised_wrong']} x a wrong answer that matched no known misconception"
+            )
     return "\n".join(lines)
 
 
@@ -370,8 +438,15 @@ def write_csv(report: Report, path: Path) -> None:
         w.writerow(["learner", *report.exercise_ids, "total", "max", "note"])
         for x in report.learners:
             scores = [f"{x.exercises.get(i, {}).get('score', 0):g}" for i in report.exercise_ids]
-            w.writerow([csv_cell(x.name), *scores, f"{total(x, report.exercise_ids):g}", sum(report.points.values()),
-                        csv_cell(x.note)])
+            w.writerow(
+                [
+                    csv_cell(x.name),
+                    *scores,
+                    f"{total(x, report.exercise_ids):g}",
+                    sum(report.points.values()),
+                    csv_cell(x.note),
+                ]
+            )
 
 
 def write_html(report: Report, path: Path) -> None:
@@ -393,12 +468,16 @@ def write_html(report: Report, path: Path) -> None:
     fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
     chart = base64.b64encode(buf.getvalue()).decode()
-    top = sorted(((m["learners"], e["id"], m["hint"]) for e in report.per_exercise for m in e["misconceptions"]),
-                 key=lambda t: (-t[0], t[1]))[:15]
+    top = sorted(
+        ((m["learners"], e["id"], m["hint"]) for e in report.per_exercise for m in e["misconceptions"]),
+        key=lambda t: (-t[0], t[1]),
+    )[:15]
     esc = html.escape
     rows = "".join(f"<tr><td>{n}</td><td>{esc(i)}</td><td>{esc(h)}</td></tr>" for n, i, h in top)
-    learners = "".join(f"<tr><td>{esc(x.name)}</td><td>{total(x, ids):g}</td><td>{esc(x.note)}</td></tr>"
-                       for x in report.learners)
+    learners = "".join(
+        f"<tr><td>{esc(x.name)}</td><td>{total(x, ids):g}</td><td>{esc(x.note)}</td></tr>"
+        for x in report.learners
+    )
     path.write_text(
         "<!doctype html><meta charset='utf-8'><title>Gradebook</title>"
         "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}td,th{padding:.2em .6em;"
@@ -429,9 +508,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--html", type=Path, help="the report with a pass-rate chart, as one HTML file")
     parser.add_argument("-j", "--jobs", type=int, default=1, help="learners graded at once (default 1)")
     parser.add_argument("--lessons", type=_lessons, default=None, help="only these lessons, e.g. 00,01")
-    parser.add_argument("--timeout", type=positive_seconds, default=300, help="seconds per notebook run (default 300)")
-    parser.add_argument("--key-file", default=None,
-                        help="the key CI signed reports with (-: stdin; default $COURSE_GRADE_KEY)")
+    parser.add_argument(
+        "--timeout", type=positive_seconds, default=300, help="seconds per notebook run (default 300)"
+    )
+    parser.add_argument(
+        "--key-file",
+        default=None,
+        help="the key CI signed reports with (-: stdin; default $COURSE_GRADE_KEY)",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     args = parser.parse_args(argv)
     if not args.roster.is_dir():
@@ -459,10 +543,13 @@ def main(argv: list[str] | None = None) -> int:
     report = build(learners, args.lessons)
     unsandboxed = [x.name for x in learners if x.isolation.startswith("none")]
     if unsandboxed:
-        print(f"course gradebook: WARNING: bubblewrap is not available here, so {len(unsandboxed)} learner(s) were "
-              "graded WITHOUT a sandbox (a separate process, a private copy and resource limits only): a hostile "
-              "notebook could read or change other learners' files. Install bubblewrap (apt-get install bubblewrap) "
-              "or run the gradebook in a container (docs/grading.md).", file=sys.stderr)
+        print(
+            f"course gradebook: WARNING: bubblewrap is not available here, so {len(unsandboxed)} learner(s) were "
+            "graded WITHOUT a sandbox (a separate process, a private copy and resource limits only): a hostile "
+            "notebook could read or change other learners' files. Install bubblewrap (apt-get install bubblewrap) "
+            "or run the gradebook in a container (docs/grading.md).",
+            file=sys.stderr,
+        )
     print(text(report))
     code = 0
     for out, write in ((args.csv, write_csv), (args.json, _write_json), (args.html, write_html)):

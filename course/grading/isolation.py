@@ -30,12 +30,29 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["SANDBOX_DIR", "child_env", "course_root", "limits", "no_dump", "python_command", "sandbox_command"]
+__all__ = [
+    "SANDBOX_DIR",
+    "child_env",
+    "course_root",
+    "limits",
+    "no_dump",
+    "python_command",
+    "sandbox_command",
+]
 
 SANDBOX_DIR = "/run/sandbox"  # the learner's working folder inside the sandbox
-_BOOT = ("import runpy, sys; sys.path.insert(0, {root!r}); name = sys.argv.pop(1); "
-         "runpy.run_module(name, run_name='__main__', alter_sys=True)")
-_DROPPED = ("COURSE_GRADE_KEY", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONSAFEPATH")
+_BOOT = (
+    "import runpy, sys; sys.path.insert(0, {root!r}); name = sys.argv.pop(1); "
+    "runpy.run_module(name, run_name='__main__', alter_sys=True)"
+)
+_DROPPED = (
+    "COURSE_GRADE_KEY",
+    "PYTHONPATH",
+    "PYTHONSTARTUP",
+    "PYTHONHOME",
+    "PYTHONUSERBASE",
+    "PYTHONSAFEPATH",
+)
 
 
 def course_root() -> str:
@@ -81,7 +98,9 @@ def limits(file_bytes: int = 1 << 30) -> None:
     os.setsid()
 
 
-def sandbox_command(argv: list[str], inputs: Path, hide: list[Path], tmp_bytes: int = 256 << 20) -> list[str] | None:
+def sandbox_command(
+    argv: list[str], inputs: Path, hide: list[Path], tmp_bytes: int = 256 << 20
+) -> list[str] | None:
     """``argv`` wrapped in bubblewrap: ``inputs`` read-only at ``SANDBOX_DIR/in``, the working
     folder and ``/tmp`` private tmpfs of ``tmp_bytes`` each, every path in ``hide`` replaced
     by an empty folder. None when bubblewrap is missing or cannot make namespaces here."""
@@ -90,17 +109,45 @@ def sandbox_command(argv: list[str], inputs: Path, hide: list[Path], tmp_bytes: 
         return None
     root = course_root()
     env = child_env()
-    cmd = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-           "--size", str(tmp_bytes), "--tmpfs", "/tmp", "--tmpfs", "/run",
-           "--size", str(tmp_bytes), "--tmpfs", SANDBOX_DIR]
+    cmd = [
+        bwrap,
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--size",
+        str(tmp_bytes),
+        "--tmpfs",
+        "/tmp",
+        "--tmpfs",
+        "/run",
+        "--size",
+        str(tmp_bytes),
+        "--tmpfs",
+        SANDBOX_DIR,
+    ]
     if root.startswith("/tmp/") or root.startswith("/run/"):  # the course itself must stay visible
         cmd += ["--ro-bind", root, root]
     needed = (root + os.sep, str(Path(sys.prefix).resolve()) + os.sep, str(Path(sys.executable).resolve()))
     for h in hide:  # never hide the course or the Python that runs it
         if Path(h).exists() and not any(n.startswith(str(Path(h).resolve()) + os.sep) for n in needed):
             cmd += ["--tmpfs", str(Path(h).resolve())]
-    cmd += ["--ro-bind", str(inputs), f"{SANDBOX_DIR}/in", "--chdir", SANDBOX_DIR,
-            "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
+    cmd += [
+        "--ro-bind",
+        str(inputs),
+        f"{SANDBOX_DIR}/in",
+        "--chdir",
+        SANDBOX_DIR,
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--clearenv",
+    ]
     for k in ("PATH", "LANG", "LC_ALL"):
         if k in env:
             cmd += ["--setenv", k, env[k]]

@@ -35,11 +35,23 @@ def one_line(e: BaseException) -> str:
 
 def error_result(ex, why: str, seconds: float = 0.0) -> dict:
     """The verdict ``error`` on ``ex``, scored 0, with the reason."""
-    return {"id": ex.id, "name": ex.name, "title": ex.title, "status": "error", "points": ex.points, "score": 0,
-            "cases_passed": 0, "cases_total": len(ex.all_cases),
-            "message": clean_text(f"[{ex.id} {ex.name}] error: {why}", 4000),
-            "hint": "", "cost": {}, "budget": dict(ex.budget), "seconds": round(seconds, 2),
-            "timed_out": why.startswith("timeout"), "revealed": False}
+    return {
+        "id": ex.id,
+        "name": ex.name,
+        "title": ex.title,
+        "status": "error",
+        "points": ex.points,
+        "score": 0,
+        "cases_passed": 0,
+        "cases_total": len(ex.all_cases),
+        "message": clean_text(f"[{ex.id} {ex.name}] error: {why}", 4000),
+        "hint": "",
+        "cost": {},
+        "budget": dict(ex.budget),
+        "seconds": round(seconds, 2),
+        "timed_out": why.startswith("timeout"),
+        "revealed": False,
+    }
 
 
 def judge_outcomes(session, ex, report: dict, seconds: float, revealed: bool = False) -> dict:
@@ -73,8 +85,9 @@ def not_attempted_result(session, ex) -> dict:
     return judge_outcomes(session, ex, {"yours": [{"kind": "not attempted"} for _ in ex.all_cases]}, 0.0)
 
 
-def check_and_judge(session, exercises: list, cells: list, cwd: Path, cell_timeout: float, limit: float,
-                    jobs: int = 1) -> list[dict]:
+def check_and_judge(
+    session, exercises: list, cells: list, cwd: Path, cell_timeout: float, limit: float, jobs: int = 1
+) -> list[dict]:
     """Check every exercise (the session's checking server, else a worker per exercise) and judge.
 
     ``cells``: ``[index, source]`` of the notebook's code cells; ``jobs``: workers at once
@@ -84,7 +97,9 @@ def check_and_judge(session, exercises: list, cells: list, cwd: Path, cell_timeo
         reports = session.checker.check(exercises, cells, cwd, cell_timeout, limit, session.tmp)
     else:  # pragma: no cover (Windows: no fork)
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            parts = pool.map(lambda ex: run_worker([ex], cells, cwd, cell_timeout, limit, session.tmp), exercises)
+            parts = pool.map(
+                lambda ex: run_worker([ex], cells, cwd, cell_timeout, limit, session.tmp), exercises
+            )
             reports = {k: v for part in parts for k, v in part.items()}
     seconds = time.monotonic() - start
     from course import checks

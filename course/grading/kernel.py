@@ -118,7 +118,11 @@ def run_notebook(
         km=km,
         allow_errors=allow_errors,
         interrupt_on_timeout=True,
-        error_on_timeout={"ename": TIMEOUT_ENAME, "evalue": f"cell ran past {cell_timeout:g} s", "traceback": []},
+        error_on_timeout={
+            "ename": TIMEOUT_ENAME,
+            "evalue": f"cell ran past {cell_timeout:g} s",
+            "traceback": [],
+        },
         record_timing=False,
         shutdown_kernel="immediate",
         iopub_timeout=2,
@@ -130,13 +134,20 @@ def run_notebook(
     # The kernel process's own stderr (app log lines, not the cells' output) goes nowhere.
     # cleanup_kc: we passed our own kernel manager, so nbclient would otherwise leave it running.
     extra = {} if env is None else {"env": env}
-    with client.setup_kernel(cwd=str(cwd), stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, cleanup_kc=True,
-                             **extra):
+    with client.setup_kernel(
+        cwd=str(cwd), stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, cleanup_kc=True, **extra
+    ):
         for i in code:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or run.kernel_died:
                 run.total_timed_out = run.total_timed_out or not run.kernel_died
-                run.cells.append(CellRecord(i, "skipped", "not run: " + ("the kernel died" if run.kernel_died else "total timeout")))
+                run.cells.append(
+                    CellRecord(
+                        i,
+                        "skipped",
+                        "not run: " + ("the kernel died" if run.kernel_died else "total timeout"),
+                    )
+                )
                 continue
             client.timeout = max(1, math.ceil(min(cell_timeout, remaining)))
             try:
@@ -145,7 +156,9 @@ def run_notebook(
                 run.kernel_died = True
                 errors[i] = "the kernel died"
             if i in errors and errors[i].startswith(TIMEOUT_ENAME):
-                run.cells.append(CellRecord(i, "timeout", f"timed out after {client.timeout} s (interrupted)"))
+                run.cells.append(
+                    CellRecord(i, "timeout", f"timed out after {client.timeout} s (interrupted)")
+                )
             else:
                 run.cells.append(CellRecord(i, "error" if i in errors else "ok", errors.get(i, "")))
     run.seconds = time.monotonic() - start

@@ -24,7 +24,14 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["COURSE_LESSON", "OFFERED_COPY", "is_course_lesson", "is_offered_copy", "lesson_number", "offered_name"]
+__all__ = [
+    "COURSE_LESSON",
+    "OFFERED_COPY",
+    "is_course_lesson",
+    "is_offered_copy",
+    "lesson_number",
+    "offered_name",
+]
 
 COURSE_LESSON = re.compile(r"^(?P<number>\d\d)_(?P<slug>[^.]+)\.ipynb$")  # the names the course gives
 # What `course update` writes beside an edited lesson: the difference at the front, so that

@@ -76,8 +76,15 @@ def has_exercises(lesson: int) -> bool:
         return False
 
 
-def grade_notebook(path: Path, timeout: float = 300, cell_timeout: float = 60, lesson: int | None = None,
-                   jobs: int | None = None, progress=None, run: bool = True) -> NotebookReport:
+def grade_notebook(
+    path: Path,
+    timeout: float = 300,
+    cell_timeout: float = 60,
+    lesson: int | None = None,
+    jobs: int | None = None,
+    progress=None,
+    run: bool = True,
+) -> NotebookReport:
     """Grade one notebook in a session of its own. Never writes to ``path``; never raises for
     a bad notebook. It sets up the session (fingerprint, oracles, checking server) for this
     lesson and ends every process the notebook left behind before returning.
@@ -97,8 +104,17 @@ def grade_notebook(path: Path, timeout: float = 300, cell_timeout: float = 60, l
     path = Path(path)
     text, lesson = read_notebook(path, lesson)
     with open_session({lesson} if lesson is not None and has_exercises(lesson) else set()) as session:
-        report = grade_in_session(session, path, text, lesson, timeout=timeout, cell_timeout=cell_timeout,
-                                  jobs=jobs, progress=progress, run=run)
+        report = grade_in_session(
+            session,
+            path,
+            text,
+            lesson,
+            timeout=timeout,
+            cell_timeout=cell_timeout,
+            jobs=jobs,
+            progress=progress,
+            run=run,
+        )
     if session.tampered:
         void(report, session.tampered)
     return report
@@ -109,12 +125,25 @@ def void(report: NotebookReport, changed: list[str]) -> None:
     files = ", ".join(changed[:5]) + (", ..." if len(changed) > 5 else "")
     report.error = f"void: the course package changed while this notebook was graded (tampering): {files}"
     for e in report.exercises:
-        e.update(status="error", score=0, message=f"[{e['id']} {e['name']}] error: void, the course package "
-                                                  "changed while this notebook was graded")
+        e.update(
+            status="error",
+            score=0,
+            message=f"[{e['id']} {e['name']}] error: void, the course package "
+            "changed while this notebook was graded",
+        )
 
 
-def grade_in_session(session, path: Path, text: str | BaseException, lesson: int | None, timeout: float,
-                     cell_timeout: float, jobs: int | None = None, progress=None, run: bool = True) -> NotebookReport:
+def grade_in_session(
+    session,
+    path: Path,
+    text: str | BaseException,
+    lesson: int | None,
+    timeout: float,
+    cell_timeout: float,
+    jobs: int | None = None,
+    progress=None,
+    run: bool = True,
+) -> NotebookReport:
     """Grade one notebook inside ``session``; voids it if the package changed meanwhile."""
     before = package_digest()
     start = time.monotonic()
@@ -122,7 +151,9 @@ def grade_in_session(session, path: Path, text: str | BaseException, lesson: int
     with contextlib.suppress(OSError, Untrusted):  # the bytes graded, readable or not as a notebook
         report.sha256 = signing.notebook_hash(read_regular(path))
     try:
-        _fill_report(session, report, path, text, timeout, cell_timeout, jobs, progress or (lambda text: None), run)
+        _fill_report(
+            session, report, path, text, timeout, cell_timeout, jobs, progress or (lambda text: None), run
+        )
     except Exception as e:  # never lose the other notebooks' results
         report.error = f"the grader failed on this notebook: {one_line(e)}"
     _keep_every_exercise(report)
@@ -144,10 +175,14 @@ def _keep_every_exercise(report: NotebookReport) -> None:
         return
     have = {e.get("id") for e in report.exercises}
     why = report.error or "the grader has no result for this exercise"
-    report.exercises += [error_result(ex, why) for ex in checks.all_exercises(report.lesson) if ex.id not in have]
+    report.exercises += [
+        error_result(ex, why) for ex in checks.all_exercises(report.lesson) if ex.id not in have
+    ]
 
 
-def _fill_report(session, report: NotebookReport, path: Path, text, timeout, cell_timeout, jobs, say, run) -> None:
+def _fill_report(
+    session, report: NotebookReport, path: Path, text, timeout, cell_timeout, jobs, say, run
+) -> None:
     """The kernel run and the verdicts of one notebook, into ``report``."""
     from course import checks
 
@@ -155,7 +190,9 @@ def _fill_report(session, report: NotebookReport, path: Path, text, timeout, cel
     if isinstance(text, BaseException):
         report.error = f"cannot read the notebook: {one_line(text)}"
         if lesson is not None and has_exercises(lesson):
-            report.exercises = [error_result(ex, "the notebook cannot be read") for ex in checks.all_exercises(lesson)]
+            report.exercises = [
+                error_result(ex, "the notebook cannot be read") for ex in checks.all_exercises(lesson)
+            ]
         return
     if lesson is None:
         report.error = "cannot tell which lesson this is: name it NN_slug.ipynb or pass --lesson N"
@@ -165,11 +202,23 @@ def _fill_report(session, report: NotebookReport, path: Path, text, timeout, cel
         report.error = f"lesson {lesson} has no registered exercises"
         return
     cells = code_cells(text)
-    say(f"{path.name}: " + (f"running {len(cells)} code cells, " if run else "") + f"checking {len(exercises)} exercises")
+    say(
+        f"{path.name}: "
+        + (f"running {len(cells)} code cells, " if run else "")
+        + f"checking {len(exercises)} exercises"
+    )
     cwd = path.resolve().parent
     with ThreadPoolExecutor(max_workers=1) as pool:
-        checking = pool.submit(check_and_judge, session, exercises, cells, cwd, cell_timeout, timeout,
-                               jobs or os.cpu_count() or 2)
+        checking = pool.submit(
+            check_and_judge,
+            session,
+            exercises,
+            cells,
+            cwd,
+            cell_timeout,
+            timeout,
+            jobs or os.cpu_count() or 2,
+        )
         if run:
             report.run = run_in_kernel(text, cwd, cell_timeout, timeout, child_env(session.tmp / "tmp"))
             say(f"{path.name}: notebook run done, waiting for the checks")
@@ -190,9 +239,13 @@ def run_in_kernel(text: str, cwd: Path, cell_timeout: float, timeout: float, env
     except Exception as e:  # the kernel would not start, for example
         return {"failure": one_line(e)}
     return {
-        "code_cells": len(run.cells), "seconds": round(run.seconds, 2),
+        "code_cells": len(run.cells),
+        "seconds": round(run.seconds, 2),
         "errors": [{"cell": c.index, "error": clean_text(c.error)} for c in run.cells if c.status == "error"],
-        "timeouts": [{"cell": c.index, "error": clean_text(c.error)} for c in run.cells if c.status == "timeout"],
+        "timeouts": [
+            {"cell": c.index, "error": clean_text(c.error)} for c in run.cells if c.status == "timeout"
+        ],
         "skipped": sum(c.status == "skipped" for c in run.cells),
-        "total_timed_out": run.total_timed_out, "kernel_died": run.kernel_died,
+        "total_timed_out": run.total_timed_out,
+        "kernel_died": run.kernel_died,
     }

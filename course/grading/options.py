@@ -86,17 +86,40 @@ def grade_parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument("path", type=Path, help="a notebook, or a folder of notebooks")
     parser.add_argument("--json", type=output_path, help="write the report as JSON here (docs/grading.md)")
     parser.add_argument("--junit", type=output_path, help="write a JUnit XML report here")
-    parser.add_argument("--timeout", type=positive_seconds, default=300, help="seconds for the whole notebook run (default 300)")
-    parser.add_argument("--cell-timeout", type=positive_seconds, default=60, help="seconds per cell (default 60)")
-    parser.add_argument("--key-file", default=None,
-                        help=f"sign the --json report with the key in this file (-: stdin; default ${signing.KEY_ENV})")
-    parser.add_argument("--min-score", type=fraction, default=None,
-                        help="pass when score/max reaches this fraction (default: every exercise must pass)")
+    parser.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        default=300,
+        help="seconds for the whole notebook run (default 300)",
+    )
+    parser.add_argument(
+        "--cell-timeout", type=positive_seconds, default=60, help="seconds per cell (default 60)"
+    )
+    parser.add_argument(
+        "--key-file",
+        default=None,
+        help=f"sign the --json report with the key in this file (-: stdin; default ${signing.KEY_ENV})",
+    )
+    parser.add_argument(
+        "--min-score",
+        type=fraction,
+        default=None,
+        help="pass when score/max reaches this fraction (default: every exercise must pass)",
+    )
     parser.add_argument("--lesson", type=int, default=None, help="lesson number, if the file name lacks NN_")
-    parser.add_argument("--lessons", type=lesson_list, default=None,
-                        help="folders: grade only these lessons, e.g. 00,01 (default: every lesson of the course)")
-    parser.add_argument("-j", "--jobs", type=positive_int, default=1, help="notebooks graded at once (folders)")
-    parser.add_argument("--no-run", action="store_true",
-                        help="score only: skip running the notebook in a kernel (the score never depends on it)")
+    parser.add_argument(
+        "--lessons",
+        type=lesson_list,
+        default=None,
+        help="folders: grade only these lessons, e.g. 00,01 (default: every lesson of the course)",
+    )
+    parser.add_argument(
+        "-j", "--jobs", type=positive_int, default=1, help="notebooks graded at once (folders)"
+    )
+    parser.add_argument(
+        "--no-run",
+        action="store_true",
+        help="score only: skip running the notebook in a kernel (the score never depends on it)",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     return parser

@@ -33,7 +33,9 @@ def lesson_numbers() -> list[int]:
     import course
 
     folder = Path(course.__file__).resolve().parent / "checks"
-    return sorted(int(m.group(1)) for p in folder.glob("lesson*.py") if (m := re.fullmatch(r"lesson(\d\d)\.py", p.name)))
+    return sorted(
+        int(m.group(1)) for p in folder.glob("lesson*.py") if (m := re.fullmatch(r"lesson(\d\d)\.py", p.name))
+    )
 
 
 def plan_folder(folder: Path, only: set[int] | None) -> tuple[list, list[int], list[dict]]:
@@ -53,7 +55,9 @@ def plan_folder(folder: Path, only: set[int] | None) -> tuple[list, list[int], l
         if p.name.startswith("."):
             continue
         if is_offered_copy(p.name):
-            ignored.append({"path": clean_text(p, 500), "reason": "a copy offered by `course update`, not graded"})
+            ignored.append(
+                {"path": clean_text(p, 500), "reason": "a copy offered by `course update`, not graded"}
+            )
             continue
         text, lesson = read_notebook(p, None)
         if lesson is None:
@@ -65,9 +69,15 @@ def plan_folder(folder: Path, only: set[int] | None) -> tuple[list, list[int], l
             found.setdefault(lesson, []).append((p, text, lesson))
     twins = {n: entries for n, entries in found.items() if len(entries) > 1}
     if twins:
-        lines = [f"  lesson {n:02d}: " + ", ".join(p.name for p, _, _ in entries) for n, entries in sorted(twins.items())]
-        raise UsageError(f"more than one notebook for the same lesson in {folder}:\n" + "\n".join(lines) +
-                         "\nKeep one per lesson (or grade them one at a time: course grade FILE.ipynb).")
+        lines = [
+            f"  lesson {n:02d}: " + ", ".join(p.name for p, _, _ in entries)
+            for n, entries in sorted(twins.items())
+        ]
+        raise UsageError(
+            f"more than one notebook for the same lesson in {folder}:\n"
+            + "\n".join(lines)
+            + "\nKeep one per lesson (or grade them one at a time: course grade FILE.ipynb)."
+        )
     return [found[n][0] for n in sorted(found)], [n for n in wanted if n not in found], ignored
 
 
@@ -75,7 +85,10 @@ def missing_report(session, folder: Path, lesson: int) -> NotebookReport:
     """The report of a lesson with no notebook in the folder: every exercise not attempted."""
     from course import checks
 
-    report = NotebookReport(str(folder / f"{lesson:02d}_*.ipynb"), lesson,
-                            note="no notebook for this lesson: every exercise counts as not attempted")
+    report = NotebookReport(
+        str(folder / f"{lesson:02d}_*.ipynb"),
+        lesson,
+        note="no notebook for this lesson: every exercise counts as not attempted",
+    )
     report.exercises = [not_attempted_result(session, ex) for ex in checks.all_exercises(lesson)]
     return report

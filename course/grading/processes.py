@@ -28,7 +28,14 @@ import psutil
 __all__ = ["become_subreaper", "command_seconds", "descendants", "end_processes"]
 
 _PR_SET_CHILD_SUBREAPER = 36
-_GONE = (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, ProcessLookupError, PermissionError, OSError)
+_GONE = (
+    psutil.NoSuchProcess,
+    psutil.AccessDenied,
+    psutil.ZombieProcess,
+    ProcessLookupError,
+    PermissionError,
+    OSError,
+)
 
 
 def become_subreaper() -> bool:

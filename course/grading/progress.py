@@ -55,14 +55,22 @@ import importlib.util
 import json
 import sys
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 from course.grading import workspace
 
-__all__ = ["CACHE", "Row", "collect", "default_grader", "main", "registered_exercises", "table",
-           "untouched_results"]
+__all__ = [
+    "CACHE",
+    "Row",
+    "collect",
+    "default_grader",
+    "main",
+    "registered_exercises",
+    "table",
+    "untouched_results",
+]
 
 CACHE = Path(".course") / "progress-cache.json"
 STATUSES = ("passed", "failed", "not attempted", "error", "revealed")
@@ -82,8 +90,13 @@ class Row:
     message: str = ""
 
 
-def collect(root: str | Path, grade_fn: GradeFn | None = None, grader_id: str | None = None,
-            use_cache: bool = True, on_grade: Callable[[str], None] | None = None) -> list[Row]:
+def collect(
+    root: str | Path,
+    grade_fn: GradeFn | None = None,
+    grader_id: str | None = None,
+    use_cache: bool = True,
+    on_grade: Callable[[str], None] | None = None,
+) -> list[Row]:
     """Grade every lesson in ``root`` (from the cache where the code is unchanged).
 
     Args:
@@ -116,8 +129,15 @@ def collect(root: str | Path, grade_fn: GradeFn | None = None, grader_id: str | 
     fresh, rows = {}, []
     for lesson, path in workspace.locate(root):
         if path is None:
-            rows.append(Row(lesson, None, "-", "missing",
-                            f"deleted; `course update {workspace.shell_quoted(root)} --restore {lesson}` brings it back"))
+            rows.append(
+                Row(
+                    lesson,
+                    None,
+                    "-",
+                    "missing",
+                    f"deleted; `course update {workspace.shell_quoted(root)} --restore {lesson}` brings it back",
+                )
+            )
             continue
         rel = path.relative_to(root).as_posix()
         key = f"{lesson} {workspace.notebook_hash(path, ('code',))}"
@@ -133,8 +153,9 @@ def collect(root: str | Path, grade_fn: GradeFn | None = None, grader_id: str | 
             results, crashed = _grade(grade_fn, path, lesson)
             if not crashed and not any(ex == "-" and status == "error" for ex, status, _ in results):
                 fresh[key] = results  # a verdict on this code (even "error": your answer raised)
-        rows += [Row(lesson, rel, ex, status, msg) for ex, status, msg in results] or \
-            [Row(lesson, rel, "-", "no exercises")]
+        rows += [Row(lesson, rel, ex, status, msg) for ex, status, msg in results] or [
+            Row(lesson, rel, "-", "no exercises")
+        ]
     if fresh != cached:  # a run that graded nothing writes nothing
         _save_cache(root, grader_id, fresh)
     return rows
@@ -167,8 +188,10 @@ def _save_cache(root: Path, grader_id: str, results: dict) -> None:
     try:
         workspace.write_atomically(root / CACHE, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
     except OSError as exc:  # a read-only folder still gets its table, just no cache
-        print(f"course progress: could not save the cache in {root / CACHE} ({exc}); "
-              "the next run grades again", file=sys.stderr)
+        print(
+            f"course progress: could not save the cache in {root / CACHE} ({exc}); the next run grades again",
+            file=sys.stderr,
+        )
 
 
 def table(rows: Sequence[Row], title: str = "") -> str:
@@ -191,8 +214,11 @@ def table(rows: Sequence[Row], title: str = "") -> str:
     names = [r.lesson if r.file in (None, r.lesson) else f"{r.lesson} ({r.file})" for r in rows]
     width = max([len("lesson"), *map(len, names)]) + 3
     ex_width = max([len("exercise"), *(len(r.exercise) for r in rows)]) + 2
-    lines = [f"{title}: {summary}" if title else summary, "",
-             f"{'lesson':<{width}}{'exercise':<{ex_width}}{'status':<15}note"]
+    lines = [
+        f"{title}: {summary}" if title else summary,
+        "",
+        f"{'lesson':<{width}}{'exercise':<{ex_width}}{'status':<15}note",
+    ]
     previous = None
     for name, r in zip(names, rows):
         shown = name if name != previous else ""
@@ -205,6 +231,7 @@ def table(rows: Sequence[Row], title: str = "") -> str:
 
 
 # --- the default grader --------------------------------------------------------------------
+
 
 def default_grader() -> GradeFn:
     """``course.grading.grade.grade_notebook`` as a ``grade_fn``: one row per exercise of the lesson.
@@ -219,9 +246,10 @@ def default_grader() -> GradeFn:
     import importlib.util
 
     if importlib.util.find_spec("course.grading.grade") is None:  # found, not imported: a run from
-        raise workspace.WorkspaceError(                      # the cache never imports torch
+        raise workspace.WorkspaceError(  # the cache never imports torch
             "the grader (course.grading.grade) is not installed.\n"
-            "Fix: pip install the full course (pip install -e . in a checkout).")
+            "Fix: pip install the full course (pip install -e . in a checkout)."
+        )
 
     def grade(path: Path, lesson: str) -> list[Result]:
         from course import checks
@@ -265,8 +293,11 @@ def untouched_results(path: Path, lesson: str, pristine: Path | None) -> list[Re
 def code_cells(path: Path) -> list[str] | None:
     try:
         cells = json.loads(path.read_bytes())["cells"]
-        return [c["source"] if isinstance(c["source"], str) else "".join(c["source"])
-                for c in cells if c["cell_type"] == "code"]
+        return [
+            c["source"] if isinstance(c["source"], str) else "".join(c["source"])
+            for c in cells
+            if c["cell_type"] == "code"
+        ]
     except (OSError, ValueError, KeyError, TypeError):
         return None  # not a notebook we can read: let the grader say why
 
@@ -316,40 +347,58 @@ def grader_fingerprint() -> str:
 
     package = Path(course.__file__).resolve().parent
     files = sorted([*package.glob("grading/*.py"), *package.glob("checks/*.py")])
-    digest = hashlib.sha256(b"".join(f.relative_to(package).as_posix().encode() + f.read_bytes()
-                                     for f in files)).hexdigest()
+    digest = hashlib.sha256(
+        b"".join(f.relative_to(package).as_posix().encode() + f.read_bytes() for f in files)
+    ).hexdigest()
     return f"course {course.__version__} sha256:{digest[:16]}"
 
 
 def main(argv: list[str] | None = None) -> int:
     """``course progress [DIR] [--no-cache]``."""
-    parser = argparse.ArgumentParser(prog="course progress",
-                                     description="a table of your exercises and their status")
-    parser.add_argument("dir", nargs="?", default=workspace.DEFAULT_DIR,
-                        help=f"your course folder (default: {workspace.DEFAULT_DIR})")
+    parser = argparse.ArgumentParser(
+        prog="course progress", description="a table of your exercises and their status"
+    )
+    parser.add_argument(
+        "dir",
+        nargs="?",
+        default=workspace.DEFAULT_DIR,
+        help=f"your course folder (default: {workspace.DEFAULT_DIR})",
+    )
     parser.add_argument("--no-cache", action="store_true", help="grade every notebook again")
     args = parser.parse_args(argv)
     root = Path(args.dir)
     if not root.is_dir():
-        print(f"course progress: {root} is not a folder.\nFix: `course start {workspace.shell_quoted(root)}` "
-              "creates it, or name your course folder.", file=sys.stderr)
+        print(
+            f"course progress: {root} is not a folder.\nFix: `course start {workspace.shell_quoted(root)}` "
+            "creates it, or name your course folder.",
+            file=sys.stderr,
+        )
         return 1
     try:
-        rows = collect(root, use_cache=not args.no_cache,
-                       on_grade=lambda name: print(f"grading {name} ...", file=sys.stderr, flush=True))
+        rows = collect(
+            root,
+            use_cache=not args.no_cache,
+            on_grade=lambda name: print(f"grading {name} ...", file=sys.stderr, flush=True),
+        )
     except workspace.WorkspaceError as exc:
         print(f"course progress: {exc}", file=sys.stderr)
         return 1
     if not rows:
-        print(f"{root} holds no lesson notebooks (NN_slug.ipynb).\n"
-              f"Fix: `course start {workspace.shell_quoted(root)}` copies them in.")
+        print(
+            f"{root} holds no lesson notebooks (NN_slug.ipynb).\n"
+            f"Fix: `course start {workspace.shell_quoted(root)}` copies them in."
+        )
         return 1
     print(table(rows, str(root)))
     for mine, offered in workspace.waiting_updates(root):
-        print(f"\nan update is waiting: {offered} is the new version of {mine} (yours, edited, is kept); "
-              "compare them and keep the one you want")
+        print(
+            f"\nan update is waiting: {offered} is the new version of {mine} (yours, edited, is kept); "
+            "compare them and keep the one you want"
+        )
     unwell = sorted({r.file for r in rows if r.file and r.status in ("failed", "error")})
     if unwell:
-        print("\nevery case, yours against expected, and the hint: "
-              + "; ".join(f"course grade {workspace.shell_quoted(root / f)}" for f in unwell))
+        print(
+            "\nevery case, yours against expected, and the hint: "
+            + "; ".join(f"course grade {workspace.shell_quoted(root / f)}" for f in unwell)
+        )
     return 0

@@ -18,8 +18,18 @@ from xml.etree import ElementTree as ET
 
 from course.grading.untrusted import clean_text
 
-__all__ = ["FORMAT", "NotebookReport", "junit", "junit_placeholder", "placeholder", "print_footer", "print_notebook", "print_table",
-           "summary", "write_atomically"]
+__all__ = [
+    "FORMAT",
+    "NotebookReport",
+    "junit",
+    "junit_placeholder",
+    "placeholder",
+    "print_footer",
+    "print_notebook",
+    "print_table",
+    "summary",
+    "write_atomically",
+]
 
 FORMAT = "course-grade/1"
 
@@ -48,13 +58,14 @@ class NotebookReport:
 
     @property
     def all_passed(self) -> bool:
-        return not self.error and bool(self.exercises) and all(e["status"] == "passed" for e in self.exercises)
+        return (
+            not self.error and bool(self.exercises) and all(e["status"] == "passed" for e in self.exercises)
+        )
 
     def to_json(self) -> dict:
         d = asdict(self)
         d.update(score=self.score, max_score=self.max_score, all_passed=self.all_passed)
         return d
-
 
 
 def summary(reports: list[NotebookReport], ignored=(), killed=(), tampering=(), seconds=0.0) -> dict:
@@ -83,8 +94,16 @@ def summary(reports: list[NotebookReport], ignored=(), killed=(), tampering=(), 
 def placeholder(why: str = "grading did not finish") -> dict:
     """What a report file holds from the start of grading until the real report replaces it
     (so a file planted there before, or a grade that dies, never leaves a score behind)."""
-    return {"format": FORMAT, "finished": False, "error": clean_text(why), "score": 0, "max_score": 0,
-            "fraction": 0.0, "all_passed": False, "notebooks": []}
+    return {
+        "format": FORMAT,
+        "finished": False,
+        "error": clean_text(why),
+        "score": 0,
+        "max_score": 0,
+        "fraction": 0.0,
+        "all_passed": False,
+        "notebooks": [],
+    }
 
 
 def junit_placeholder(why: str = "grading did not finish") -> str:
@@ -108,9 +127,14 @@ def print_notebook(r: NotebookReport) -> None:
     if "failure" in run:
         print(f"\n  notebook run failed: {run['failure']}")
     elif run:
-        problems = [f"cell {x['cell']}: {x['error']}" for x in sorted(run["errors"] + run["timeouts"], key=lambda x: x["cell"])]
-        line = (f"\n  notebook run: {run['code_cells']} code cells in {run['seconds']:.1f} s, "
-                f"{len(run['errors'])} raised, {len(run['timeouts'])} timed out")
+        problems = [
+            f"cell {x['cell']}: {x['error']}"
+            for x in sorted(run["errors"] + run["timeouts"], key=lambda x: x["cell"])
+        ]
+        line = (
+            f"\n  notebook run: {run['code_cells']} code cells in {run['seconds']:.1f} s, "
+            f"{len(run['errors'])} raised, {len(run['timeouts'])} timed out"
+        )
         line += f", {run['skipped']} skipped (total timeout)" if run["skipped"] else ""
         print(line)
         for p in problems[:10]:
@@ -122,10 +146,15 @@ def print_table(reports: list[NotebookReport]) -> None:
     width = max([len(n) for n in names] + [8])
     print(f"{'notebook':<{width}}  {'score':>9}  passed  failed  not att.  error  seconds")
     for name, r in zip(names, reports):
-        count = {s: sum(e["status"] == s for e in r.exercises) for s in ("passed", "failed", "not attempted", "error")}
+        count = {
+            s: sum(e["status"] == s for e in r.exercises)
+            for s in ("passed", "failed", "not attempted", "error")
+        }
         score = f"{r.score:g}/{r.max_score:g}" if r.exercises or not r.error else "error"
-        print(f"{name:<{width}}  {score:>9}  {count['passed']:>6}  {count['failed']:>6}  "
-              f"{count['not attempted']:>8}  {count['error']:>5}  {r.seconds:>7.1f}")
+        print(
+            f"{name:<{width}}  {score:>9}  {count['passed']:>6}  {count['failed']:>6}  "
+            f"{count['not attempted']:>8}  {count['error']:>5}  {r.seconds:>7.1f}"
+        )
     total, most = sum(r.score for r in reports), sum(r.max_score for r in reports)
     print(f"{'total':<{width}}  {f'{total:g}/{most:g}':>9}")
     for r in reports:
@@ -141,10 +170,15 @@ def print_footer(summary: dict) -> None:
         for line in summary["killed"][:10]:
             print(f"  {line}")
     if summary["tampering"]:
-        print("TAMPERING: files of the course package changed during grading: " + ", ".join(summary["tampering"][:10]))
+        print(
+            "TAMPERING: files of the course package changed during grading: "
+            + ", ".join(summary["tampering"][:10])
+        )
     score, most = summary["score"], summary["max_score"]
     pct = f" ({100 * score / most:.0f}%)" if most else ""
-    print(f"\nscore {score:g}/{most:g}{pct}, graded in {summary['seconds']:.1f} s (wall clock, the whole command)")
+    print(
+        f"\nscore {score:g}/{most:g}{pct}, graded in {summary['seconds']:.1f} s (wall clock, the whole command)"
+    )
 
 
 def junit(summary: dict) -> ET.ElementTree:
@@ -158,8 +192,13 @@ def junit(summary: dict) -> ET.ElementTree:
             ET.SubElement(case, "error", message="error").text = x(nb["error"])
             cases.append("error")
         for e in nb["exercises"]:
-            case = ET.SubElement(suite, "testcase", name=x(f"{e['id']} {e['name']}"), classname=x(nb["path"]),
-                                 time=f"{e['seconds']:.2f}")
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                name=x(f"{e['id']} {e['name']}"),
+                classname=x(nb["path"]),
+                time=f"{e['seconds']:.2f}",
+            )
             if e["status"] == "error":
                 ET.SubElement(case, "error", message=e["status"]).text = x(e["message"], 4000)
             elif e["status"] != "passed":

@@ -115,7 +115,9 @@ class GradingSession:
 
     def end_leftovers(self) -> list[str]:
         """Kill every process below us that is not the checking server (nor was here before)."""
-        keep = self.keep | ({self.checker.proc.pid} if self.checker and self.checker.proc.poll() is None else set())
+        keep = self.keep | (
+            {self.checker.proc.pid} if self.checker and self.checker.proc.poll() is None else set()
+        )
         killed = end_processes(keep)
         self.killed += killed
         return killed

@@ -167,6 +167,8 @@ def problems(report: object) -> list[str]:
             if not isinstance(ex.get("hint", ""), str):
                 found.append(f"{at}.hint: not a string")
             total, most = total + score, most + points
-    if not found and (not math.isclose(total, report["score"]) or not math.isclose(most, report["max_score"])):
+    if not found and (
+        not math.isclose(total, report["score"]) or not math.isclose(most, report["max_score"])
+    ):
         found.append("score/max_score: not the sum of the exercises")
     return found

@@ -150,15 +150,23 @@ def _run_definitions(spec: dict) -> tuple[dict, list[tuple[int, str]]]:
         try:
             statements = definitions(source)
         except SyntaxError as e:
-            problems.append((index, f"{where}, line {e.lineno}: {type(e).__name__}: {e.msg} (the cell was skipped)"))
+            problems.append(
+                (index, f"{where}, line {e.lineno}: {type(e).__name__}: {e.msg} (the cell was skipped)")
+            )
             continue
         for stmt in statements:
             line = stmt.body[0].lineno
             try:
-                with redirect_stdout(sink), redirect_stderr(sink), time_limit(float(spec["cell_timeout"]), _DefinitionTimeout):
+                with (
+                    redirect_stdout(sink),
+                    redirect_stderr(sink),
+                    time_limit(float(spec["cell_timeout"]), _DefinitionTimeout),
+                ):
                     exec(compile(stmt, f"<cell {index + 1}>", "exec"), namespace)
             except _DefinitionTimeout:
-                problems.append((index, f"{where}, line {line}: a definition ran past {spec['cell_timeout']:g} s"))
+                problems.append(
+                    (index, f"{where}, line {line}: a definition ran past {spec['cell_timeout']:g} s")
+                )
             except Exception as e:
                 problems.append((index, f"{where}, line {line}: {type(e).__name__}: {str(e)[:200]}"))
     return namespace, problems
@@ -171,8 +179,10 @@ def _answer_cells(name: str, cells: list) -> set[int]:
         >>> sorted(_answer_cells("f", [[0, "def f(x):\\n  return x +"], [3, "g = f"], [5, "f: int = 2"]]))
         [0, 5]
     """
-    pattern = re.compile(rf"^\s*(?:(?:async\s+)?def|class)\s+{re.escape(name)}\b|^\s*{re.escape(name)}\s*(?::[^=]*)?=(?!=)",
-                         re.MULTILINE)
+    pattern = re.compile(
+        rf"^\s*(?:(?:async\s+)?def|class)\s+{re.escape(name)}\b|^\s*{re.escape(name)}\s*(?::[^=]*)?=(?!=)",
+        re.MULTILINE,
+    )
     return {index for index, source in cells if pattern.search(source)}
 
 
@@ -193,7 +203,9 @@ def _run_answer(ex, spec: dict, tools: dict, namespace: dict, problems: list, ou
     with redirect_stdout(sink), redirect_stderr(sink):
         yours = tools["outcomes_of"](ex, answer, timeout=case_timeout)
         cost = tools["measure_cost"](ex, answer, timeout=case_timeout) if ex.cost else {}
-    tools["save"]({"yours": yours, "cost": cost, "defined": answer is not tools["missing"], "notes": notes}, out_path)
+    tools["save"](
+        {"yours": yours, "cost": cost, "defined": answer is not tools["missing"], "notes": notes}, out_path
+    )
 
 
 def _silence_standard_streams() -> None:
@@ -209,8 +221,9 @@ def _check_notebook(spec: dict, tools: dict) -> None:
 
     This process, the notebook's own, runs no learner code: it only forks and waits (see
     NOTE [No autograd before a fork])."""
-    fork, exit_, kill, waitpid, monotonic, sleep = (tools[k] for k in ("fork", "exit", "kill", "waitpid",
-                                                                       "monotonic", "sleep"))
+    fork, exit_, kill, waitpid, monotonic, sleep = (
+        tools[k] for k in ("fork", "exit", "kill", "waitpid", "monotonic", "sleep")
+    )
     exercises = [tools["exercises"][i] for i in spec["exercises"]]
     deadline = monotonic() + float(spec["limit"])
     children = {}
@@ -235,8 +248,10 @@ def _check_notebook(spec: dict, tools: dict) -> None:
             for pid, ex in children.items():
                 kill(pid, signal.SIGKILL)
                 waitpid(pid, 0)
-                tools["save"]({"failure": f"timeout: checking ran past {spec['limit']:g} s"},
-                              os.path.join(spec["out"], f"{ex.id}.pt"))
+                tools["save"](
+                    {"failure": f"timeout: checking ran past {spec['limit']:g} s"},
+                    os.path.join(spec["out"], f"{ex.id}.pt"),
+                )
             children.clear()
         sleep(0.02)
 
@@ -247,8 +262,11 @@ def _report_silent_end(ex, status: int, spec: dict, tools: dict) -> None:
     path = os.path.join(spec["out"], f"{ex.id}.pt")
     if os.path.lexists(path):
         return
-    how = (f"killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
-           else f"exit status {os.waitstatus_to_exitcode(status)}")
+    how = (
+        f"killed by signal {os.WTERMSIG(status)}"
+        if os.WIFSIGNALED(status)
+        else f"exit status {os.waitstatus_to_exitcode(status)}"
+    )
     tools["save"]({"failure": f"the checking process ended without a report ({how})"}, path)
 
 
@@ -263,10 +281,23 @@ def _prepare(lessons: list[int]) -> dict:
         checks.all_exercises(lesson)  # imports course/checks/lessonNN.py
     torch.set_num_threads(1)  # a fork after an OpenMP parallel region hangs in the child
     torch.save({"warm": [torch.zeros(1)]}, io.BytesIO())  # the pickler's modules, loaded now
-    exercises = {ex.id: copy.deepcopy(ex) for n in lessons for ex in checks.all_exercises(n)}  # private copies
-    return dict(exercises=exercises, outcomes_of=checks.outcomes_of, measure_cost=checks.measure_cost,
-                missing=checks.MISSING, save=torch.save, set_num_threads=torch.set_num_threads, fork=os.fork, exit=os._exit, kill=os.kill,
-                waitpid=os.waitpid, monotonic=time.monotonic, sleep=time.sleep)
+    exercises = {
+        ex.id: copy.deepcopy(ex) for n in lessons for ex in checks.all_exercises(n)
+    }  # private copies
+    return dict(
+        exercises=exercises,
+        outcomes_of=checks.outcomes_of,
+        measure_cost=checks.measure_cost,
+        missing=checks.MISSING,
+        save=torch.save,
+        set_num_threads=torch.set_num_threads,
+        fork=os.fork,
+        exit=os._exit,
+        kill=os.kill,
+        waitpid=os.waitpid,
+        monotonic=time.monotonic,
+        sleep=time.sleep,
+    )
 
 
 def _reply(message: dict) -> None:
@@ -314,7 +345,9 @@ def serve(lessons: list[int]) -> int:
                 done, status = pid, "killed"
             if done:
                 del running[pid]
-                _reply({"job": job, "exit": status if status == "killed" else os.waitstatus_to_exitcode(status)})
+                _reply(
+                    {"job": job, "exit": status if status == "killed" else os.waitstatus_to_exitcode(status)}
+                )
     return 0
 
 
@@ -327,8 +360,12 @@ def _check_alone(spec_path: str, out_dir: str) -> int:
     from course import checks
 
     (ex,) = [copy.deepcopy(checks.get(i)) for i in spec["exercises"]]
-    tools = dict(outcomes_of=checks.outcomes_of, measure_cost=checks.measure_cost, missing=checks.MISSING,
-                 save=torch.save)
+    tools = dict(
+        outcomes_of=checks.outcomes_of,
+        measure_cost=checks.measure_cost,
+        missing=checks.MISSING,
+        save=torch.save,
+    )
     namespace, notes = _run_definitions(spec)
     _run_answer(ex, spec, tools, namespace, notes, os.path.join(out_dir, f"{ex.id}.pt"))
     return 0

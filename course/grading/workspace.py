@@ -68,7 +68,6 @@ import errno
 import hashlib
 import json
 import os
-import re
 import shlex
 import sys
 import tempfile
@@ -78,8 +77,20 @@ from pathlib import Path, PurePosixPath
 from course import lessons as course_lessons
 from course.grading.names import COURSE_LESSON, OFFERED_COPY, offered_name
 
-__all__ = ["Change", "WorkspaceError", "adopt", "command", "find_source", "locate", "main",
-           "notebook_hash", "pristine", "start", "update", "waiting_updates"]
+__all__ = [
+    "Change",
+    "WorkspaceError",
+    "adopt",
+    "command",
+    "find_source",
+    "locate",
+    "main",
+    "notebook_hash",
+    "pristine",
+    "start",
+    "update",
+    "waiting_updates",
+]
 
 DEFAULT_DIR = "autograd-course"
 MANIFEST = Path(".course") / "manifest.json"
@@ -127,8 +138,7 @@ def notebook_hash(path: Path, cell_types: tuple[str, ...] = ("markdown", "code",
     data = Path(path).read_bytes()
     try:
         cells = json.loads(data)["cells"]
-        text = [(c["cell_type"], _source(c.get("source", ""))) for c in cells
-                if c["cell_type"] in cell_types]
+        text = [(c["cell_type"], _source(c.get("source", ""))) for c in cells if c["cell_type"] in cell_types]
     except (ValueError, KeyError, TypeError):
         return "raw:" + hashlib.sha256(data).hexdigest()
     return "sha256:" + hashlib.sha256(json.dumps(text, ensure_ascii=False).encode()).hexdigest()
@@ -169,6 +179,7 @@ def _lessons(folder: Path) -> list[str]:
 
 
 # --- writing: atomic, and the only place that writes -------------------------------------
+
 
 def write_atomically(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically: a crash leaves the old file or the new one."""
@@ -224,7 +235,8 @@ def _free_name(root: Path, folder: Path, stem: str, claimed: set[str]) -> Path:
 
 def _write_failed(exc: OSError, root: Path, done: list[Change]) -> WorkspaceError:
     why = {errno.EROFS: "the disk is read-only", errno.ENOSPC: "the disk is full"}.get(
-        exc.errno, "permission denied" if isinstance(exc, PermissionError) else exc.strerror)
+        exc.errno, "permission denied" if isinstance(exc, PermissionError) else exc.strerror
+    )
     made = f"{len(done)} change(s) were made before the error; " if done else "nothing was changed; "
     return WorkspaceError(
         f"cannot write to {root}: {why} ({exc}).\n"
@@ -236,6 +248,7 @@ def _write_failed(exc: OSError, root: Path, done: list[Change]) -> WorkspaceErro
 
 # --- the manifest ------------------------------------------------------------------------
 
+
 def waiting_updates(root: Path) -> list[tuple[str, str]]:
     """(your notebook, the new version offered beside it) for every lesson whose update
     waits for you: ``course update`` kept your edited copy and saved the new one beside it.
@@ -244,8 +257,11 @@ def waiting_updates(root: Path) -> list[tuple[str, str]]:
         entries = _load_manifest(root)["lessons"]
     except WorkspaceError:
         return []
-    return sorted((entry["file"], entry["offered"]["file"]) for entry in entries.values()
-                  if "offered" in entry and (root / entry["offered"]["file"]).is_file())
+    return sorted(
+        (entry["file"], entry["offered"]["file"])
+        for entry in entries.values()
+        if "offered" in entry and (root / entry["offered"]["file"]).is_file()
+    )
 
 
 def _load_manifest(root: Path) -> dict:
@@ -261,9 +277,12 @@ def _load_manifest(root: Path) -> dict:
             raise WorkspaceError(
                 f"{root} has notebooks but no {MANIFEST} (the record of which version of each "
                 f"lesson you were given).\nFix: `course update {shell_quoted(root)} --adopt` rebuilds it "
-                "from your notebooks and keeps every edit.")
-        raise WorkspaceError(f"{root} is not a course folder (no {MANIFEST}).\n"
-                             f"Fix: `course start {shell_quoted(root)}` creates one.")
+                "from your notebooks and keeps every edit."
+            )
+        raise WorkspaceError(
+            f"{root} is not a course folder (no {MANIFEST}).\n"
+            f"Fix: `course start {shell_quoted(root)}` creates one."
+        )
     try:
         manifest = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
@@ -275,9 +294,11 @@ def _load_manifest(root: Path) -> dict:
 
 
 def _damaged(root: Path, problem: str) -> WorkspaceError:
-    return WorkspaceError(f"{root / MANIFEST} is damaged: {problem}.\n"
-                          f"Fix: `course update {shell_quoted(root)} --adopt` rebuilds it from your notebooks "
-                          "and keeps every edit.")
+    return WorkspaceError(
+        f"{root / MANIFEST} is damaged: {problem}.\n"
+        f"Fix: `course update {shell_quoted(root)} --adopt` rebuilds it from your notebooks "
+        "and keeps every edit."
+    )
 
 
 def _manifest_problem(root: Path, manifest: object) -> str:
@@ -291,10 +312,12 @@ def _manifest_problem(root: Path, manifest: object) -> str:
         if not LESSON_RE.match(lesson):
             return f"{lesson!r} is not a lesson name (NN_slug.ipynb)"
         if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("file", "shipped")):
-            return f"the entry of {lesson} is {json.dumps(entry)}, not {{\"file\": ..., \"shipped\": ...}}"
+            return f'the entry of {lesson} is {json.dumps(entry)}, not {{"file": ..., "shipped": ...}}'
         offered = entry.get("offered", {"file": entry["file"], "hash": ""})
-        if not isinstance(offered, dict) or not all(isinstance(offered.get(k), str) for k in ("file", "hash")):
-            return f"the offered copy of {lesson} is {json.dumps(offered)}, not {{\"file\": ..., \"hash\": ...}}"
+        if not isinstance(offered, dict) or not all(
+            isinstance(offered.get(k), str) for k in ("file", "hash")
+        ):
+            return f'the offered copy of {lesson} is {json.dumps(offered)}, not {{"file": ..., "hash": ...}}'
         for rel in (entry["file"], offered["file"]):
             if not _inside(root, rel):
                 return f"{lesson} names the file {rel!r}, which is not a notebook inside {root}"
@@ -305,8 +328,13 @@ def _inside(root: Path, rel: str) -> bool:
     """Whether ``rel`` is a relative ``.ipynb`` path that stays in ``root`` (no ``..``, not
     absolute, no link out of the folder): the only files we ever write."""
     parts = PurePosixPath(rel).parts
-    if not rel.endswith(".ipynb") or not parts or PurePosixPath(rel).is_absolute() or "\\" in rel \
-            or any(part in ("..", ".", "") for part in parts):
+    if (
+        not rel.endswith(".ipynb")
+        or not parts
+        or PurePosixPath(rel).is_absolute()
+        or "\\" in rel
+        or any(part in ("..", ".", "") for part in parts)
+    ):
         return False
     real_root = root.resolve()
     return (root / rel).parent.resolve().is_relative_to(real_root)
@@ -319,9 +347,12 @@ def _save_manifest(root: Path, manifest: dict) -> None:
 def _workspace_notebooks(root: Path) -> list[Path]:
     """Every notebook under ``root``, except in hidden folders (.course, .ipynb_checkpoints)
     and behind links that lead out of ``root``."""
-    return sorted(p for p in root.rglob("*.ipynb")
-                  if not any(part.startswith(".") for part in p.relative_to(root).parts[:-1])
-                  and _inside(root, p.relative_to(root).as_posix()))
+    return sorted(
+        p
+        for p in root.rglob("*.ipynb")
+        if not any(part.startswith(".") for part in p.relative_to(root).parts[:-1])
+        and _inside(root, p.relative_to(root).as_posix())
+    )
 
 
 def _find_renamed(root: Path, lesson: str, entry: dict, claimed: set[str]) -> str | None:
@@ -370,8 +401,9 @@ def locate(root: str | Path) -> list[tuple[str, Path | None]]:
     manifest = _load_manifest(root)
     claimed, found = _claimed(manifest), []
     for lesson, entry in sorted(manifest["lessons"].items()):
-        rel = entry["file"] if (root / entry["file"]).is_file() else \
-            _find_renamed(root, lesson, entry, claimed)
+        rel = (
+            entry["file"] if (root / entry["file"]).is_file() else _find_renamed(root, lesson, entry, claimed)
+        )
         if rel:
             claimed.add(rel)
         found.append((lesson, root / rel if rel else None))
@@ -390,6 +422,7 @@ def pristine(root: str | Path, lesson: str) -> Path | None:
 
 
 # --- start, update, adopt ----------------------------------------------------------------
+
 
 def start(root: str | Path = DEFAULT_DIR, source: str | Path | None = None) -> list[Change]:
     """Copy every lesson into ``root`` and write its manifest; never overwrite a notebook.
@@ -415,14 +448,17 @@ def start(root: str | Path = DEFAULT_DIR, source: str | Path | None = None) -> l
     """
     root, src = Path(root), find_source(source)
     if root.exists() and not root.is_dir():
-        raise WorkspaceError(f"{root} is a file, not a folder. Fix: name a new folder, "
-                             f"e.g. course start {DEFAULT_DIR}")
+        raise WorkspaceError(
+            f"{root} is a file, not a folder. Fix: name a new folder, e.g. course start {DEFAULT_DIR}"
+        )
     if (root / MANIFEST).exists():
         existing = _workspace_notebooks(root)
         names = ", ".join(p.relative_to(root).as_posix() for p in existing[:3]) or MANIFEST.as_posix()
-        raise WorkspaceError(f"{root} already has notebooks ({names}{', ...' if len(existing) > 3 else ''}); "
-                             "start never overwrites them.\n"
-                             f"To bring in new or changed lessons: course update {shell_quoted(root)}")
+        raise WorkspaceError(
+            f"{root} already has notebooks ({names}{', ...' if len(existing) > 3 else ''}); "
+            "start never overwrites them.\n"
+            f"To bring in new or changed lessons: course update {shell_quoted(root)}"
+        )
     if root.is_dir() and _workspace_notebooks(root):
         return adopt(root, source)
     try:  # an empty manifest first: a start cut short is finished by `course update`
@@ -437,12 +473,20 @@ def _new_manifest(src: Path, source: str | Path | None) -> dict:
 
     # "from": "package" follows the installed course (a newer version brings its lessons);
     # an explicit --source folder (a shared folder on a hub) is used again by later updates.
-    return {"format": 1, "course": course.__version__, "source": str(src),
-            "from": "folder" if source else "package", "lessons": {}}
+    return {
+        "format": 1,
+        "course": course.__version__,
+        "source": str(src),
+        "from": "folder" if source else "package",
+        "lessons": {},
+    }
 
 
-def update(root: str | Path = DEFAULT_DIR, source: str | Path | None = None,
-           restore: tuple[str, ...] | list[str] = ()) -> list[Change]:
+def update(
+    root: str | Path = DEFAULT_DIR,
+    source: str | Path | None = None,
+    restore: tuple[str, ...] | list[str] = (),
+) -> list[Change]:
     """Bring new and changed lessons into ``root`` without overwriting the learner's edits.
 
     Args:
@@ -533,22 +577,34 @@ def adopt(root: str | Path = DEFAULT_DIR, source: str | Path | None = None) -> l
     return changes + update(root, source=source)
 
 
-def _adopted_file(root: Path, lesson: str, notebooks: list[str], claimed: set[str],
-                  up_hash: str) -> str | None:
+def _adopted_file(
+    root: Path, lesson: str, notebooks: list[str], claimed: set[str], up_hash: str
+) -> str | None:
     """The learner's copy of ``lesson``: the file of that name, else a copy stamped with the
     lesson (not an offered ``.updated`` one, if there is another), else an exact copy."""
     free = [rel for rel in notebooks if rel not in claimed]
     stamped = [rel for rel in free if course_stamp(root / rel).get("lesson") == lesson]
-    for rel in ([lesson] if lesson in free else []) + \
-            sorted(stamped, key=lambda rel: bool(OFFERED_RE.match(PurePosixPath(rel).name))):
+    for rel in ([lesson] if lesson in free else []) + sorted(
+        stamped, key=lambda rel: bool(OFFERED_RE.match(PurePosixPath(rel).name))
+    ):
         return rel
     return next((rel for rel in free if notebook_hash(root / rel) == up_hash), None)
 
 
-def _adopted_offer(root: Path, lesson: str, notebooks: list[str], claimed: set[str],
-                   up_hash: str) -> str | None:
-    return next((rel for rel in notebooks if rel not in claimed and OFFERED_RE.match(PurePosixPath(rel).name)
-                 and course_stamp(root / rel).get("lesson") == lesson and notebook_hash(root / rel) == up_hash), None)
+def _adopted_offer(
+    root: Path, lesson: str, notebooks: list[str], claimed: set[str], up_hash: str
+) -> str | None:
+    return next(
+        (
+            rel
+            for rel in notebooks
+            if rel not in claimed
+            and OFFERED_RE.match(PurePosixPath(rel).name)
+            and course_stamp(root / rel).get("lesson") == lesson
+            and notebook_hash(root / rel) == up_hash
+        ),
+        None,
+    )
 
 
 def _update_source(source: str | Path | None, manifest: dict) -> Path:
@@ -563,16 +619,20 @@ def _update_source(source: str | Path | None, manifest: dict) -> Path:
 
 
 def _lesson_named(name: str, lessons: list[str]) -> str:
-    matches = [n for n in lessons if name in (n, n.removesuffix(".ipynb"))] or \
-        [n for n in lessons if n.startswith(name)]
+    matches = [n for n in lessons if name in (n, n.removesuffix(".ipynb"))] or [
+        n for n in lessons if n.startswith(name)
+    ]
     if len(matches) != 1:
-        raise WorkspaceError(f"--restore {name}: {'no' if not matches else 'more than one'} lesson "
-                             f"of that name; the lessons are: {', '.join(lessons)}")
+        raise WorkspaceError(
+            f"--restore {name}: {'no' if not matches else 'more than one'} lesson "
+            f"of that name; the lessons are: {', '.join(lessons)}"
+        )
     return matches[0]
 
 
-def _update_one(root: Path, src: Path, lesson: str, manifest: dict, claimed: set[str],
-                restore: bool) -> list[Change]:
+def _update_one(
+    root: Path, src: Path, lesson: str, manifest: dict, claimed: set[str], restore: bool
+) -> list[Change]:
     up, entries = src / lesson, manifest["lessons"]
     up_hash, entry = notebook_hash(up), entries.get(lesson)
     if entry is None:
@@ -584,8 +644,13 @@ def _update_one(root: Path, src: Path, lesson: str, manifest: dict, claimed: set
             return [_add(root, up, lesson, up_hash, entries, claimed, "restored")]
         if rel is None:
             entry["deleted"] = True
-            return [Change("deleted", lesson, f"not brought back; to restore it: "
-                                              f"course update {shell_quoted(root)} --restore {lesson}")]
+            return [
+                Change(
+                    "deleted",
+                    lesson,
+                    f"not brought back; to restore it: course update {shell_quoted(root)} --restore {lesson}",
+                )
+            ]
         changes.append(Change("renamed", lesson, f"found as {rel}; tracking it there"))
         entry["file"] = rel
         entry.pop("deleted", None)
@@ -608,16 +673,18 @@ def _update_one(root: Path, src: Path, lesson: str, manifest: dict, claimed: set
     return changes
 
 
-def _add(root: Path, up: Path, lesson: str, up_hash: str, entries: dict, claimed: set[str],
-         kind: str) -> Change:
+def _add(
+    root: Path, up: Path, lesson: str, up_hash: str, entries: dict, claimed: set[str], kind: str
+) -> Change:
     """Copy a lesson to ``root/lesson``, or beside it if a different file has that name."""
     dest, detail = root / lesson, ""
     if dest.exists() and notebook_hash(dest) == up_hash:
         detail = "already in place"  # e.g. a `start` cut short after copying it
     else:
         if dest.exists():
-            dest = _written_before(root, root, lesson, up_hash, claimed) or \
-                _free_name(root, root, Path(lesson).stem, claimed)
+            dest = _written_before(root, root, lesson, up_hash, claimed) or _free_name(
+                root, root, Path(lesson).stem, claimed
+            )
             detail = f"saved as {dest.name}: a file of yours is already called {lesson}"
         if not (dest.exists() and notebook_hash(dest) == up_hash):
             _copy_lesson(up, dest, lesson)
@@ -627,19 +694,25 @@ def _add(root: Path, up: Path, lesson: str, up_hash: str, entries: dict, claimed
 
 
 def _written_before(root: Path, folder: Path, lesson: str, up_hash: str, claimed: set[str]) -> Path | None:
-    """An unclaimed offered copy (``updated*-stem.ipynb``, or the old ``stem.updated*.ipynb``) in ``folder`` that is exactly the new version of
+    """An unclaimed offered copy (``updated*-stem.ipynb``, or the old ``stem.updated*.ipynb``)
+    in ``folder`` that is exactly the new version of
     ``lesson``: written by an update that was killed before it saved the manifest."""
     stem = Path(lesson).stem
     for path in sorted([*folder.glob(f"updated*-{stem}.ipynb"), *folder.glob(f"{stem}.updated*.ipynb")]):
         rel = path.relative_to(root).as_posix()
-        if rel not in claimed and OFFERED_RE.match(path.name) and course_stamp(path).get("lesson") == lesson \
-                and notebook_hash(path) == up_hash:
+        if (
+            rel not in claimed
+            and OFFERED_RE.match(path.name)
+            and course_stamp(path).get("lesson") == lesson
+            and notebook_hash(path) == up_hash
+        ):
             return path
     return None
 
 
-def _offer(root: Path, path: Path, up: Path, lesson: str, up_hash: str, entry: dict,
-           claimed: set[str]) -> Change:
+def _offer(
+    root: Path, path: Path, up: Path, lesson: str, up_hash: str, entry: dict, claimed: set[str]
+) -> Change:
     """Keep the learner's edited notebook; put the course's new version beside it, in the
     lesson's one offered copy (NOTE [A crash in the middle of an update])."""
     offered = entry.get("offered")
@@ -650,8 +723,9 @@ def _offer(root: Path, path: Path, up: Path, lesson: str, up_hash: str, entry: d
     if old is not None and (not old.is_file() or notebook_hash(old) == offered["hash"]):
         beside = old  # the offered copy, untouched (or gone): it takes the newer version
     else:  # none yet, or the learner edited the offered one (it is theirs now)
-        beside = _written_before(root, path.parent, lesson, up_hash, claimed) or \
-            _free_name(root, path.parent, Path(lesson).stem, claimed)
+        beside = _written_before(root, path.parent, lesson, up_hash, claimed) or _free_name(
+            root, path.parent, Path(lesson).stem, claimed
+        )
     if not (beside.is_file() and notebook_hash(beside) == up_hash):
         _copy_lesson(up, beside, lesson)
     rel = beside.relative_to(root).as_posix()
@@ -674,30 +748,46 @@ def command(name: str = "course") -> tuple[str, str]:
         ``(what to type, note)``: ``("course", "")`` when it is on PATH.
     """
     bin_dir = Path(sys.executable).parent
-    on_path = any(Path(p).resolve() == bin_dir.resolve()
-                  for p in os.environ.get("PATH", "").split(os.pathsep) if p)
+    on_path = any(
+        Path(p).resolve() == bin_dir.resolve() for p in os.environ.get("PATH", "").split(os.pathsep) if p
+    )
     if on_path:
         return name, ""
     activate = bin_dir / "activate"
-    how = f"source {shell_quoted(activate)}" if activate.is_file() else f'export PATH={shell_quoted(bin_dir)}:"$PATH"'
-    return shell_quoted(bin_dir / name), (f"({bin_dir} is not on your PATH; after `{how}`, plain "
-                                "`course ...` and `jupyter lab ...` work too)")
+    how = (
+        f"source {shell_quoted(activate)}"
+        if activate.is_file()
+        else f'export PATH={shell_quoted(bin_dir)}:"$PATH"'
+    )
+    return shell_quoted(bin_dir / name), (
+        f"({bin_dir} is not on your PATH; after `{how}`, plain `course ...` and `jupyter lab ...` work too)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     """``course start [DIR] [--source S]`` / ``course update [DIR] [--source S] [--restore NAME] [--adopt]``."""
     parser = argparse.ArgumentParser(prog="course", description=start.__doc__.splitlines()[0])
     verbs = parser.add_subparsers(dest="verb", required=True)
-    for verb, help_ in (("start", "copy the learner notebooks into a folder you own"),
-                        ("update", "bring in new lessons without overwriting your work")):
+    for verb, help_ in (
+        ("start", "copy the learner notebooks into a folder you own"),
+        ("update", "bring in new lessons without overwriting your work"),
+    ):
         p = verbs.add_parser(verb, help=help_, description=help_)
         p.add_argument("dir", nargs="?", default=DEFAULT_DIR, help=f"your folder (default: {DEFAULT_DIR})")
         p.add_argument("--source", help="the folder of lesson notebooks to copy from")
         if verb == "update":
-            p.add_argument("--restore", action="append", default=[], metavar="NAME",
-                           help="bring back a lesson you deleted (repeatable)")
-            p.add_argument("--adopt", action="store_true",
-                           help="rebuild a lost or damaged manifest from your notebooks (keeps every edit)")
+            p.add_argument(
+                "--restore",
+                action="append",
+                default=[],
+                metavar="NAME",
+                help="bring back a lesson you deleted (repeatable)",
+            )
+            p.add_argument(
+                "--adopt",
+                action="store_true",
+                help="rebuild a lost or damaged manifest from your notebooks (keeps every edit)",
+            )
     args = parser.parse_args(argv)
     root = Path(args.dir)
     try:
@@ -724,15 +814,19 @@ def main(argv: list[str] | None = None) -> int:
 def _print_start(root: Path, changes: list[Change]) -> None:
     adopted = [c for c in changes if c.kind == "adopted"]
     if adopted:
-        print(f"{root} already held notebooks but no manifest: adopted {len(adopted)} lesson(s), "
-              "every edit kept")
+        print(
+            f"{root} already held notebooks but no manifest: adopted {len(adopted)} lesson(s), "
+            "every edit kept"
+        )
         print("\n".join(c.line() for c in changes))
     else:
         print(f"copied {len(changes)} lessons into {root}")
         print("\n".join(f"  {c.lesson}" for c in changes))
     course, note = command()
-    print(f"They are yours to edit: `{course} update {shell_quoted(root)}` brings in new lessons "
-          "and never overwrites your edits.")
+    print(
+        f"They are yours to edit: `{course} update {shell_quoted(root)}` brings in new lessons "
+        "and never overwrites your edits."
+    )
     print(f"open them in JupyterLab with:\n  {course} lab {shell_quoted(root)}")
     if note:
         print(note)

@@ -43,6 +43,6 @@ from course.offload.model import (
     synchronous_time,
     transfer_times,
 )
-from course.offload.offloader import HostBufferPool, OffloadStats, Offloader
+from course.offload.offloader import HostBufferPool, Offloader, OffloadStats
 
 __all__ = [*offloader.__all__, *model.__all__, *bench.__all__]

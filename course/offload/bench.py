@@ -142,7 +142,11 @@ class BenchmarkResult:
         base = self.rows[0].step_s or 1.0
         w = max(30, *(len(r.strategy) + 1 for r in self.rows))  # the name column
         head = f"{'strategy (' + self.label + f', {self.steps} steps)':<{w}}"
-        head += f" {'min ms':>9} {'median ms':>10} {'max ms':>8} {'x ' + self.rows[0].strategy:>7}" if times else ""
+        head += (
+            f" {'min ms':>9} {'median ms':>10} {'max ms':>8} {'x ' + self.rows[0].strategy:>7}"
+            if times
+            else ""
+        )
         lines = [head + f" {'peak MB':>8} {'saved MB':>9} {'offl. MB':>9} {'moved MB':>9}"]
         for r in self.rows:
             line = f"{r.strategy:<{w}}"
@@ -296,13 +300,18 @@ def benchmark(
             if cuda:
                 torch.cuda.synchronize(device)
                 torch.cuda.reset_peak_memory_stats(device)
-            times[name].append(_timed(device, lambda: _step(model, inputs, ctx, loss_fn)))
+            times[name].append(_timed(device, lambda: _step(model, inputs, ctx, loss_fn)))  # noqa: B023 (called in this iteration)
             if cuda:
                 peaks[name] = max(peaks[name], torch.cuda.max_memory_allocated(device))
             bar.update(1)
     rows = [
-        StrategyResult(name, statistics.median(times[name]), peaks[name] if cuda else None, *counts[name],
-                       times=tuple(times[name]))
+        StrategyResult(
+            name,
+            statistics.median(times[name]),
+            peaks[name] if cuda else None,
+            *counts[name],
+            times=tuple(times[name]),
+        )
         for name in factories
     ]
     bar.close()
@@ -402,7 +411,9 @@ def copy_bandwidth(device: torch.device, nbytes: int) -> dict[str, float]:
         "d2h_pinned": _timed_copy(lambda: pinned, dev, cuda),
         "d2h_pageable": _timed_copy(new_host if not cuda else (lambda: pageable), dev, cuda),
         "h2d_pinned": _timed_copy(lambda: dev_out, pinned, cuda),
-        "h2d_pageable": _timed_copy((lambda: torch.empty_like(dev)) if not cuda else (lambda: dev_out), pageable, cuda),
+        "h2d_pageable": _timed_copy(
+            (lambda: torch.empty_like(dev)) if not cuda else (lambda: dev_out), pageable, cuda
+        ),
     }
 
 
@@ -438,8 +449,9 @@ def _effective(bw: dict[str, float], out_key: str, back_key: str) -> float:
     return 2.0 / (1.0 / bw[out_key] + 1.0 / bw[back_key])
 
 
-def predict_rows(result: BenchmarkResult, fwd_s: float, layers: int, bw: dict[str, float],
-                 prefetch: int = 2) -> dict[str, tuple[str, float]]:
+def predict_rows(
+    result: BenchmarkResult, fwd_s: float, layers: int, bw: dict[str, float], prefetch: int = 2
+) -> dict[str, tuple[str, float]]:
     """strategy -> (schedule, predicted seconds per step), from measured inputs only.
 
     Inputs: the ``none`` row's median (split into forward ``fwd_s`` and the rest, backward),
@@ -461,12 +473,23 @@ def predict_rows(result: BenchmarkResult, fwd_s: float, layers: int, bw: dict[st
             continue
         hook_s = per_call * (row.packs + row.unpacks) / (2 * layers)  # per layer and pass
         pageable = row.strategy == "save_on_cpu" or (not cuda and row.strategy.startswith("save_on_cpu"))
-        band = _effective(bw, "d2h_pageable", "h2d_pageable") if pageable else _effective(bw, "d2h_pinned", "h2d_pinned")
+        band = (
+            _effective(bw, "d2h_pageable", "h2d_pageable")
+            if pageable
+            else _effective(bw, "d2h_pinned", "h2d_pinned")
+        )
         if not cuda and row.strategy.startswith("course"):  # pooled buffer out, new device memory back
             band = _effective(bw, "d2h_pinned", "h2d_pageable")
         per_layer = [row.moved_bytes / 2 / layers] * layers  # out once and back once, spread evenly
-        p = predict_step([fwd_s / layers] * layers, [bwd_s / layers] * layers, per_layer, band,
-                         hook_s=hook_s, in_flight=prefetch, keep_last=False)
+        p = predict_step(
+            [fwd_s / layers] * layers,
+            [bwd_s / layers] * layers,
+            per_layer,
+            band,
+            hook_s=hook_s,
+            in_flight=prefetch,
+            keep_last=False,
+        )
         out[row.strategy] = (schedule, p.overlapped if schedule == "overlapped" else p.synchronous)
     return out
 
@@ -506,8 +529,18 @@ _TOP = ("format", "sample", "created", "device", "workload", "bandwidth_GBs", "m
 _DEVICE = ("type", "name", "torch", "cuda")
 _WORKLOAD = ("model", "layers", "d_model", "seq", "batch", "dtype")
 _BANDWIDTH = ("d2h_pinned", "d2h_pageable", "h2d_pinned", "h2d_pageable")
-_STRATEGY = ("name", "schedule", "step_ms", "predicted_ms", "peak_MB", "saved_MB", "offloaded_MB", "moved_MB",
-             "packs", "unpacks")
+_STRATEGY = (
+    "name",
+    "schedule",
+    "step_ms",
+    "predicted_ms",
+    "peak_MB",
+    "saved_MB",
+    "offloaded_MB",
+    "moved_MB",
+    "packs",
+    "unpacks",
+)
 
 
 def _require(record: dict, keys: Sequence[str], where: str) -> None:
@@ -554,7 +587,9 @@ def stored_results(folder: str | Path | None = None) -> list[dict]:
 
     Returns ``[]`` when the folder does not exist (an installed package has no repository).
     """
-    folder = Path(folder) if folder is not None else Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    folder = (
+        Path(folder) if folder is not None else Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    )
     if not folder.is_dir():
         return []
     records = [load_results(p) for p in sorted(folder.glob("*.json"))]
@@ -580,7 +615,8 @@ def results_table(record: dict) -> str:
     dev, w = record["device"], record["workload"]
     where = "FORMAT SAMPLE, not a measurement" if record["sample"] else "measured"
     lines = [
-        f"{where}: {dev['name']}, {record['created']}, torch {dev['torch']}, CUDA {dev['cuda']}, {record['steps']} steps",
+        f"{where}: {dev['name']}, {record['created']}, torch {dev['torch']}, CUDA {dev['cuda']}, "
+        f"{record['steps']} steps",
         f"{w['layers']} x {w['model']}, d_model={w['d_model']}, seq={w['seq']}, batch={w['batch']}, {w['dtype']}",
         f"{'strategy':<30} {'schedule':<12} {'min ms':>7} {'median ms':>10} {'max ms':>8} {'predicted ms':>13} "
         f"{'peak MB':>8} {'moved MB':>9}",
@@ -588,6 +624,8 @@ def results_table(record: dict) -> str:
     for r in record["strategies"]:
         t = r["step_ms"]
         peak = "-" if r["peak_MB"] is None else f"{r['peak_MB']:.1f}"
-        lines.append(f"{r['name']:<30} {r['schedule']:<12} {t['min']:7.3f} {t['median']:10.3f} {t['max']:8.3f} "
-                     f"{r['predicted_ms']:13.3f} {peak:>8} {r['moved_MB']:9.1f}")
+        lines.append(
+            f"{r['name']:<30} {r['schedule']:<12} {t['min']:7.3f} {t['median']:10.3f} {t['max']:8.3f} "
+            f"{r['predicted_ms']:13.3f} {peak:>8} {r['moved_MB']:9.1f}"
+        )
     return "\n".join(lines)

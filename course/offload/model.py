@@ -351,8 +351,11 @@ def predict_step(
         return step_schedule(forward, backward, saved_bytes, bandwidth, k, latency, hook_s, keep_last).end
 
     n = len(forward)
-    copies = [t for i, t in enumerate(transfer_times(saved_bytes, bandwidth, latency))
-              if not (keep_last and i == n - 1)]
+    copies = [
+        t
+        for i, t in enumerate(transfer_times(saved_bytes, bandwidth, latency))
+        if not (keep_last and i == n - 1)
+    ]
     work = none + 2 * n * hook_s
     return StepPrediction(
         none=none,

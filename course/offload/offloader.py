@@ -84,16 +84,15 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
-from typing import Any, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from course import trace
-
 from course.autograd.saved_tensors import saved_tensors_hooks
 from course.autograd.version_check import VersionStamp
 
@@ -308,12 +307,12 @@ class Offloader(saved_tensors_hooks):
     def __repr__(self) -> str:
         extra = f", prefetch={self.prefetch}" if self.mode == "stream" else ""
         extra += "" if self.check_versions else ", check_versions=False"  # the default is not shown
-        return f"Offloader(device={self.device_type!r}, mode={self.mode!r}, min_bytes={self.min_bytes}{extra})"
+        return (
+            f"Offloader(device={self.device_type!r}, mode={self.mode!r}, min_bytes={self.min_bytes}{extra})"
+        )
 
     def __enter__(self) -> None:
-        self._module_keys = {
-            _storage_key(t) for m in self.modules for t in (*m.parameters(), *m.buffers())
-        }
+        self._module_keys = {_storage_key(t) for m in self.modules for t in (*m.parameters(), *m.buffers())}
         self._order = []  # a new forward: prefetch walks this pass's copies
         # We push our hooks ourselves rather than lesson 3's traced wrapper: our own
         # trace events say what moved. __exit__ (inherited) pops them.

@@ -33,6 +33,8 @@ Example:
     ValueError: tensor has no grad_fn: it is a leaf or was made without grad; ...
 """
 
+from course.show import fx, graph, timeline  # noqa: E402  (the submodules, for their __all__)
+from course.show.boxes import drawn_graph_report, segment_crossings
 from course.show.fx import (
     CUT_STYLE,
     KIND_COLORS,
@@ -55,7 +57,6 @@ from course.show.graph import (
     graph_summary,
     graph_text,
 )
-from course.show.boxes import drawn_graph_report, segment_crossings
 from course.show.layout import layered_layout
 from course.show.source import SourcePair, show_source
 from course.show.timeline import (
@@ -67,7 +68,13 @@ from course.show.timeline import (
     timeline_text,
 )
 
-from course.show import fx, graph, timeline  # noqa: E402  (the submodules, for their __all__)
-
-__all__ = [*graph.__all__, *fx.__all__, *timeline.__all__,
-           "layered_layout", "segment_crossings", "drawn_graph_report", "SourcePair", "show_source"]
+__all__ = [
+    *graph.__all__,
+    *fx.__all__,
+    *timeline.__all__,
+    "layered_layout",
+    "segment_crossings",
+    "drawn_graph_report",
+    "SourcePair",
+    "show_source",
+]

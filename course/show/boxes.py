@@ -21,8 +21,14 @@ Every artist carries a gid (``node:<n>``, ``label:<n>``, ``edge:<a>-><b>``), whi
 
 from __future__ import annotations
 
-__all__ = ["label_size", "segment_crossings", "smooth_route", "draw_boxes", "new_figure_for",
-           "drawn_graph_report"]
+__all__ = [
+    "label_size",
+    "segment_crossings",
+    "smooth_route",
+    "draw_boxes",
+    "new_figure_for",
+    "drawn_graph_report",
+]
 
 _CHAR_W, _LINE_H, _PAD = 0.62, 1.3, 6.0  # monospace em widths; line height; box padding (pt)
 
@@ -30,8 +36,10 @@ _CHAR_W, _LINE_H, _PAD = 0.62, 1.3, 6.0  # monospace em widths; line height; box
 def label_size(label: str, font_size: float) -> tuple[float, float]:
     """Width and height in points of a box that holds ``label`` in a monospace font."""
     lines = label.split("\n")
-    return (max(len(s) for s in lines) * _CHAR_W * font_size + 2 * _PAD,
-            len(lines) * _LINE_H * font_size + 2 * _PAD)
+    return (
+        max(len(s) for s in lines) * _CHAR_W * font_size + 2 * _PAD,
+        len(lines) * _LINE_H * font_size + 2 * _PAD,
+    )
 
 
 def segment_crossings(polylines: list) -> int:
@@ -47,7 +55,7 @@ def segment_crossings(polylines: list) -> int:
 
     count = 0
     for k, (i, a, b) in enumerate(segs):
-        for j, c, d in segs[k + 1:]:
+        for j, c, d in segs[k + 1 :]:
             if i == j:
                 continue
             o1, o2, o3, o4 = orient(a, b, c), orient(a, b, d), orient(c, d, a), orient(c, d, b)
@@ -90,9 +98,18 @@ def smooth_route(pts: list, steps: int = 8) -> list:
     return out
 
 
-def draw_boxes(g, layout: dict, labels: dict, ax, fills: dict, font_size: float = 8.0,
-               edge_colors: dict | None = None, styles: dict | None = None, title: str = "",
-               edge_styles: dict | None = None):
+def draw_boxes(
+    g,
+    layout: dict,
+    labels: dict,
+    ax,
+    fills: dict,
+    font_size: float = 8.0,
+    edge_colors: dict | None = None,
+    styles: dict | None = None,
+    title: str = "",
+    edge_styles: dict | None = None,
+):
     """Draw ``layout`` on ``ax`` (a fresh axes, 1 data unit = 1 point at ``scale``):
     a rounded box per node sized to its label, edges as polylines with an arrow head
     (``edge_styles``: ``{(a, b): line keywords}`` for edges drawn otherwise than grey).
@@ -117,19 +134,33 @@ def draw_boxes(g, layout: dict, labels: dict, ax, fills: dict, font_size: float 
             cut_names.setdefault((route[-1], "top", style["color"]), []).append(str(b))
             cut_names.setdefault((tail[0], "bottom", style["color"]), []).append(str(a))
             continue
-        _edge(ax, f"{a}->{b}", smooth_route(start + route[1:-1] + [(route[-1][0], route[-1][1] + hb)]),
-              style)
+        _edge(ax, f"{a}->{b}", smooth_route(start + route[1:-1] + [(route[-1][0], route[-1][1] + hb)]), style)
     for n in g:
         (cx, cy), (w, h) = pos[n], layout["sizes"][n]
-        box = FancyBboxPatch((cx - w / 2, cy - h / 2), w, h, boxstyle="round,pad=0,rounding_size=4",
-                             facecolor=fills.get(n, "#dddddd"),
-                             edgecolor=edge_colors.get(n, "#333333"),
-                             linewidth=styles.get(n, {}).get("linewidth", 0.8),
-                             linestyle=styles.get(n, {}).get("linestyle", "-"), zorder=2)
+        box = FancyBboxPatch(
+            (cx - w / 2, cy - h / 2),
+            w,
+            h,
+            boxstyle="round,pad=0,rounding_size=4",
+            facecolor=fills.get(n, "#dddddd"),
+            edgecolor=edge_colors.get(n, "#333333"),
+            linewidth=styles.get(n, {}).get("linewidth", 0.8),
+            linestyle=styles.get(n, {}).get("linestyle", "-"),
+            zorder=2,
+        )
         box.set_gid(f"node:{n}")
         ax.add_patch(box)
-        text = ax.text(cx, cy, labels[n], ha="center", va="center", family="monospace",
-                       fontsize=font_size, linespacing=1.15, zorder=3)
+        text = ax.text(
+            cx,
+            cy,
+            labels[n],
+            ha="center",
+            va="center",
+            family="monospace",
+            fontsize=font_size,
+            linespacing=1.15,
+            zorder=3,
+        )
         text.set_gid(f"label:{n}")
     for (at, va, color), ends in cut_names.items():  # stubs that meet: one name list
         ends = sorted(set(ends), key=ends.index)
@@ -145,20 +176,40 @@ def _edge(ax, gid: str, pts: list, style: dict, arrow: bool = True) -> None:
     (line,) = ax.plot(xs, ys, zorder=1, **style)
     line.set_gid(f"edge:{gid}")
     if arrow:
-        ax.add_patch(FancyArrowPatch(pts[-2], pts[-1], arrowstyle="-|>", color=style["color"],
-                                     lw=style["linewidth"], shrinkA=0, shrinkB=0, mutation_scale=8,
-                                     zorder=1))
+        ax.add_patch(
+            FancyArrowPatch(
+                pts[-2],
+                pts[-1],
+                arrowstyle="-|>",
+                color=style["color"],
+                lw=style["linewidth"],
+                shrinkA=0,
+                shrinkB=0,
+                mutation_scale=8,
+                zorder=1,
+            )
+        )
 
 
 def _cut_label(ax, at: tuple, text: str, va: str, font_size: float, color: str) -> None:
     """Name the far end of a cut edge at its stub (``va="top"``: under a band)."""
-    label = ax.text(at[0], at[1], text, ha="center", va=va, fontsize=font_size * 0.9,
-                    family="monospace", color=color, zorder=3)
+    label = ax.text(
+        at[0],
+        at[1],
+        text,
+        ha="center",
+        va=va,
+        fontsize=font_size * 0.9,
+        family="monospace",
+        color=color,
+        zorder=3,
+    )
     label.set_gid(f"cut:{text}")
 
 
-def new_figure_for(layout: dict, font_size: float = 8.0, ax=None, max_inches: float = 18.0,
-                   extra_height: float = 0.0):
+def new_figure_for(
+    layout: dict, font_size: float = 8.0, ax=None, max_inches: float = 18.0, extra_height: float = 0.0
+):
     """A figure whose axes map 1 data unit to 1 point, so label-sized boxes fit their text.
 
     With ``ax`` given (or a layout wider than ``max_inches``), the scale shrinks and the
@@ -166,13 +217,18 @@ def new_figure_for(layout: dict, font_size: float = 8.0, ax=None, max_inches: fl
     """
     import matplotlib.pyplot as plt
 
-    xs = [p[0] + s * w / 2 for n, p in layout["pos"].items()
-          for w in (layout["sizes"][n][0],) for s in (-1, 1)]
-    ys = [p[1] + s * h / 2 for n, p in layout["pos"].items()
-          for h in (layout["sizes"][n][1],) for s in (-1, 1)]
+    xs = [
+        p[0] + s * w / 2 for n, p in layout["pos"].items() for w in (layout["sizes"][n][0],) for s in (-1, 1)
+    ]
+    ys = [
+        p[1] + s * h / 2 for n, p in layout["pos"].items() for h in (layout["sizes"][n][1],) for s in (-1, 1)
+    ]
     for route in layout["routes"].values():
         xs += [p[0] for p in route]
-    for route in [*layout.get("continued", {}).values(), *(layout["routes"][e] for e in layout.get("continued", {}))]:
+    for route in [
+        *layout.get("continued", {}).values(),
+        *(layout["routes"][e] for e in layout.get("continued", {})),
+    ]:
         ys += [p[1] + 14.0 for p in route] + [p[1] - 14.0 for p in route]  # stubs and their names
     margin = 12.0
     x0, x1 = min(xs) - margin, max(xs) + margin
@@ -215,9 +271,13 @@ def drawn_graph_report(fig) -> dict:
         for t in ax.texts:
             if (t.get_gid() or "").startswith("label:"):
                 texts[t.get_gid()[6:]] = t.get_window_extent(renderer)
-    overflow = [n for n, tb in texts.items()
-                if not (boxes[n].x0 <= tb.x0 and tb.x1 <= boxes[n].x1
-                        and boxes[n].y0 <= tb.y0 and tb.y1 <= boxes[n].y1)]
+    overflow = [
+        n
+        for n, tb in texts.items()
+        if not (
+            boxes[n].x0 <= tb.x0 and tb.x1 <= boxes[n].x1 and boxes[n].y0 <= tb.y0 and tb.y1 <= boxes[n].y1
+        )
+    ]
     through = []  # (edge, node): an edge drawn behind a box it does not touch
     for ax in fig.axes:
         for line in ax.lines:
@@ -225,18 +285,28 @@ def drawn_graph_report(fig) -> dict:
             if gid.startswith("edge:"):
                 pts = ax.transData.transform(list(zip(*line.get_data())))
                 ends = gid[5:].split("->")
-                through += [(gid[5:], n) for n, b in boxes.items() if n not in ends
-                            and any(_segment_hits_box(p, q, b) for p, q in zip(pts, pts[1:]))]
-    return {"crossings": segment_crossings(lines), "overflow": overflow, "through": through,
-            "nodes": len(boxes), "edges": len(lines)}
+                through += [
+                    (gid[5:], n)
+                    for n, b in boxes.items()
+                    if n not in ends and any(_segment_hits_box(p, q, b) for p, q in zip(pts, pts[1:]))
+                ]
+    return {
+        "crossings": segment_crossings(lines),
+        "overflow": overflow,
+        "through": through,
+        "nodes": len(boxes),
+        "edges": len(lines),
+    }
 
 
 def _segment_hits_box(p, q, box, inset: float = 1.0) -> bool:
     """Does the segment ``p``-``q`` enter the box (shrunk by ``inset`` pixels)? Clips the
     segment's parameter range to the box's x and y slabs (Liang-Barsky)."""
     lo, hi = 0.0, 1.0
-    for a, b, low, high in ((p[0], q[0], box.x0 + inset, box.x1 - inset),
-                            (p[1], q[1], box.y0 + inset, box.y1 - inset)):
+    for a, b, low, high in (
+        (p[0], q[0], box.x0 + inset, box.x1 - inset),
+        (p[1], q[1], box.y0 + inset, box.y1 - inset),
+    ):
         if a == b:
             if not low < a < high:
                 return False
@@ -244,4 +314,3 @@ def _segment_hits_box(p, q, box, inset: float = 1.0) -> bool:
         t0, t1 = sorted(((low - a) / (b - a), (high - a) / (b - a)))
         lo, hi = max(lo, t0), min(hi, t1)
     return lo < hi
-

@@ -71,7 +71,8 @@ def fold_rows(layout: dict, max_rows: int, gap: float = 36.0) -> dict:
         tail = [p for p in route if p[1] <= top[bc]]
         routes[a, c] = [moved(p, ba) for p in head + [(head[-1][0], low[ba] - stub)]]
         continued[a, c] = [moved(p, bc) for p in [(tail[0][0], top[bc] + stub)] + tail]
-    out = dict(layout, pos={n: moved(p, band_of[n]) for n, p in pos.items()}, routes=routes,
-               continued=continued)
+    out = dict(
+        layout, pos={n: moved(p, band_of[n]) for n, p in pos.items()}, routes=routes, continued=continued
+    )
     out["bands"] = [[n for k in ks for n in rows[k]] for ks in bands]
     return out

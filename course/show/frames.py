@@ -24,16 +24,29 @@ from __future__ import annotations
 import difflib
 import html
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import torch
 
 from course.show.graph import autograd_graph, graph_text
 from course.show.timeline import as_intervals, memory_at, timeline_text
 
-__all__ = ["FX_UTILS_QUESTIONS", "Frame", "KIND_HELP", "fx_utils_frames", "backward_order_frames", "event_frames", "saved_tensor_frames",
-           "mutation_frames", "stage_frames", "stage_diff", "stage_diff_html", "offload_frames"]
+__all__ = [
+    "FX_UTILS_QUESTIONS",
+    "Frame",
+    "KIND_HELP",
+    "fx_utils_frames",
+    "backward_order_frames",
+    "event_frames",
+    "saved_tensor_frames",
+    "mutation_frames",
+    "stage_frames",
+    "stage_diff",
+    "stage_diff_html",
+    "offload_frames",
+]
 
 
 @dataclass(frozen=True)
@@ -56,7 +69,7 @@ def _check(frames: list[Frame]) -> list[Frame]:
 
 
 def _seq_text(seq) -> str:
-    return "max" if seq >= 2 ** 63 else str(seq)
+    return "max" if seq >= 2**63 else str(seq)
 
 
 def _what_is_new(g, n: str, event: str, first: bool) -> str:
@@ -65,15 +78,18 @@ def _what_is_new(g, n: str, event: str, first: bool) -> str:
     name, seq = f"{n} {d['label']}", _seq_text(d["seq"])
     if event == "pre-hook":
         if first:
-            return (f"{name} is the root: backward starts here with the seed gradient; "
-                    "its pre-hook sees that gradient before the node runs.")
-        return (f"{name} runs next: every gradient flowing into it has arrived, and among the "
-                f"nodes ready to run it has the highest sequence number (seq {seq}); its "
-                "pre-hook sees those gradients before the node runs.")
+            return (
+                f"{name} is the root: backward starts here with the seed gradient; "
+                "its pre-hook sees that gradient before the node runs."
+            )
+        return (
+            f"{name} runs next: every gradient flowing into it has arrived, and among the "
+            f"nodes ready to run it has the highest sequence number (seq {seq}); its "
+            "pre-hook sees those gradients before the node runs."
+        )
     if d["name"] == "AccumulateGrad":
-        leaf = d["label"][len("AccumulateGrad("):-1] if d["label"] != "AccumulateGrad" else "the leaf"
-        return (f"{name} has run: it added the gradient into {leaf}.grad; a leaf sends "
-                "nothing further.")
+        leaf = d["label"][len("AccumulateGrad(") : -1] if d["label"] != "AccumulateGrad" else "the leaf"
+        return f"{name} has run: it added the gradient into {leaf}.grad; a leaf sends nothing further."
     targets = ", ".join(f"{m}:{nr}" for m, nr in d.get("next", ())) or "no node"
     return f"{name} has run: it computed the gradients for its inputs and sent them to {targets}."
 
@@ -110,19 +126,27 @@ def backward_order_frames(t: torch.Tensor, names=None, gradient=None, inputs=Non
     finally:
         for h in handles:
             h.remove()
-    frames = [Frame("before backward", graph_text(g), "Nothing has run yet; n0 runs first.",
-                    {"graph": g, "node": None, "event": None, "ran": []})]
+    frames = [
+        Frame(
+            "before backward",
+            graph_text(g),
+            "Nothing has run yet; n0 runs first.",
+            {"graph": g, "node": None, "event": None, "ran": []},
+        )
+    ]
     ran: list[str] = []
     for k, (event, n) in enumerate(fired, 1):
         if event == "hook":
             ran.append(n)
         name = g.nodes[n]["label"]
-        frames.append(Frame(
-            f"step {k}/{len(fired)}: {event} {n} {name}",
-            graph_text(g, highlight=[n]) + "\nran so far: " + (", ".join(ran) or "none"),
-            _what_is_new(g, n, event, first=k == 1),
-            {"graph": g, "node": n, "event": event, "ran": list(ran)},
-        ))
+        frames.append(
+            Frame(
+                f"step {k}/{len(fired)}: {event} {n} {name}",
+                graph_text(g, highlight=[n]) + "\nran so far: " + (", ".join(ran) or "none"),
+                _what_is_new(g, n, event, first=k == 1),
+                {"graph": g, "node": n, "event": event, "ran": list(ran)},
+            )
+        )
     return _check(frames)
 
 
@@ -142,13 +166,17 @@ def _event_help(e) -> str:
     if e.kind == "clone" and e.tensor is not None:
         writer = f" through {detail['mutated']}" if detail.get("mutated") else ""
         named = f" ({detail['clone']}, for {detail['handle']})" if detail.get("clone") else ""
-        return (f"{e.tensor} was about to be written in place{writer} ({e.name}), so it was "
-                f"cloned first: from now on \"clone of {e.tensor}\"{named} stands in for it, "
-                f"and backward's unpack of {e.tensor} gets that clone.")
+        return (
+            f"{e.tensor} was about to be written in place{writer} ({e.name}), so it was "
+            f'cloned first: from now on "clone of {e.tensor}"{named} stands in for it, '
+            f"and backward's unpack of {e.tensor} gets that clone."
+        )
     if e.kind == "unpack" and detail.get("handle") and detail.get("saved"):
         read = "the original" if e.tensor == detail["saved"] else f"its clone {e.tensor}"
-        return (f"backward asked for {detail['saved']}, saved as {detail['handle']}; the "
-                f"unpack hook gave back {read}.")
+        return (
+            f"backward asked for {detail['saved']}, saved as {detail['handle']}; the "
+            f"unpack hook gave back {read}."
+        )
     return KIND_HELP.get(e.kind, f"a {e.kind} event.")
 
 
@@ -170,8 +198,7 @@ def _table(events: Sequence) -> str:
     return "\n".join(lines)
 
 
-def event_frames(events: Iterable, kinds: Iterable[str] | None = None,
-                 title: str = "event") -> list[Frame]:
+def event_frames(events: Iterable, kinds: Iterable[str] | None = None, title: str = "event") -> list[Frame]:
     """One frame per :class:`course.trace.Event` (of ``kinds``, default all).
 
     Each frame's text is the events so far (``>`` marks the current one) and a table of
@@ -179,13 +206,21 @@ def event_frames(events: Iterable, kinds: Iterable[str] | None = None,
     """
     wanted = None if kinds is None else set(kinds)
     evs = [e for e in events if wanted is None or e.kind in wanted]
-    frames = [Frame(f"{title} 0/{len(evs)}: nothing yet", "", "Before the first event.",
-                    {"events": evs, "index": 0})]
+    frames = [
+        Frame(
+            f"{title} 0/{len(evs)}: nothing yet", "", "Before the first event.", {"events": evs, "index": 0}
+        )
+    ]
     for k, e in enumerate(evs, 1):
         log = [("> " if i == k - 1 else "  ") + str(x) for i, x in enumerate(evs[:k])]
-        frames.append(Frame(f"{title} {k}/{len(evs)}: {e}", "\n".join(log + [_table(evs[:k])]),
-                            _event_help(e),
-                            {"events": evs, "index": k}))
+        frames.append(
+            Frame(
+                f"{title} {k}/{len(evs)}: {e}",
+                "\n".join(log + [_table(evs[:k])]),
+                _event_help(e),
+                {"events": evs, "index": k},
+            )
+        )
     return _check(frames)
 
 
@@ -223,9 +258,15 @@ def stage_frames(stages: Iterable) -> list[Frame]:
     stages = list(stages)
     if not stages:
         raise ValueError("no stages to step through: pass a non-empty list of stages")
-    return [Frame(f"stage {k}/{len(stages)}: {s.name}", _stage_text(s), s.explanation,
-                  getattr(s, "graph_module", None) or getattr(s, "graph", None))
-            for k, s in enumerate(stages, 1)]
+    return [
+        Frame(
+            f"stage {k}/{len(stages)}: {s.name}",
+            _stage_text(s),
+            s.explanation,
+            getattr(s, "graph_module", None) or getattr(s, "graph", None),
+        )
+        for k, s in enumerate(stages, 1)
+    ]
 
 
 _DESC = re.compile(r"\b[A-Z]\w*AOT(?:Input|Output)\([^()]*(?:\([^()]*\)[^()]*)*\)")
@@ -236,14 +277,20 @@ def _stage_changes(before: Frame | None, after: Frame) -> tuple[str, list[str], 
     first) that :func:`stage_diff` and :func:`stage_diff_html` both show."""
     old = before.text.splitlines() if before is not None else []
     new = after.text.splitlines()
-    diff = [line for line in difflib.unified_diff(old, new, lineterm="", n=0)
-            if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    diff = [
+        line
+        for line in difflib.unified_diff(old, new, lineterm="", n=0)
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
     plus, minus = sum(x[0] == "+" for x in diff), sum(x[0] == "-" for x in diff)
     seen = set(_DESC.findall(before.text)) if before is not None else set()
     fresh = list(dict.fromkeys(d for d in _DESC.findall(after.text) if d not in seen))
-    head = ("first stage: everything is new" if before is None else
-            f"changed from the previous stage: +{plus} line{'s' * (plus != 1)}, "
-            f"-{minus} line{'s' * (minus != 1)}")
+    head = (
+        "first stage: everything is new"
+        if before is None
+        else f"changed from the previous stage: +{plus} line{'s' * (plus != 1)}, "
+        f"-{minus} line{'s' * (minus != 1)}"
+    )
     return head, fresh, diff if before is not None else []
 
 
@@ -292,14 +339,16 @@ def stage_diff_html(before: Frame | None, after: Frame) -> str:
 
     def marked(text: str) -> str:  # escape the text, with each new descriptor in bold
         out, at = [], 0
-        for m in (bold.finditer(text) if fresh else ()):
-            out += [html.escape(text[at:m.start()]), f"<b>{html.escape(m.group())}</b>"]
+        for m in bold.finditer(text) if fresh else ():
+            out += [html.escape(text[at : m.start()]), f"<b>{html.escape(m.group())}</b>"]
             at = m.end()
         return "".join(out + [html.escape(text[at:])])
 
     rows = [f"<div>{html.escape(head)}</div>"]
     if fresh:
-        rows.append("<div>new descriptors: " + ", ".join(f"<b>{html.escape(d)}</b>" for d in fresh) + "</div>")
+        rows.append(
+            "<div>new descriptors: " + ", ".join(f"<b>{html.escape(d)}</b>" for d in fresh) + "</div>"
+        )
     tags = {"-": "del", "+": "ins"}
     for x in diff:
         tag = tags[x[0]]
@@ -327,8 +376,9 @@ def offload_frames(intervals, memory=None, compute: str = "compute") -> list[Fra
         text = timeline_text(ivs, cursor=t, compute=compute)
         if memory:
             text += f"\nmemory at t={t:g}: {memory_at(memory, t):g}"
-        frames.append(Frame(f"t={t:g} ({k}/{len(times)})", text, desc,
-                            {"intervals": ivs, "memory": memory, "time": t}))
+        frames.append(
+            Frame(f"t={t:g} ({k}/{len(times)})", text, desc, {"intervals": ivs, "memory": memory, "time": t})
+        )
     return frames
 
 
@@ -379,4 +429,3 @@ def fx_utils_frames(gm) -> list[Frame]:
         lines, names = _answer_lines(ours)
         frames.append(Frame(f"{k}/9 {fn_name}", "\n".join(lines), question, {"names": names}))
     return frames
-

@@ -37,9 +37,20 @@ from course.show.boxes import draw_boxes, label_size, new_figure_for
 from course.show.graph import collapse_chains
 from course.show.layout import layered_layout
 
-__all__ = ["KIND_COLORS", "descriptor_kind", "joint_pairs", "joint_graph_text",
-           "joint_nx_graph", "summarise_joint", "draw_joint_graph", "as_fx_graph", "PAIR_COLORS",
-           "partition_cut", "CUT_STYLE", "group_ends"]
+__all__ = [
+    "KIND_COLORS",
+    "descriptor_kind",
+    "joint_pairs",
+    "joint_graph_text",
+    "joint_nx_graph",
+    "summarise_joint",
+    "draw_joint_graph",
+    "as_fx_graph",
+    "PAIR_COLORS",
+    "partition_cut",
+    "CUT_STYLE",
+    "group_ends",
+]
 
 
 #: Fill colour per descriptor class name; anything else is grey.
@@ -73,9 +84,11 @@ def joint_pairs(g) -> list[tuple[str, object, object, object]]:
     if not has_desc:
         return []
     pairs = []
-    for how, get in (("grad", fx_utils.get_param_and_grad_nodes),
-                     ("grad", fx_utils.get_plain_input_and_grad_nodes),
-                     ("tangent", fx_utils.get_plain_output_and_tangent_nodes)):
+    for how, get in (
+        ("grad", fx_utils.get_param_and_grad_nodes),
+        ("grad", fx_utils.get_plain_input_and_grad_nodes),
+        ("tangent", fx_utils.get_plain_output_and_tangent_nodes),
+    ):
         try:
             pairs += [(how, d, n, m) for d, (n, m) in get(graph).items()]
         except (KeyError, LookupError, AssertionError, ValueError):
@@ -127,13 +140,25 @@ def joint_nx_graph(g) -> nx.DiGraph:
             for i, (o, desc) in enumerate(zip(outs, descs)):
                 # A None output is a gradient slot with no gradient (its input needs none).
                 label = f"output[{i}]" + ("" if hasattr(o, "name") else f"\n{o!r}")
-                d.add_node(f"output[{i}]", label=label, op="output",
-                           kind=descriptor_kind(desc), highlight=False, index=i)
+                d.add_node(
+                    f"output[{i}]",
+                    label=label,
+                    op="output",
+                    kind=descriptor_kind(desc),
+                    highlight=False,
+                    index=i,
+                )
                 if hasattr(o, "name"):
                     d.add_edge(o.name, f"output[{i}]")
             continue
-        d.add_node(n.name, label=n.name, op=n.op, kind=descriptor_kind(n.meta.get("desc")),
-                   highlight=False, target=getattr(n.target, "__name__", str(n.target)).removesuffix(".default"))
+        d.add_node(
+            n.name,
+            label=n.name,
+            op=n.op,
+            kind=descriptor_kind(n.meta.get("desc")),
+            highlight=False,
+            target=getattr(n.target, "__name__", str(n.target)).removesuffix(".default"),
+        )
         if n.op == "placeholder":
             d.nodes[n.name]["index"] = sum(d.nodes[m]["op"] == "placeholder" for m in d) - 1
         for a in n.all_input_nodes:
@@ -143,9 +168,13 @@ def joint_nx_graph(g) -> nx.DiGraph:
         if n.op == "output":
             outs = n.args[0] if isinstance(n.args[0], (tuple, list)) else (n.args[0],)
             outputs = {id(o): f"output[{i}]" for i, o in reversed(list(enumerate(outs)))}
-    d.graph["pairs"] = [(a.name, outputs.get(id(b), b.name), how) if how == "grad"
-                        else (outputs.get(id(a), a.name), b.name, how)
-                        for how, _, a, b in joint_pairs(g) if b is not None]
+    d.graph["pairs"] = [
+        (a.name, outputs.get(id(b), b.name), how)
+        if how == "grad"
+        else (outputs.get(id(a), a.name), b.name, how)
+        for how, _, a, b in joint_pairs(g)
+        if b is not None
+    ]
     return d
 
 
@@ -168,8 +197,9 @@ def summarise_joint(d: nx.DiGraph) -> nx.DiGraph:
     """
     tangents = [n for n in d if d.nodes[n]["op"] == "placeholder" and n.startswith("tangents")]
     backward = set().union(*(nx.descendants(d, t) for t in tangents)) if tangents else set()
-    group = {n: ("backward" if n in backward else "forward")
-             for n in d if d.nodes[n]["op"] == "call_function"}
+    group = {
+        n: ("backward" if n in backward else "forward") for n in d if d.nodes[n]["op"] == "call_function"
+    }
     s = nx.DiGraph(pairs=d.graph.get("pairs", []))
     for n in d:
         if n not in group:
@@ -179,8 +209,14 @@ def summarise_joint(d: nx.DiGraph) -> nx.DiGraph:
         if members:
             ops = Counter(d.nodes[n].get("target", n) for n in members)
             top = ", ".join(f"{op} x{c}" for op, c in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))[:4])
-            s.add_node(name, label=f"{name}\n{len(members)} ops: {top}", op="call_function",
-                       kind="none", highlight=False, collapsed=len(members))
+            s.add_node(
+                name,
+                label=f"{name}\n{len(members)} ops: {top}",
+                op="call_function",
+                kind="none",
+                highlight=False,
+                collapsed=len(members),
+            )
     for a, b in d.edges:
         a, b = group.get(a, a), group.get(b, b)
         if a != b:
@@ -213,10 +249,18 @@ def group_ends(d: nx.DiGraph, most: int = 8) -> nx.DiGraph:
             groups.setdefault(d.nodes[n]["kind"], []).append(n)
         for kind, members in groups.items():
             name = f"{tag}:{kind}"
-            label = (f"{kind if kind != 'none' else 'no descriptor'} x{len(members)}\n{members[0]}"
-                     + (f" … {members[-1]}" if len(members) > 1 else ""))
-            s.add_node(name, label=label, op=op, kind=kind, highlight=False,
-                       index=d.nodes[members[0]]["index"], grouped=len(members))
+            label = f"{kind if kind != 'none' else 'no descriptor'} x{len(members)}\n{members[0]}" + (
+                f" … {members[-1]}" if len(members) > 1 else ""
+            )
+            s.add_node(
+                name,
+                label=label,
+                op=op,
+                kind=kind,
+                highlight=False,
+                index=d.nodes[members[0]]["index"],
+                grouped=len(members),
+            )
             for m in members:
                 s.add_edges_from((p, name) for p in s.predecessors(m))
                 s.add_edges_from((name, q) for q in s.successors(m))
@@ -243,7 +287,8 @@ def as_fx_graph(g):
         return gm.graph
     raise TypeError(
         f"cannot draw a {type(g).__name__}: pass the object export_joint returns, "
-        "a torch.fx.GraphModule or a torch.fx.Graph")
+        "a torch.fx.GraphModule or a torch.fx.Graph"
+    )
 
 
 def partition_cut(g) -> tuple[list[str], set[str]] | None:
@@ -296,8 +341,18 @@ CUT_STYLE = {"color": "#7b3294", "linewidth": 1.6, "linestyle": (0, (4, 2))}
 
 
 #: Box outline colours that tie a parameter to its gradient and an output to its tangent.
-PAIR_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-               "#bcbd22", "#ff7f0e", "#7f7f7f"]
+PAIR_COLORS = [
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+    "#bcbd22",
+    "#ff7f0e",
+    "#7f7f7f",
+]
 
 
 def _input_note(desc) -> str:
@@ -313,8 +368,14 @@ def _input_note(desc) -> str:
     return "" if desc is None else kind
 
 
-def draw_joint_graph(g, ax=None, max_nodes: int = 300, collapse_above: int = 50,
-                     title: str | None = None, input_order: str = "placeholder"):
+def draw_joint_graph(
+    g,
+    ax=None,
+    max_nodes: int = 300,
+    collapse_above: int = 50,
+    title: str | None = None,
+    input_order: str = "placeholder",
+):
     """Draw a joint graph in layers: placeholders on the top row in placeholder order,
     outputs on the bottom row in output order, the ops in between placed to cut edge
     crossings (:func:`course.show.layout.layered_layout`), each box sized to its label.
@@ -360,12 +421,16 @@ def draw_joint_graph(g, ax=None, max_nodes: int = 300, collapse_above: int = 50,
         fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(8, 2))
         ax.set_axis_off()
         kinds = sorted({full.nodes[n]["op"] for n in full})
-        ax.text(0.5, 0.5, f"too large to draw: {len(full)} nodes ({', '.join(kinds)})",
-                ha="center", va="center")
+        ax.text(
+            0.5, 0.5, f"too large to draw: {len(full)} nodes ({', '.join(kinds)})", ha="center", va="center"
+        )
         return fig
     cut = partition_cut(graph) if d is full else None
-    backward = ({n for n in cut[1] if n in d} | (_backward_nodes(d) & {n for n in d if d.nodes[n]["op"] == "output"})
-                if cut else _backward_nodes(d))
+    backward = (
+        {n for n in cut[1] if n in d} | (_backward_nodes(d) & {n for n in d if d.nodes[n]["op"] == "output"})
+        if cut
+        else _backward_nodes(d)
+    )
     cut_edges = {(a, b) for a, b in d.edges if cut and a in cut[0] and b in backward}
     labels = {n: d.nodes[n].get("label", n) for n in d}
     for n in d:  # ops: name and aten target
@@ -386,37 +451,69 @@ def draw_joint_graph(g, ax=None, max_nodes: int = 300, collapse_above: int = 50,
     for i, n in enumerate(n for n in graph.nodes if n.op == "placeholder"):
         if n.name in d:
             note = _input_note(n.meta.get("desc"))
-            labels[n.name] = f"{n.name} (in {i})" + (f"\n{note}" if note else "") + labels[n.name][len(n.name):]
-    first, last = (sorted((n for n in d if d.nodes[n]["op"] == op), key=lambda n: d.nodes[n]["index"])
-                   for op in ("placeholder", "output"))
+            labels[n.name] = (
+                f"{n.name} (in {i})" + (f"\n{note}" if note else "") + labels[n.name][len(n.name) :]
+            )
+    first, last = (
+        sorted((n for n in d if d.nodes[n]["op"] == op), key=lambda n: d.nodes[n]["index"])
+        for op in ("placeholder", "output")
+    )
     font = 8.0
     sizes = {n: label_size(labels[n], font) for n in d}
-    layout = layered_layout(d, first=first, last=last, sizes=sizes, row_gap=26.0,
-                            fixed=(input_order == "placeholder", True))
+    layout = layered_layout(
+        d, first=first, last=last, sizes=sizes, row_gap=26.0, fixed=(input_order == "placeholder", True)
+    )
     fig, ax, font = new_figure_for(layout, font, ax=ax, extra_height=0.9)
-    fills = {n: KIND_COLORS.get(d.nodes[n]["kind"],
-                                "#fde2c8" if n in backward else "#ffffff") for n in d}
+    fills = {n: KIND_COLORS.get(d.nodes[n]["kind"], "#fde2c8" if n in backward else "#ffffff") for n in d}
     styles = {n: {"linewidth": 2.2} for n in edge_colors}
-    draw_boxes(d, layout, labels, ax, fills, font_size=font, edge_colors=edge_colors, styles=styles,
-               edge_styles={e: CUT_STYLE for e in cut_edges})
+    draw_boxes(
+        d,
+        layout,
+        labels,
+        ax,
+        fills,
+        font_size=font,
+        edge_colors=edge_colors,
+        styles=styles,
+        edge_styles={e: CUT_STYLE for e in cut_edges},
+    )
     used = [k for k in KIND_COLORS if any(d.nodes[n]["kind"] == k for n in d)]
     handles = [Patch(facecolor=KIND_COLORS[k], edgecolor="#333333", label=k) for k in used]
     ops = [n for n in d if d.nodes[n]["op"] == "call_function"]
-    handles += [Patch(facecolor=fill, edgecolor="#333333", label=f"{side} op")
-                for side, fill, present in (("forward", "#ffffff", any(n not in backward for n in ops)),
-                                            ("backward", "#fde2c8", any(n in backward for n in ops)))
-                if present]
+    handles += [
+        Patch(facecolor=fill, edgecolor="#333333", label=f"{side} op")
+        for side, fill, present in (
+            ("forward", "#ffffff", any(n not in backward for n in ops)),
+            ("backward", "#fde2c8", any(n in backward for n in ops)),
+        )
+        if present
+    ]
     if edge_colors:
-        handles.append(Patch(facecolor="none", edgecolor=PAIR_COLORS[0], linewidth=2.2,
-                             label="same outline: param/grad or output/tangent"))
+        handles.append(
+            Patch(
+                facecolor="none",
+                edgecolor=PAIR_COLORS[0],
+                linewidth=2.2,
+                label="same outline: param/grad or output/tangent",
+            )
+        )
     if cut_edges:
         handles.append(Line2D([], [], **CUT_STYLE, label="saved for backward (the cut)"))
-    fig.legend(handles=handles, loc="upper center", ncol=min(4, len(handles)), fontsize=7,
-               frameon=False, bbox_to_anchor=(0.5, 1.0))
+    fig.legend(
+        handles=handles,
+        loc="upper center",
+        ncol=min(4, len(handles)),
+        fontsize=7,
+        frameon=False,
+        bbox_to_anchor=(0.5, 1.0),
+    )
     if title is None:
-        title = ("joint graph: inputs (top" + (", placeholder order" if input_order == "placeholder" else "")
-                 + ") to outputs (bottom, output order)"
-                 + ("; chains folded" if d is not full else ""))
+        title = (
+            "joint graph: inputs (top"
+            + (", placeholder order" if input_order == "placeholder" else "")
+            + ") to outputs (bottom, output order)"
+            + ("; chains folded" if d is not full else "")
+        )
     if title:
         fig.text(0.5, 1.0, title, ha="center", va="bottom", fontsize=9)
     return fig

@@ -31,7 +31,7 @@ drawn, so a 2,000-node graph returns at once.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import networkx as nx
 import torch
@@ -70,9 +70,7 @@ def _saved(node) -> list[str]:
             continue
         if isinstance(value, torch.Tensor):
             out.append(f"{attr[7:]} {tuple(value.shape)}")
-        elif isinstance(value, (tuple, list)) and value and all(
-            isinstance(v, torch.Tensor) for v in value
-        ):
+        elif isinstance(value, (tuple, list)) and value and all(isinstance(v, torch.Tensor) for v in value):
             out.append(f"{attr[7:]} [" + ", ".join(str(tuple(v.shape)) for v in value) + "]")
         elif value is not None:
             out.append(f"{attr[7:]}={value}")
@@ -149,8 +147,9 @@ def autograd_graph(t, names: Mapping[str, torch.Tensor] | None = None, highlight
         by_var[id(tensor)] = name
         if tensor.grad_fn is not None:
             by_var[id(tensor.grad_fn)] = name
-    marks = {h if isinstance(h, str) else id(h.grad_fn if isinstance(h, torch.Tensor) else h)
-             for h in highlight}
+    marks = {
+        h if isinstance(h, str) else id(h.grad_fn if isinstance(h, torch.Tensor) else h) for h in highlight
+    }
     marks |= {id(getattr(h, "grad_fn", None)) for h in highlight if isinstance(h, torch.Tensor)}
     g = nx.DiGraph(nodes={v: k for k, v in ids.items()})
     for i, node in enumerate(order):
@@ -248,8 +247,11 @@ def collapse_chains(g, min_length: int = 3) -> nx.DiGraph:
         data = [dict(g.nodes[c]) for c in chain]
         first, last = (d.get("label", str(c)) for d, c in ((data[0], chain[0]), (data[-1], chain[-1])))
         g.remove_nodes_from(chain[1:])
-        g.nodes[chain[0]].update(collapsed=len(chain), label=f"{len(chain)} nodes: {first} .. {last}",
-                                 highlight=any(d.get("highlight") for d in data))
+        g.nodes[chain[0]].update(
+            collapsed=len(chain),
+            label=f"{len(chain)} nodes: {first} .. {last}",
+            highlight=any(d.get("highlight") for d in data),
+        )
         g.add_edge(chain[0], succ, **last_edge)
     return g
 
@@ -262,19 +264,29 @@ def _seq(n: str, d: dict) -> str:
     seq = d.get("seq")
     if seq is None:
         return ""
-    return "seq max" if seq >= 2 ** 63 else f"seq {seq}"  # AccumulateGrad: the largest
+    return "seq max" if seq >= 2**63 else f"seq {seq}"  # AccumulateGrad: the largest
 
 
-def draw_autograd_graph(t, names=None, highlight: Iterable = (), ax=None,
-                        max_nodes: int = 300, collapse_above: int = 50, ran: Iterable = (),
-                        title: str | None = None, highlight_color: str | None = None,
-                        max_rows: int | None = None, row_gap: float = 40.0):
+def draw_autograd_graph(
+    t,
+    names=None,
+    highlight: Iterable = (),
+    ax=None,
+    max_nodes: int = 300,
+    collapse_above: int = 50,
+    ran: Iterable = (),
+    title: str | None = None,
+    highlight_color: str | None = None,
+    max_rows: int | None = None,
+    row_gap: float = 40.0,
+):
     """Draw the graph in layers (:func:`course.show.layout.layered_layout`), root at the top, each node a box
     sized to its label (the name, the leaf's shape or up to two saved values, and the
     sequence number that orders backward).
 
     AccumulateGrad leaves are green, highlighted nodes orange (or ``highlight_color``) with
-    a thick border, nodes in ``ran`` (ids that already ran) grey with a dashed border; edges carry ``output_nr`` where it is not 0.
+    a thick border, nodes in ``ran`` (ids that already ran) grey with a dashed border; edges carry
+    ``output_nr`` where it is not 0.
     ``max_rows``: a deeper graph stands in bands of at most that many rows, side by side
     (:func:`course.show.fold.fold_rows`), so a long chain uses a screen's width;
     ``row_gap``: the space between rows, in points.
@@ -294,8 +306,14 @@ def draw_autograd_graph(t, names=None, highlight: Iterable = (), ax=None,
     if g.number_of_nodes() > max_nodes:
         fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(8, 3))
         ax.set_axis_off()
-        ax.text(0.5, 0.5, "too large to draw\n" + graph_summary(full).replace(": ", ":\n"),
-                ha="center", va="center", wrap=True)
+        ax.text(
+            0.5,
+            0.5,
+            "too large to draw\n" + graph_summary(full).replace(": ", ":\n"),
+            ha="center",
+            va="center",
+            wrap=True,
+        )
         return fig
     ran, font = set(ran), 8.0
     labels = {}
@@ -313,21 +331,35 @@ def draw_autograd_graph(t, names=None, highlight: Iterable = (), ax=None,
             title += f"\n{len(full)} nodes; chains of 3+ single-in, single-out nodes folded"
     lines = title.count("\n") + 1 if title else 0
     fig, ax, font = new_figure_for(layout, font, ax=ax, extra_height=0.1 + 0.2 * lines)
-    fills = {n: (highlight_color or AUTOGRAD_COLORS["highlight"]) if g.nodes[n]["highlight"] else
-             AUTOGRAD_COLORS["ran"] if n in ran else
-             AUTOGRAD_COLORS["leaf"] if g.nodes[n].get("shape") is not None else AUTOGRAD_COLORS["node"]
-             for n in g}
+    fills = {
+        n: (highlight_color or AUTOGRAD_COLORS["highlight"])
+        if g.nodes[n]["highlight"]
+        else AUTOGRAD_COLORS["ran"]
+        if n in ran
+        else AUTOGRAD_COLORS["leaf"]
+        if g.nodes[n].get("shape") is not None
+        else AUTOGRAD_COLORS["node"]
+        for n in g
+    }
     styles = {n: {"linestyle": "--"} for n in ran}
     styles.update({n: {"linewidth": 2.0} for n in g if g.nodes[n]["highlight"]})
     draw_boxes(g, layout, labels, ax, fills, font_size=font, styles=styles)
     for (a, b), data in g.edges.items():
         if data.get("output_nr", 0):
             route = layout["routes"][(a, b)][-3:]  # the label sits on the longer of the
-            (x0, y0), (x1, y1) = max(zip(route, route[1:]),  # last two segments, not a stub
-                                     key=lambda s: (s[1][0] - s[0][0]) ** 2 + (s[1][1] - s[0][1]) ** 2)
-            ax.text((x0 + x1) / 2, (y0 + y1) / 2, f"output_nr={data['output_nr']}",
-                    fontsize=font * 0.8, ha="center", va="center",
-                    bbox=dict(facecolor="white", edgecolor="none", pad=0.5))
+            (x0, y0), (x1, y1) = max(
+                zip(route, route[1:]),  # last two segments, not a stub
+                key=lambda s: (s[1][0] - s[0][0]) ** 2 + (s[1][1] - s[0][1]) ** 2,
+            )
+            ax.text(
+                (x0 + x1) / 2,
+                (y0 + y1) / 2,
+                f"output_nr={data['output_nr']}",
+                fontsize=font * 0.8,
+                ha="center",
+                va="center",
+                bbox=dict(facecolor="white", edgecolor="none", pad=0.5),
+            )
     if title:
         fig.suptitle(title, fontsize=9, va="top", y=1 - 0.05 / fig.get_figheight())
     return fig

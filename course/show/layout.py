@@ -53,8 +53,16 @@ import networkx as nx
 
 from course.show.fold import fold_rows
 
-__all__ = ["layered_layout", "assign_rows", "insert_dummies", "count_crossings", "order_rows",
-           "place_x", "place_y", "route_edges"]
+__all__ = [
+    "layered_layout",
+    "assign_rows",
+    "insert_dummies",
+    "count_crossings",
+    "order_rows",
+    "place_x",
+    "place_y",
+    "route_edges",
+]
 
 DEFAULT_SIZE = (40.0, 20.0)  # a box's (width, height) in points when no size is given
 
@@ -109,15 +117,18 @@ def insert_dummies(g, rows: list[list]) -> tuple[dict, dict, dict]:
 def _crossings(order: dict, edges: list) -> int:
     """Crossings between two adjacent rows: pairs of edges whose ends swap order."""
     pts = sorted((order[a], order[b]) for a, b in edges)
-    return sum(1 for i, (a1, b1) in enumerate(pts) for a2, b2 in pts[i + 1:]
-               if a1 != a2 and b1 != b2 and (a1 < a2) != (b1 < b2))
+    return sum(
+        1
+        for i, (a1, b1) in enumerate(pts)
+        for a2, b2 in pts[i + 1 :]
+        if a1 != a2 and b1 != b2 and (a1 < a2) != (b1 < b2)
+    )
 
 
 def count_crossings(rows: list[list], down: dict) -> int:
     """Crossings of the whole drawing: the sum over each pair of adjacent rows."""
     order = {n: i for r in rows for i, n in enumerate(r)}
-    return sum(_crossings(order, [(u, v) for u in rows[k] for v in down[u]])
-               for k in range(len(rows) - 1))
+    return sum(_crossings(order, [(u, v) for u in rows[k] for v in down[u]]) for k in range(len(rows) - 1))
 
 
 def _sweep(rows: list[list], k: int, nbrs: dict, median: bool) -> None:
@@ -132,6 +143,7 @@ def _sweep(rows: list[list], k: int, nbrs: dict, median: bool) -> None:
             mid = len(ps) // 2
             return ps[mid] if len(ps) % 2 else (ps[mid - 1] + ps[mid]) / 2
         return sum(ps) / len(ps)
+
     rows[k] = sorted(rows[k], key=lambda n: (key(n), pos[n]))
 
 
@@ -151,13 +163,13 @@ def _sift_row(row: list, nbrs: list[dict]) -> list:
     row = list(row)
     for n in list(row):
         here = row.index(n)
-        rest = row[:here] + row[here + 1:]
+        rest = row[:here] + row[here + 1 :]
         c = sum(cost[n, m] for m in rest)  # n at the far left
         best = (c, here, 0)
         for i, m in enumerate(rest, 1):
             c += cost[m, n] - cost[n, m]
             best = min(best, (c, abs(i - here), i))
-        row = rest[:best[2]] + [n] + rest[best[2]:]
+        row = rest[: best[2]] + [n] + rest[best[2] :]
     return row
 
 
@@ -178,8 +190,7 @@ def _sift(rows: list[list], free: list[int], up: dict, down: dict) -> tuple[list
         cross = now
 
 
-def _swept(start: list[list], pinned: dict, up: dict, down: dict, sweeps: int,
-           median: bool) -> list[list]:
+def _swept(start: list[list], pinned: dict, up: dict, down: dict, sweeps: int, median: bool) -> list[list]:
     """Alternate sweeps (down by ``up`` neighbours, then up by ``down``), keeping the best."""
     rows = [list(r) for r in start]
     best, best_cross = [list(r) for r in rows], count_crossings(rows, down)
@@ -193,8 +204,9 @@ def _swept(start: list[list], pinned: dict, up: dict, down: dict, sweeps: int,
     return best
 
 
-def order_rows(rows: list[list], up: dict, down: dict, pinned: dict, sweeps: int = 12,
-               restarts: int = 2, kicks: int = 40) -> tuple[list[list], int]:
+def order_rows(
+    rows: list[list], up: dict, down: dict, pinned: dict, sweeps: int = 12, restarts: int = 2, kicks: int = 40
+) -> tuple[list[list], int]:
     """The order of each row with the fewest crossings found, and that count.
 
     Starts: the given order, its mirror image and ``restarts`` seeded shuffles; each is
@@ -202,8 +214,10 @@ def order_rows(rows: list[list], up: dict, down: dict, pinned: dict, sweeps: int
     random nodes, sift, keep if no worse" on the best. Rows in ``pinned`` keep their order.
     """
     rng = random.Random(0)
-    starts = [[list(r) for r in rows],
-              [list(r) if pinned.get(k) else list(reversed(r)) for k, r in enumerate(rows)]]
+    starts = [
+        [list(r) for r in rows],
+        [list(r) if pinned.get(k) else list(reversed(r)) for k, r in enumerate(rows)],
+    ]
     for _ in range(restarts):
         starts.append([list(r) if pinned.get(k) else rng.sample(r, len(r)) for k, r in enumerate(rows)])
     free = [k for k in range(len(rows)) if not pinned.get(k) and len(rows[k]) > 1]
@@ -260,8 +274,10 @@ def place_x(rows: list[list], width: dict, up: dict, down: dict, gap: float) -> 
             left += width[n] + gap
     for sweep in range(24):
         for r in rows if sweep % 2 == 0 else rows[::-1]:
-            want = [sum(x[m] for m in up[n] + down[n]) / len(up[n] + down[n]) if up[n] + down[n]
-                    else x[n] for n in r]
+            want = [
+                sum(x[m] for m in up[n] + down[n]) / len(up[n] + down[n]) if up[n] + down[n] else x[n]
+                for n in r
+            ]
             gaps = [(width[a] + width[b]) / 2 + gap for a, b in zip(r, r[1:])]
             x.update(zip(r, _nearest_in_order(want, gaps)))
     return x
@@ -277,8 +293,9 @@ def place_y(rows: list[list], heights: list[float], row_gap: float) -> dict:
     return y
 
 
-def route_edges(chains: dict, rows: list[list], x: dict, y: dict, sizes: dict,
-                width: dict, heights: list[float]) -> dict:
+def route_edges(
+    chains: dict, rows: list[list], x: dict, y: dict, sizes: dict, width: dict, heights: list[float]
+) -> dict:
     """Each edge's polyline, from ``a``'s centre to ``b``'s, never behind a box.
 
     A box lower than its row gets a vertical stub to the row's edge; where the straight
@@ -286,14 +303,19 @@ def route_edges(chains: dict, rows: list[list], x: dict, y: dict, sizes: dict,
     through the row instead (a crossing could hide behind a box).
     """
     band = {n: (y[n] + heights[k] / 2, y[n] - heights[k] / 2) for k, r in enumerate(rows) for n in r}
-    boxes_in = {k: [(x[n] - width[n] / 2 - 2, x[n] + width[n] / 2 + 2) for n in r if n in sizes]
-                for k, r in enumerate(rows)}
+    boxes_in = {
+        k: [(x[n] - width[n] / 2 - 2, x[n] + width[n] / 2 + 2) for n in r if n in sizes]
+        for k, r in enumerate(rows)
+    }
     row_of = {n: k for k, r in enumerate(rows) for n in r}
 
     def clips(p, d, q):  # would the line p -> d -> q cross a box in d's row?
         top, low = band[d]
-        xs = (p[0] + (x[d] - p[0]) * (p[1] - top) / (p[1] - y[d]), x[d],
-              x[d] + (q[0] - x[d]) * (y[d] - low) / (y[d] - q[1]))
+        xs = (
+            p[0] + (x[d] - p[0]) * (p[1] - top) / (p[1] - y[d]),
+            x[d],
+            x[d] + (q[0] - x[d]) * (y[d] - low) / (y[d] - q[1]),
+        )
         return any(lo < max(xs) and min(xs) < hi for lo, hi in boxes_in[row_of[d]])
 
     def route(path):
@@ -308,13 +330,24 @@ def route_edges(chains: dict, rows: list[list], x: dict, y: dict, sizes: dict,
             last = pts[-1]
         pts += ([(x[b], band[b][0])] if band[b][0] > y[b] + half[b] else []) + [(x[b], y[b])]
         return [p for i, p in enumerate(pts) if i == 0 or p != pts[i - 1]]
+
     return {e: route(path) for e, path in chains.items()}
 
 
-def layered_layout(g, first: list | None = None, last: list | None = None,
-                   sizes: dict | None = None, gap: float = 18.0, row_gap: float = 40.0,
-                   sweeps: int = 12, restarts: int = 2, kicks: int = 40, sink: bool = False,
-                   fixed: tuple[bool, bool] = (True, True), max_rows: int | None = None) -> dict:
+def layered_layout(
+    g,
+    first: list | None = None,
+    last: list | None = None,
+    sizes: dict | None = None,
+    gap: float = 18.0,
+    row_gap: float = 40.0,
+    sweeps: int = 12,
+    restarts: int = 2,
+    kicks: int = 40,
+    sink: bool = False,
+    fixed: tuple[bool, bool] = (True, True),
+    max_rows: int | None = None,
+) -> dict:
     """Positions (points, y downwards negative) and routed edges for a DAG ``g``.
 
     Args:
@@ -345,8 +378,11 @@ def layered_layout(g, first: list | None = None, last: list | None = None,
     width = {n: (sizes[n][0] if n in g else 4.0) for r in rows for n in r}
     heights = [max([sizes[n][1] for n in r if n in g] + [0.0]) for r in rows]
     x, y = place_x(rows, width, up, down, gap), place_y(rows, heights, row_gap)
-    layout = {"pos": {n: (x[n], y[n]) for n in g},
-              "routes": route_edges(chains, rows, x, y, sizes, width, heights),
-              "rows": [[n for n in r if n in g] for r in rows], "crossings": crossings,
-              "sizes": sizes}
+    layout = {
+        "pos": {n: (x[n], y[n]) for n in g},
+        "routes": route_edges(chains, rows, x, y, sizes, width, heights),
+        "rows": [[n for n in r if n in g] for r in rows],
+        "crossings": crossings,
+        "sizes": sizes,
+    }
     return fold_rows(layout, max_rows) if max_rows else layout

@@ -74,7 +74,7 @@ def _short_path(path: str) -> str:
     parts = Path(path).parts
     for top in ("course", "torch"):
         if top in parts:
-            return "/".join(parts[len(parts) - 1 - parts[::-1].index(top):])
+            return "/".join(parts[len(parts) - 1 - parts[::-1].index(top) :])
     return Path(path).name
 
 
@@ -92,8 +92,11 @@ def source_of(obj) -> tuple[list[str], str, str]:
         lines, first = inspect.getsourcelines(obj)
         path = inspect.getsourcefile(obj) or inspect.getfile(obj)
     except (TypeError, OSError):
-        kind = "a builtin written in C++ (torch/csrc, aten/src/ATen)" if name.startswith("torch") \
+        kind = (
+            "a builtin written in C++ (torch/csrc, aten/src/ATen)"
+            if name.startswith("torch")
             else "not written in Python or its file is missing"
+        )
         return [], "", f"{name} has no Python source: it is {kind}"
     return [line.rstrip("\n") for line in lines], f"{_short_path(path)}:{max(first, 1)}", ""
 
@@ -118,7 +121,7 @@ def _highlighted(lines: list[str]) -> list[str]:
                 text = html.escape(piece)
                 line.append(f'<span class="{css}">{text}</span>' if css else text)
     out.append("".join(line))
-    return (out + [""] * len(lines))[:len(lines)]
+    return (out + [""] * len(lines))[: len(lines)]
 
 
 def _without_docstrings(lines: list[str]) -> list[int]:
@@ -126,10 +129,13 @@ def _without_docstrings(lines: list[str]) -> list[int]:
     tree = ast.parse(textwrap.dedent("\n".join(lines)))
     drop = set()
     for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)) \
-                and node.body and isinstance(node.body[0], ast.Expr) \
-                and isinstance(getattr(node.body[0], "value", None), ast.Constant) \
-                and isinstance(node.body[0].value.value, str):
+        if (
+            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module))
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(getattr(node.body[0], "value", None), ast.Constant)
+            and isinstance(node.body[0].value.value, str)
+        ):
             drop.update(range(node.body[0].lineno - 1, node.body[0].end_lineno))
     return [i for i in range(len(lines)) if i not in drop]
 
@@ -174,7 +180,7 @@ class SourcePair:
             if not self.torch_lines:  # one column: the line as it is
                 out.append(left)
                 continue
-            left = left if len(left) <= _WIDTH else left[:_WIDTH - 1] + "~"  # ~: cut here
+            left = left if len(left) <= _WIDTH else left[: _WIDTH - 1] + "~"  # ~: cut here
             out.append(f"{left:<{_WIDTH}} {_MARKS[op]} {right}".rstrip())
         return "\n".join(out)
 
@@ -186,37 +192,56 @@ class SourcePair:
         two = bool(self.torch_name)
         cell = "padding:0 6px;vertical-align:top;white-space:pre;font-family:monospace;text-align:left"
         num = "padding:0 4px;color:#888;text-align:right;user-select:none;font-family:monospace"
-        head = f'<th colspan="2" style="text-align:left">{html.escape(self.course_name)}<br><small>' \
-               f'{html.escape(self.course_where)}</small></th>'
+        head = (
+            f'<th colspan="2" style="text-align:left">{html.escape(self.course_name)}<br><small>'
+            f"{html.escape(self.course_where)}</small></th>"
+        )
         if two:
-            head += f'<th colspan="2" style="text-align:left">{html.escape(self.torch_name)}<br>' \
-                    f'<small>{html.escape(self.torch_where or self.torch_note)}</small></th>'
+            head += (
+                f'<th colspan="2" style="text-align:left">{html.escape(self.torch_name)}<br>'
+                f"<small>{html.escape(self.torch_where or self.torch_note)}</small></th>"
+            )
         body = []
         for op, i, j in self.rows:
             bg = f"background:{ROW_COLORS[op]};" if ROW_COLORS[op] else ""
-            tds = [f'<td style="{num}">{"" if i is None else self.course_numbers[i]}</td>',
-                   f'<td style="{bg}{cell}">{"" if i is None else ours[i]}</td>']
+            tds = [
+                f'<td style="{num}">{"" if i is None else self.course_numbers[i]}</td>',
+                f'<td style="{bg}{cell}">{"" if i is None else ours[i]}</td>',
+            ]
             if two:
-                tds += [f'<td style="{num}">{"" if j is None else self.torch_numbers[j]}</td>',
-                        f'<td style="{bg}{cell}">{"" if j is None else theirs[j]}</td>']
+                tds += [
+                    f'<td style="{num}">{"" if j is None else self.torch_numbers[j]}</td>',
+                    f'<td style="{bg}{cell}">{"" if j is None else theirs[j]}</td>',
+                ]
             body.append(f'<tr class="course-source-{op}">' + "".join(tds) + "</tr>")
         if two and not self.torch_lines:
-            body.append(f'<tr><td></td><td></td><td></td><td style="{cell}"><i>'
-                        f'{html.escape(self.torch_note)}</i></td></tr>')
-        legend = ("<div><small>yellow: changed on both sides; green: only the course; "
-                  "red: only torch</small></div>") if two else ""
-        return (f'<style>{CSS}</style>'
-                f'<div class="course-source" style="max-height:70vh;overflow:auto">{legend}'
-                f'<table style="border-collapse:collapse;font-size:12px">'
-                f"<tr>{head}</tr>{''.join(body)}</table></div>")
+            body.append(
+                f'<tr><td></td><td></td><td></td><td style="{cell}"><i>'
+                f"{html.escape(self.torch_note)}</i></td></tr>"
+            )
+        legend = (
+            (
+                "<div><small>yellow: changed on both sides; green: only the course; "
+                "red: only torch</small></div>"
+            )
+            if two
+            else ""
+        )
+        return (
+            f"<style>{CSS}</style>"
+            f'<div class="course-source" style="max-height:70vh;overflow:auto">{legend}'
+            f'<table style="border-collapse:collapse;font-size:12px">'
+            f"<tr>{head}</tr>{''.join(body)}</table></div>"
+        )
 
 
 def line_up(ours: list[str], theirs: list[str]) -> list[tuple[str, int | None, int | None]]:
     """Line up two sources with difflib, comparing lines without their indentation."""
     if not theirs:
         return [("equal", i, None) for i in range(len(ours))]
-    matcher = difflib.SequenceMatcher(None, [s.strip() for s in ours], [s.strip() for s in theirs],
-                                      autojunk=False)
+    matcher = difflib.SequenceMatcher(
+        None, [s.strip() for s in ours], [s.strip() for s in theirs], autojunk=False
+    )
     rows = []
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
         if op == "equal":
@@ -225,8 +250,13 @@ def line_up(ours: list[str], theirs: list[str]) -> list[tuple[str, int | None, i
         for k in range(max(i2 - i1, j2 - j1)):
             i = i1 + k if i1 + k < i2 else None
             j = j1 + k if j1 + k < j2 else None
-            rows.append(("replace" if i is not None and j is not None else
-                         "delete" if i is not None else "insert", i, j))
+            rows.append(
+                (
+                    "replace" if i is not None and j is not None else "delete" if i is not None else "insert",
+                    i,
+                    j,
+                )
+            )
     return rows
 
 
@@ -264,7 +294,15 @@ def show_source(course_obj, torch_obj=None, docstrings: bool = True) -> SourcePa
     if not docstrings:
         keep_ours, keep_theirs = _without_docstrings(ours), _without_docstrings(theirs) if theirs else []
     ours, theirs = [ours[i] for i in keep_ours], [theirs[j] for j in keep_theirs]
-    return SourcePair(_name(course_obj), _name(torch_obj) if torch_obj is not None else "",
-                      tuple(ours), tuple(theirs), course_where, torch_where, torch_note,
-                      tuple(line_up(ours, theirs)), tuple(i + 1 for i in keep_ours),
-                      tuple(j + 1 for j in keep_theirs))
+    return SourcePair(
+        _name(course_obj),
+        _name(torch_obj) if torch_obj is not None else "",
+        tuple(ours),
+        tuple(theirs),
+        course_where,
+        torch_where,
+        torch_note,
+        tuple(line_up(ours, theirs)),
+        tuple(i + 1 for i in keep_ours),
+        tuple(j + 1 for j in keep_theirs),
+    )

@@ -21,10 +21,10 @@ next point).
 
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple, Sequence
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
-__all__ = ["Interval", "hidden_copy_time", "memory_at", "timeline_text", "memory_text",
-           "draw_timeline"]
+__all__ = ["Interval", "hidden_copy_time", "memory_at", "timeline_text", "memory_text", "draw_timeline"]
 
 
 class Interval(NamedTuple):
@@ -82,8 +82,7 @@ def memory_at(memory: Sequence[tuple[float, float]], t: float) -> float:
     return value
 
 
-def timeline_text(intervals, width: int = 60, cursor: float | None = None,
-                  compute: str = "compute") -> str:
+def timeline_text(intervals, width: int = 60, cursor: float | None = None, compute: str = "compute") -> str:
     """An ASCII Gantt chart, one row per stream, then the intervals and the hidden copy time.
 
     Compute intervals alternate ``#`` and ``+`` so neighbours stay apart; copies use ``=``;
@@ -109,8 +108,9 @@ def timeline_text(intervals, width: int = 60, cursor: float | None = None,
         ruler[min(col(cursor), width - 1)] = "^"
         lines.append(f"{'t=' + format(cursor, 'g'):<{pad}}  {''.join(ruler)}")
     for s in _streams(ivs):
-        lines.append(f"{s}: " + ", ".join(f"{iv.label} [{iv.start:g}, {iv.end:g})"
-                                          for iv in ivs if iv.stream == s))
+        lines.append(
+            f"{s}: " + ", ".join(f"{iv.label} [{iv.start:g}, {iv.end:g})" for iv in ivs if iv.stream == s)
+        )
     hidden, total = hidden_copy_time(ivs, compute)
     if total:
         lines.append(f"copy hidden under compute: {hidden:g} of {total:g} ({hidden / total:.0%})")
@@ -131,10 +131,16 @@ def memory_text(memory: Sequence[tuple[float, float]], unit: str = "bytes") -> s
     return f"memory: peak {peak:g} {unit} at t={peak_t:g}, final {pts[-1][1]:g} {unit}"
 
 
-def draw_timeline(intervals, memory=None, cursor: float | None = None,
-                  compute: str = "compute", title: str = "",
-                  source: str | None = "predicted (timing model)",
-                  time_unit: str = "ms", memory_unit: str = "MB"):
+def draw_timeline(
+    intervals,
+    memory=None,
+    cursor: float | None = None,
+    compute: str = "compute",
+    title: str = "",
+    source: str | None = "predicted (timing model)",
+    time_unit: str = "ms",
+    memory_unit: str = "MB",
+):
     """Draw one bar row per stream (and, with ``memory``, a step plot below it).
 
     Args:
@@ -155,14 +161,25 @@ def draw_timeline(intervals, memory=None, cursor: float | None = None,
         raise ValueError("no intervals to show: pass a list of (stream, start, end, label)")
     streams = _streams(ivs)
     rows = 2 if memory else 1
-    fig, axes = plt.subplots(rows, 1, figsize=(9, 1.6 + 0.6 * len(streams) + 2 * (rows - 1)),
-                             sharex=True, squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        rows,
+        1,
+        figsize=(9, 1.6 + 0.6 * len(streams) + 2 * (rows - 1)),
+        sharex=True,
+        squeeze=False,
+        layout="constrained",
+    )
     ax = axes[0][0]
     for y, s in enumerate(streams):
         mine = [iv for iv in ivs if iv.stream == s]
         color = "#4a90d9" if s == compute else "#f5a742"
-        ax.broken_barh([(iv.start, iv.end - iv.start) for iv in mine], (y - 0.4, 0.8),
-                       facecolors=color, edgecolors="black", linewidth=0.5)
+        ax.broken_barh(
+            [(iv.start, iv.end - iv.start) for iv in mine],
+            (y - 0.4, 0.8),
+            facecolors=color,
+            edgecolors="black",
+            linewidth=0.5,
+        )
         for iv in mine:
             ax.text((iv.start + iv.end) / 2, y, iv.label, ha="center", va="center", fontsize=7)
     ax.set_yticks(range(len(streams)), streams)

@@ -32,11 +32,10 @@ Example:
 from __future__ import annotations
 
 import io
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import ipywidgets as widgets
 
-from course.show.fx import draw_joint_graph
 from course.show.frames import (
     Frame,
     backward_order_frames,
@@ -44,16 +43,26 @@ from course.show.frames import (
     mutation_frames,
     offload_frames,
     saved_tensor_frames,
-    stage_diff,
     stage_diff_html,
     stage_frames,
 )
+from course.show.fx import draw_joint_graph
 from course.show.graph import draw_autograd_graph
 from course.show.timeline import draw_timeline
 
-__all__ = ["Stepper", "fx_utils_stepper", "backward_order_stepper", "saved_tensors_stepper",
-           "mutation_stepper", "joint_stages_stepper", "offload_stepper", "draw_backward_frame", "draw_stage_frame",
-           "EVENT_COLORS", "STEPPER_CSS"]
+__all__ = [
+    "Stepper",
+    "fx_utils_stepper",
+    "backward_order_stepper",
+    "saved_tensors_stepper",
+    "mutation_stepper",
+    "joint_stages_stepper",
+    "offload_stepper",
+    "draw_backward_frame",
+    "draw_stage_frame",
+    "EVENT_COLORS",
+    "STEPPER_CSS",
+]
 
 
 #: How a stepper fits a laptop screen (1366x768) under JupyterLab's bars: a title without
@@ -92,9 +101,15 @@ class Stepper(widgets.VBox):
     ``next_button``, ``slider``, ``description`` (HTML), ``output`` (Output).
     """
 
-    def __init__(self, frames: Sequence[Frame], draw: Callable | None = None,
-                 title: str = "", interval: int = 800, detail: Callable | None = None,
-                 detail_label: str = "full listing"):
+    def __init__(
+        self,
+        frames: Sequence[Frame],
+        draw: Callable | None = None,
+        title: str = "",
+        interval: int = 800,
+        detail: Callable | None = None,
+        detail_label: str = "full listing",
+    ):
         frames = list(frames)
         if not frames:
             raise ValueError("Stepper needs at least one frame; got an empty list")
@@ -103,12 +118,13 @@ class Stepper(widgets.VBox):
         self.listing.observe(lambda _: self._show(self.slider.value), names="value")
         last = len(frames) - 1
         self.play = widgets.Play(min=0, max=last, interval=interval, description="Play")
-        self.prev_button = widgets.Button(description="previous", icon="step-backward",
-                                          layout=widgets.Layout(width="110px"))
-        self.next_button = widgets.Button(description="next", icon="step-forward",
-                                          layout=widgets.Layout(width="110px"))
-        self.slider = widgets.IntSlider(min=0, max=last, value=0, description="frame",
-                                        continuous_update=True)
+        self.prev_button = widgets.Button(
+            description="previous", icon="step-backward", layout=widgets.Layout(width="110px")
+        )
+        self.next_button = widgets.Button(
+            description="next", icon="step-forward", layout=widgets.Layout(width="110px")
+        )
+        self.slider = widgets.IntSlider(min=0, max=last, value=0, description="frame", continuous_update=True)
         self.description = widgets.HTML()
         self.output = widgets.Output(layout=widgets.Layout(min_height="60px"))
         widgets.link((self.play, "value"), (self.slider, "value"))  # kernel-side, testable
@@ -117,10 +133,16 @@ class Stepper(widgets.VBox):
         self.slider.observe(lambda change: self._show(change["new"]), names="value")
         # One HTML widget holds the stepper's CSS and its title (ipywidgets' HTML widget
         # sets innerHTML, so a <style> element applies).
-        heading = [widgets.HTML(f"<style>{STEPPER_CSS}</style>"
-                                + (f'<h4 class="course-stepper-title">{_html_escape(title)}</h4>' if title else ""))]
-        controls = widgets.HBox([self.play, self.prev_button, self.next_button, self.slider]
-                                + ([self.listing] if detail is not None else []))
+        heading = [
+            widgets.HTML(
+                f"<style>{STEPPER_CSS}</style>"
+                + (f'<h4 class="course-stepper-title">{_html_escape(title)}</h4>' if title else "")
+            )
+        ]
+        controls = widgets.HBox(
+            [self.play, self.prev_button, self.next_button, self.slider]
+            + ([self.listing] if detail is not None else [])
+        )
         super().__init__(heading + [controls, self.description, self.output])
         self.add_class("course-stepper")  # CSS hooks for the browser test and for styling
         self.description.add_class("course-stepper-description")
@@ -191,12 +213,20 @@ def draw_backward_frame(f: Frame):
     if node is None:
         title = "before backward: nothing has run; boxes show each node's sequence number"
     else:
-        title = (f"{node}: " + ("yellow, about to run (pre-hook)" if event == "pre-hook"
-                                else "orange, has just run (hook)") + "; grey, dashed: ran before")
-    return draw_autograd_graph(f.data["graph"], highlight=[node] if node else (),
-                               ran=[n for n in f.data["ran"] if n != node], title=title,
-                               highlight_color=EVENT_COLORS.get(event),
-                               max_rows=BACKWARD_MAX_ROWS, row_gap=BACKWARD_ROW_GAP)
+        title = (
+            f"{node}: "
+            + ("yellow, about to run (pre-hook)" if event == "pre-hook" else "orange, has just run (hook)")
+            + "; grey, dashed: ran before"
+        )
+    return draw_autograd_graph(
+        f.data["graph"],
+        highlight=[node] if node else (),
+        ran=[n for n in f.data["ran"] if n != node],
+        title=title,
+        highlight_color=EVENT_COLORS.get(event),
+        max_rows=BACKWARD_MAX_ROWS,
+        row_gap=BACKWARD_ROW_GAP,
+    )
 
 
 def backward_order_stepper(t, names=None, gradient=None, inputs=None, drawing: bool = False):
@@ -265,6 +295,7 @@ def joint_stages_stepper(stages, drawing: bool = False):
         if drawing and f.data is not None:
             return [draw_stage_frame(f, before.get(id(f))), diff]
         return diff
+
     return Stepper(frames, draw=draw, title="building the joint graph", detail=lambda f: f.text)
 
 
@@ -273,6 +304,7 @@ def fx_utils_stepper(gm, drawing: bool = True):
 
     With ``drawing``, each frame draws the joint graph with the nodes of its answer boxed.
     """
+
     def draw(f):
         fig = draw_joint_graph(gm)
         ax = fig.axes[0]
@@ -282,19 +314,34 @@ def fx_utils_stepper(gm, drawing: bool = True):
                 label.set_bbox(dict(boxstyle="round", facecolor="yellow", edgecolor="red"))
         ax.set_title(f.title)
         return fig
-    return Stepper(fx_utils_frames(gm), draw=draw if drawing else None,
-                   title="fx_utils explorer: nine questions about one joint graph")
+
+    return Stepper(
+        fx_utils_frames(gm),
+        draw=draw if drawing else None,
+        title="fx_utils explorer: nine questions about one joint graph",
+    )
 
 
-def offload_stepper(intervals, memory=None, drawing: bool = True, compute: str = "compute",
-                    source: str | None = "predicted (timing model)"):
+def offload_stepper(
+    intervals,
+    memory=None,
+    drawing: bool = True,
+    compute: str = "compute",
+    source: str | None = "predicted (timing model)",
+):
     """A Stepper over :func:`~course.show.frames.offload_frames`: a cursor moving in time.
 
     ``source`` says where the times come from (see :func:`~course.show.timeline.draw_timeline`);
     by default each drawing reads "predicted (timing model), not measured".
     """
+
     def draw(f):
-        return draw_timeline(f.data["intervals"], f.data["memory"], cursor=f.data["time"],
-                             compute=compute, source=source)
-    return Stepper(_frames(intervals, offload_frames, memory, compute), draw=draw if drawing else None,
-                   title="offloading: compute and copy streams")
+        return draw_timeline(
+            f.data["intervals"], f.data["memory"], cursor=f.data["time"], compute=compute, source=source
+        )
+
+    return Stepper(
+        _frames(intervals, offload_frames, memory, compute),
+        draw=draw if drawing else None,
+        title="offloading: compute and copy streams",
+    )
