@@ -102,7 +102,7 @@ def test_three_learners_on_persistent_homes_get_lessons_then_updates_without_los
             assert again.stdout.startswith(f"course hub-start: updated {folder} (1 offered)")
             assert "my_notes = 'ada was here'" in _cells(folder / CHANGED)
             assert "New in this release." not in _cells(folder / CHANGED)
-            assert "New in this release." in _cells(folder / "updated-" + CHANGED)
+            assert "New in this release." in _cells(folder / f"updated-{CHANGED}")
         else:
             assert again.stdout.strip() == f"course hub-start: updated {folder} (1 updated)"
             assert "New in this release." in _cells(folder / CHANGED)
