@@ -149,6 +149,11 @@ def test_stepper_renders_and_next_changes_description(tmp_path):
                 slider = page.locator(".jupyter-widgets .widget-slider").first
                 _accept_kernel_dialog(page, until=slider)
                 description = page.locator(".course-stepper-description .widget-html-content").first
+                # Let Run All finish (both steppers drawn, the kernel idle) before reading the first
+                # one's text: a later cell's output can re-render it, and a read in between (CI
+                # rehearsal, 2026-12-02) found it empty.
+                expect(page.locator(".course-stepper")).to_have_count(2, timeout=120_000)
+                expect(page.locator(".jp-StatusBar-Widget").first).to_contain_text("| Idle", timeout=120_000)
                 expect(description).to_contain_text("before backward", timeout=10_000)
                 before = description.inner_text()
                 page.locator(".course-stepper button", has_text="next").first.click()
