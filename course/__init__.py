@@ -1,6 +1,6 @@
 """A course on PyTorch autograd internals.
 
-What is ours and what is torch's, layer by layer:
+What is ours and what is torch's: layer by layer (each package's docstring says more),
 
 - ``course.autograd_graph`` (``course/autograd/``): torch's engine, graph nodes, hook
   stacks and version counters are its C++; our modules are annotated copies of torch's

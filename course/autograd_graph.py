@@ -22,9 +22,8 @@ Example:
     >>> autograd_graph.get_gradient_edge(a * 2)
     GradientEdge(MulBackward0, output_nr=0)
 
-What is ours and what is torch's: the engine and the graph are torch's C++; the modules
-behind these names are annotated copies of torch's Python layer over it (see
-:mod:`course.autograd`). Differences from torch: see each module's docstring.
+Which parts are ours and which are torch's is said once, in :mod:`course.autograd` (for the
+layer) and in each module named above (for its names, with how ours differs from torch).
 
 torch's own objects, re-exported unchanged (:data:`REEXPORTED_FROM_TORCH` gives the reason
 for each): ``region_activation_memory_budget``, ``set_warn_on_accumulate_grad_stream_mismatch``,

@@ -28,9 +28,10 @@ Example:
     >>> x.grad
     tensor([2.7183, 2.7183])
 
-Differences from torch: ``use_reentrant=True`` (or omitted, with a warning) is torch's own
-reentrant checkpoint, called for you; ``checkpoint_sequential``, ``GraphExecGroup`` and the
-reentrant helpers are not part of the course (a ``GraphExecGroup`` of torch's is honoured).
+Which parts are ours and which are torch's, and how ours differs (the reentrant path is
+torch's own, called for you), is said in :mod:`course.autograd.checkpoint` and the modules
+above; ``checkpoint_sequential``, ``GraphExecGroup`` and the reentrant helpers are not part of
+the course (a ``GraphExecGroup`` of torch's is honoured).
 """
 
 from course.autograd.checkpoint import CheckpointError, checkpoint, noop_context_fn, set_checkpoint_early_stop

@@ -13,6 +13,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "assign": ("course.grading.assign", "generate notebooks/ (learner copies) from solutions/"),
     "grade": ("course.grading.grade", "grade a learner notebook (or a folder of them)"),
     "gradebook": ("course.grading.gradebook", "grade a class: scores, pass rates and misconceptions met"),
+    "collect": ("course.grading.collect", "a class's signed CI reports in one table, late work marked"),
+    "regrade": ("course.grading.regrade", "grade signed reports again at their commits, after a check fix"),
+    "room": ("course.grading.room_view", "a live learner x exercise grid: who is stuck on what"),
     "lab": ("course.lab", "open your copy of the course in JupyterLab (start or update it first)"),
     "start": ("course.grading.workspace", "copy the learner notebooks into a folder you own"),
     "update": (
@@ -47,7 +50,7 @@ def version() -> str:
 #: Commands that load torch: run from the command line, they leave as soon as they are done.
 #: Torch's teardown at interpreter exit takes about half a second, after everything the
 #: command writes is written, flushed and closed.
-QUICK_EXIT = {"grade", "gradebook", "progress"}
+QUICK_EXIT = {"grade", "gradebook", "progress", "regrade", "room"}
 
 
 def main(argv: list[str] | None = None) -> int:

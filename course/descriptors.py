@@ -1,8 +1,8 @@
 """Public face of :mod:`course.aot.descriptors` (kept at this path: lessons and tests import it).
 
 ``import course.descriptors as cd`` gives every descriptor class, ``from_torch``, ``to_torch``
-and ``validate``; the code and its explanations live in :mod:`course.aot.descriptors`, a
-re-implementation of torch's classes whose instances equal torch's twins.
+and ``validate``; the code, its explanations and which parts are ours and which torch's live
+in :mod:`course.aot.descriptors`.
 """
 
 from course.aot.descriptors import (

@@ -1,7 +1,7 @@
 """Public face of :mod:`course.aot.fx_utils` (kept at this path: lessons and tests import it).
 
-The nine ``get_*`` functions of ``torch._functorch._aot_autograd.fx_utils``, re-implemented
-in plain Python; the code and its explanations live in :mod:`course.aot.fx_utils`.
+The nine ``get_*`` functions of ``torch._functorch._aot_autograd.fx_utils``; the code, its
+explanations and which parts are ours and which torch's live in :mod:`course.aot.fx_utils`.
 """
 
 from course.aot.fx_utils import (

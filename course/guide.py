@@ -1,5 +1,6 @@
 """Generated documentation: the README's course overview, the instructor's exercise table,
-the workshop agendas in the instructor guide and the wrong-answer part of each lesson's notes.
+the workshop agendas in the instructor guide, the index of the instructor notes and the
+wrong-answer part of each lesson's notes.
 
 All come from data the course already has (``course.lessons``, ``course.agenda`` and the
 exercise registry in ``course.checks``), so they never drift from the lessons.
@@ -165,6 +166,20 @@ def _readme_with_overview(text: str) -> str:
     return _with_block(text, "overview", overview_markdown(), README)
 
 
+def notes_index_markdown() -> str:
+    """The table of docs/instructor-notes/README.md: one row a lesson, linking its notes.
+
+    >>> print(notes_index_markdown().splitlines()[2])
+    | 00 | [Warm-up](00_warmup.md) | `course slides 00` |
+    """
+    rows = ["| lesson | notes | slides |", "|---|---|---|"]
+    rows += [
+        f"| {n.number:02d} | [{n.title.split(':')[0]}]({n.slug}.md) | `course slides {n.number:02d}` |"
+        for n in LESSONS
+    ]
+    return "\n".join(rows) + "\n"
+
+
 def _notes_files() -> list[tuple[Path, int]]:
     return [
         (NOTES_DIR / f"{lesson.slug}.md", lesson.number)
@@ -182,18 +197,19 @@ def generated() -> dict[Path, str]:
             INSTRUCTOR_GUIDE.read_text(), "agenda", agenda_markdown(), INSTRUCTOR_GUIDE
         ),
     }
+    index = NOTES_DIR / "README.md"
+    files[index] = _with_block(index.read_text(), "notes-index", notes_index_markdown(), index)
     for path, number in _notes_files():
         files[path] = _with_block(path.read_text(), "wrong-answers", notes_markdown(number), path)
     return files
 
 
 def stale() -> list[str]:
-    """The generated files that differ from what would be generated now."""
-    return [
-        str(path.relative_to(ROOT))
-        for path, text in generated().items()
-        if not path.exists() or path.read_text() != text
-    ]
+    """What is stale among the generated files: one house-rule offence per file that differs from
+    what would be generated now, naming the file and the fix (see :mod:`course.house.rules`)."""
+    from course.house.sources import stale_generated_docs
+
+    return stale_generated_docs(generated(), ROOT)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,8 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.check:
         bad = stale()
-        for path in bad:
-            print(f"{path} is stale: run python -m course.guide", file=sys.stderr)
+        for problem in bad:
+            print(problem, file=sys.stderr)
         return 1 if bad else 0
     files = generated()
     EXERCISES_DOC.parent.mkdir(exist_ok=True)

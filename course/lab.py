@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from course.grading import workspace
-from course.grading.report import write_atomically
+from course.grading.files import write_atomically
 
 # NOTE [Turning off the news question]
 #   1. The question is JupyterLab's announcements plugin asking for the setting `fetchNews` of

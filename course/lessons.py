@@ -29,6 +29,8 @@ class Lesson:
     objectives: tuple[str, ...]
     needs: tuple[int, ...]  # lessons to take first
     reads: tuple[str, ...]  # the course modules the lesson reads side by side with torch's
+    # the headings worth showing a room, in order: `course slides` (NOTE [Which cells become slides])
+    key_cells: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.minutes, int):  # one figure: a lesson nobody has timed yet
@@ -72,6 +74,13 @@ LESSONS: tuple[Lesson, ...] = (
         ),
         (),
         (),
+        key_cells=(
+            "Leaves and `requires_grad`",
+            "Results carry a `grad_fn`",
+            "`.backward()` and a leaf's `.grad`",
+            "Exercise 0.1",
+            "Exercise 0.2",
+        ),
     ),
     Lesson(
         1,
@@ -86,6 +95,16 @@ LESSONS: tuple[Lesson, ...] = (
         ),
         (0,),
         ("course/autograd/graph.py",),
+        key_cells=(
+            "A small MLP and its graph",
+            "Every `grad_fn` is a `Node`",
+            "Leaves and `AccumulateGrad`",
+            "Exercise 1.1",
+            "Watching backward run",
+            "Gradient edges",
+            "Exercise 1.2",
+            "Version counters",
+        ),
     ),
     Lesson(
         2,
@@ -100,6 +119,15 @@ LESSONS: tuple[Lesson, ...] = (
         ),
         (1,),
         ("course/autograd/hooks.py",),
+        key_cells=(
+            "Tensor hooks",
+            "Node hooks, and the order",
+            "Exercise 2.1",
+            "Exercise 2.2",
+            "`register_multi_grad_hook`",
+            "Exercise 2.3",
+            "Hooks on nodes as they are made",
+        ),
     ),
     Lesson(
         3,
@@ -114,6 +142,14 @@ LESSONS: tuple[Lesson, ...] = (
         ),
         (1,),
         ("course/autograd/saved_tensors.py",),
+        key_cells=(
+            "What an op saves",
+            "Pack and unpack hooks",
+            "Unpack may run more than once",
+            "Nesting",
+            "How much memory do saved tensors keep alive?",
+            "Compressing saved tensors",
+        ),
     ),
     Lesson(
         4,
@@ -128,6 +164,12 @@ LESSONS: tuple[Lesson, ...] = (
         ),
         (3,),
         ("course/offload/offloader.py", "course/offload/model.py", "course/offload/bench.py"),
+        key_cells=(
+            "1. What backward keeps",
+            "3. Offload only what pays",
+            "4. When are the copies free?",
+            "6. Measured on this machine",
+        ),
     ),
     Lesson(
         5,
@@ -141,6 +183,12 @@ LESSONS: tuple[Lesson, ...] = (
         ),
         (1, 3),
         ("course/autograd/mutation.py",),
+        key_cells=(
+            "The error we want to avoid",
+            "How it works",
+            "Step through a forward pass",
+            "Exercise 5.1",
+        ),
     ),
     Lesson(
         6,
@@ -154,6 +202,16 @@ LESSONS: tuple[Lesson, ...] = (
         ),
         (1,),
         ("course/aot/joint.py", "course/aot/steps.py"),
+        key_cells=(
+            "One call, two exporters",
+            "A joint function, by hand",
+            "Stage 1:",
+            "Stage 2:",
+            "Stage 3:",
+            "Exercise 6.2",
+            "Stage 4:",
+            "Stages 6 and 7:",
+        ),
     ),
     Lesson(
         7,
@@ -168,6 +226,15 @@ LESSONS: tuple[Lesson, ...] = (
         ),
         (6,),
         ("course/aot/descriptors.py", "course/aot/fx_utils.py"),
+        key_cells=(
+            "A joint graph and its descriptors",
+            "A descriptor is a value, and a path",
+            "The order of the placeholders",
+            "The taxonomy",
+            "Pairing:",
+            "Writing a pass",
+            "The descriptor zoo",
+        ),
     ),
     Lesson(
         8,
@@ -181,6 +248,11 @@ LESSONS: tuple[Lesson, ...] = (
         ),
         (3, 4, 6, 7),
         ("course/offload/offloader.py", "course/aot/joint.py"),
+        key_cells=(
+            "The model and the budget",
+            "Exercise 8.1",
+            "The same step as a joint graph",
+        ),
     ),
     Lesson(
         9,
@@ -200,6 +272,13 @@ LESSONS: tuple[Lesson, ...] = (
             "course/autograd/selective.py",
             "course/aot/joint.py",
             "course/aot/fx_utils.py",
+        ),
+        key_cells=(
+            "1. Recompute instead of store",
+            "The course's checkpoint, beside torch's",
+            "Exercise 9.2",
+            "3. The compiler makes the same choice",
+            "6. Recompute, offload or keep",
         ),
     ),
 )

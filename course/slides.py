@@ -1,7 +1,8 @@
 """`course slides NN`: a lesson's key cells as a reveal.js slideshow, with no notebook edited.
 
-The lessons carry no slideshow metadata (they are the learners' notebooks). We keep, per
-lesson, the headings of the cells worth showing a room (:data:`KEY_CELLS`), and build a
+The lessons carry no slideshow metadata (they are the learners' notebooks). Each lesson's
+entry in ``course/lessons.py`` names the headings of the cells worth showing a room
+(``key_cells``, gathered in :data:`KEY_CELLS`), and we build a
 *copy* of the lesson with Jupyter's standard ``slideshow`` cell metadata on it::
 
     $ course slides 01
@@ -13,8 +14,9 @@ presentation extensions such as RISE read); the HTML comes from nbconvert.
 
 NOTE [Which cells become slides]
     1. The lesson's title cell is the first slide, its "Recap" heading the last.
-    2. Each heading of ``KEY_CELLS[n]`` (the start of a markdown cell's first line, ``#``s
-       left out) must name exactly one cell; it becomes a slide.
+    2. Each of the lesson's ``key_cells`` (course/lessons.py; the start of a markdown cell's
+       first line, ``#``s left out) must name exactly one cell; it becomes a slide. A lesson
+       names at least one (house rule "key cells for the slides").
     3. The code cell right after it is shown with it (a fragment: the demonstration and its
        stored output), unless it is an exercise's cell (a solution region, a stub or a
        ``check(...)``): the room sees the spec, never the answer.  # OK: "## Exercise 1.1"
@@ -28,89 +30,23 @@ import copy
 import sys
 from pathlib import Path
 
+from course.house.rules import offence
 from course.lessons import LESSONS, get
 
 __all__ = ["KEY_CELLS", "SlidesError", "build", "key_cells", "main", "slideshow_copy"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: The headings worth showing a room, per lesson, in order (NOTE [Which cells become slides]).
-KEY_CELLS: dict[int, tuple[str, ...]] = {
-    0: (
-        "Leaves and `requires_grad`",
-        "Results carry a `grad_fn`",
-        "`.backward()` and a leaf's `.grad`",
-        "Exercise 0.1",
-        "Exercise 0.2",
-    ),
-    1: (
-        "A small MLP and its graph",
-        "Every `grad_fn` is a `Node`",
-        "Leaves and `AccumulateGrad`",
-        "Exercise 1.1",
-        "Watching backward run",
-        "Gradient edges",
-        "Exercise 1.2",
-        "Version counters",
-    ),
-    2: (
-        "Tensor hooks",
-        "Node hooks, and the order",
-        "Exercise 2.1",
-        "Exercise 2.2",
-        "`register_multi_grad_hook`",
-        "Exercise 2.3",
-        "Hooks on nodes as they are made",
-    ),
-    3: (
-        "What an op saves",
-        "Pack and unpack hooks",
-        "Unpack may run more than once",
-        "Nesting",
-        "How much memory do saved tensors keep alive?",
-        "Compressing saved tensors",
-    ),
-    4: (
-        "1. What backward keeps",
-        "3. Offload only what pays",
-        "4. When are the copies free?",
-        "6. Measured on this machine",
-    ),
-    5: ("The error we want to avoid", "How it works", "Step through a forward pass", "Exercise 5.1"),
-    6: (
-        "One call, two exporters",
-        "A joint function, by hand",
-        "Stage 1:",
-        "Stage 2:",
-        "Stage 3:",
-        "Exercise 6.2",
-        "Stage 4:",
-        "Stages 6 and 7:",
-    ),
-    7: (
-        "A joint graph and its descriptors",
-        "A descriptor is a value, and a path",
-        "The order of the placeholders",
-        "The taxonomy",
-        "Pairing:",
-        "Writing a pass",
-        "The descriptor zoo",
-    ),
-    8: ("The model and the budget", "Exercise 8.1", "The same step as a joint graph"),
-    9: (
-        "1. Recompute instead of store",
-        "The course's checkpoint, beside torch's",
-        "Exercise 9.2",
-        "3. The compiler makes the same choice",
-        "6. Recompute, offload or keep",
-    ),
-}
+#: The headings worth showing a room, per lesson, in order (NOTE [Which cells become slides]):
+#: each lesson's ``key_cells`` in course/lessons.py, where a new lesson names them.
+KEY_CELLS: dict[int, tuple[str, ...]] = {lesson.number: lesson.key_cells for lesson in LESSONS}
 
 _EXERCISE_CODE = ("### BEGIN SOLUTION", "YOUR CODE HERE", "raise NotImplementedError", "check(")
 
 
 class SlidesError(Exception):
-    """A key heading names no cell, or more than one: the list needs the lesson's new heading."""
+    """A lesson names no key cells, or a key names no heading or several: its message says
+    which lesson's ``key_cells`` to mend."""
 
 
 def _heading(cell) -> str:
@@ -124,13 +60,27 @@ def key_cells(nb, number: int) -> list[int]:
     Raises:
         SlidesError: a key names no heading of ``nb``, or several.
     """
+    keys = KEY_CELLS.get(number, ())
+    if not keys:
+        raise SlidesError(
+            offence(
+                "key-cells",
+                "course/lessons.py",
+                f"lesson {number:02d} names no key cells",
+                lesson=f"{number:02d}",
+            )
+        )
     starts = [0]
-    for key in KEY_CELLS.get(number, ()):
+    for key in keys:
         found = [i for i, cell in enumerate(nb.cells) if _heading(cell).startswith(key)]
         if len(found) != 1:
             raise SlidesError(
-                f"lesson {number:02d}: the key {key!r} names {len(found)} headings, not one; "
-                f"update KEY_CELLS[{number}] in course/slides.py"
+                offence(
+                    "key-cells",
+                    "course/lessons.py",
+                    f"lesson {number:02d}'s key {key!r} names {len(found)} headings of its notebook, not one",
+                    lesson=f"{number:02d}",
+                )
             )
         starts.append(found[0])
     recap = [i for i, cell in enumerate(nb.cells) if _heading(cell) == "Recap"]

@@ -10,7 +10,6 @@ in tests/test_catalogue_grade.py.
 
 import ast
 import importlib
-import inspect
 import io
 import json
 from pathlib import Path
@@ -24,6 +23,8 @@ from course import checks
 from course.checks import MISSING, PLACEHOLDER, Exercise, case, check, grade_answer, wrong
 from course.checks.leftovers import ADVICE
 from course.checks.outcomes import encode, same, show, value_outcome
+from course.house import sources as house_sources
+from course.house.rules import offence
 
 EXERCISES = checks.all_exercises()
 
@@ -65,20 +66,16 @@ def test_an_undefined_prediction_is_not_attempted_too(ex):
     assert grade_answer(ex, MISSING).status == "not attempted"
 
 
-def _code_lines(fn) -> list[str]:
-    """The statements of ``fn``'s body worth recognising (no def line, docstring or comment)."""
-    try:
-        source = inspect.getsource(fn)
-    except (OSError, TypeError):
-        return []
-    lines = [line.split("  #")[0].strip() for line in source.splitlines()[1:]]
-    return [line for line in lines if len(line) >= 12 and not line.startswith(("#", '"', "'"))]
-
-
 @pytest.mark.parametrize("ex", [e for e in EXERCISES if e.kind == "function"], ids=lambda e: e.id)
 def test_the_fallback_hint_never_prints_the_reference_solution(ex):
-    shown = [line for line in _code_lines(ex.solution) if line in ex.hint]
-    assert not shown, f"the hint shows the solution's code: {shown}"
+    offences = house_sources.solution_lines_in_hint(ex)
+    assert offences == [], "\n".join(offences)
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.id)
+def test_every_known_wrong_answer_is_written_out(ex):
+    offences = house_sources.wrong_answers_not_written_out(ex)
+    assert offences == [], "\n".join(offences)
 
 
 def test_check_prints_passed_failed_and_not_attempted(capsys):
@@ -824,4 +821,14 @@ def test_every_solution_notebook_is_searched():
 def test_no_notebook_imports_the_truth_of_a_prediction(notebook):
     """A prediction's truth, importable from the notebook, would answer it: the cells after the
     check compute the answer with torch and the course's public API instead."""
-    assert _truths_imported(notebook) == []
+    where = f"solutions/{notebook.name}"
+    offences = [
+        offence(
+            "prediction-literal",
+            where,
+            f"it imports the truth of {found}",
+            name=checks.get(found.split(":")[0]).name,
+        )
+        for found in _truths_imported(notebook)
+    ]
+    assert offences == [], "\n".join(offences)

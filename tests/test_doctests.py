@@ -11,6 +11,7 @@ import pkgutil
 import pytest
 
 import course
+from course.house.sources import too_few_examples
 
 MODULES = sorted(
     m.name
@@ -46,7 +47,8 @@ def test_module_examples_run(name):
         module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, verbose=False
     )
     assert result.failed == 0, f"{result.failed} of {result.attempted} examples in {name} failed"
-    assert result.attempted >= MIN_EXAMPLES.get(name, 0), f"{name} lost its examples"
+    offences = too_few_examples(name, result.attempted, MIN_EXAMPLES.get(name, 0))
+    assert offences == [], "\n".join(offences)
 
 
 def test_most_modules_carry_examples():

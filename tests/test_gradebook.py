@@ -271,3 +271,36 @@ def test_one_hostile_learner_changes_no_other_learners_grade(tmp_path):
         assert not (tmp_path / "escaped").exists() and not (roster / "ada" / "report.json").exists()
         assert not (roster / ".course-gradebook" / "poison.json").exists()
     assert {x["isolation"] for x in learners.values()} == {"cached"}
+
+
+def _one_learner(tmp_path: Path) -> Path:
+    roster = tmp_path / "roster"
+    (roster / "ada").mkdir(parents=True)
+    shutil.copy(ROOT / "notebooks" / "00_warmup.ipynb", roster / "ada" / "00_warmup.ipynb")
+    return roster
+
+
+def test_a_grader_that_fails_costs_its_row_and_the_note_says_what_it_said_last(tmp_path, monkeypatch):
+    from course.grading import gradebook
+
+    said = "the grader fell over: no such thing"
+    fails = [sys.executable, "-c", f"import sys; print('noise', file=sys.stderr); sys.exit({said!r})"]
+    monkeypatch.setattr(gradebook, "python_command", lambda *args: fails)
+    (learner,) = gradebook.collect(_one_learner(tmp_path), {0})
+    assert learner.exercises == {} and learner.note == f"not graded: grading did not finish (exit 1): {said}"
+
+
+@pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap is not installed (apt-get install bubblewrap)"
+)
+def test_a_sandbox_that_cannot_start_the_grader_costs_the_row_with_the_reason(tmp_path, monkeypatch):
+    from course.grading import gradebook, isolation
+
+    if isolation.sandbox_command(["true"], tmp_path, []) is None:
+        pytest.skip("bubblewrap cannot make namespaces here")
+    gone = tmp_path / "gone" / "bin" / "python"  # a venv the sandbox hides, or one removed
+    monkeypatch.setattr(sys, "executable", str(gone))
+    (learner,) = gradebook.collect(_one_learner(tmp_path), {0})
+    assert learner.exercises == {}, learner.exercises
+    assert learner.note.startswith("not graded: the sandbox cannot start"), learner.note
+    assert "gone/bin/python" in learner.note

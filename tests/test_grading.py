@@ -183,12 +183,16 @@ _BACKWARD_AT_TOP_LEVEL = (
 
 
 def _fork_then_backward(setup: str) -> str:
-    """Run ``setup`` in a fresh interpreter, fork, run a backward in the child: what it says."""
+    """Run ``setup`` in a fresh interpreter, fork, run a backward in the child as an exercise's
+    process does (torch's thread count set first: worker.py's NOTE, point 4): what it says.
+    "refused" is torch's RuntimeError; any other end of the child is reported as it is."""
     program = (
         f"import os, torch\n{setup}\npid = os.fork()\nif pid == 0:\n    try:\n"
+        "        torch.set_num_threads(1)\n"
         "        (torch.ones(2, requires_grad=True) * 2).sum().backward()\n        os._exit(0)\n"
         "    except RuntimeError:\n        os._exit(3)\n"
-        "print('ok' if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0 else 'refused')"
+        "code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
+        "print({0: 'ok', 3: 'refused'}.get(code, f'ended with {code}'))"
     )
     return subprocess.run(
         [sys.executable, "-c", program], capture_output=True, text=True, timeout=300, cwd=ROOT

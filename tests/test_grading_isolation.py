@@ -14,7 +14,9 @@ attempted" everywhere, the solution passes everywhere, whatever else lies around
   JUnit XML raw;
 - an outcome file that is compressed, over its cap or a FIFO is refused before decoding;
 - a process that keeps forking under new PIDs is ended, every time;
-- non-finite or non-positive timeouts are usage errors naming the flag.
+- non-finite or non-positive timeouts are usage errors naming the flag;
+- the gradebook's bubblewrap sandbox shows the grader's Python (a venv in ``/tmp``, an
+  interpreter in a hidden home) and nothing else of the folders it hides.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import zipfile
@@ -36,7 +39,7 @@ import nbformat
 import pytest
 
 from course import checks
-from course.grading import checker, signing
+from course.grading import checker, isolation, signing
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLVED_00 = ROOT / "solutions" / "00_warmup.ipynb"
@@ -308,3 +311,113 @@ def test_processes_are_ended_on_a_platform_without_proc_or_subreaper(monkeypatch
     finally:
         child.kill()
         child.wait()
+
+
+# --- the gradebook's sandbox: what it shows and what it hides ----------------------------------
+
+_BACKWARD = (
+    "import sys, torch; x = torch.arange(1.0, 4.0, requires_grad=True); (x**3).sum().backward(); "
+    "print(sys.prefix, x.grad.tolist(), torch.__version__)"
+)
+
+
+def _sandboxed(argv: list[str], inputs: Path, hide: list[Path]) -> list[str]:
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed (apt-get install bubblewrap)")
+    cmd = isolation.sandbox_command(argv, inputs, hide)
+    if cmd is None:
+        pytest.skip("bubblewrap cannot make namespaces here")
+    return cmd
+
+
+@pytest.mark.slow
+def test_a_grader_whose_venv_lives_in_tmp_runs_torch_in_the_sandbox(tmp_path):
+    # CI's torch 2.14.1 leg keeps its venv in $TMPDIR, which is /tmp: the sandbox's own /tmp
+    # hid it and every learner of a gradebook scored 0. A venv made there, seeing this one's
+    # packages, must run the same torch program inside the sandbox as outside (the oracle).
+    import site
+
+    venv = Path(tempfile.mkdtemp(prefix="course-venv-", dir="/tmp"))
+    try:
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+        (pure,) = (venv / "lib").glob("python3*/site-packages")
+        dirs = [d for d in site.getsitepackages() if Path(d).is_dir()]
+        (pure / "zz_course_test.pth").write_text(f"import site; list(map(site.addsitedir, {dirs!r}))\n")
+        python = str(venv / "bin" / "python")
+        script = textwrap.dedent(
+            f"""
+            import subprocess, sys
+            from pathlib import Path
+            from course.grading.isolation import sandbox_command
+            cmd = sandbox_command([sys.executable, "-I", "-c", {_BACKWARD!r}], Path({str(tmp_path)!r}), [Path.home()])
+            if cmd is None:
+                sys.exit(77)
+            sys.stdout.write(subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout)
+            """
+        )
+        (tmp_path / "in").mkdir()
+        outside = subprocess.run([python, "-I", "-c", _BACKWARD], capture_output=True, text=True, timeout=300)
+        inside = subprocess.run([python, "-I", "-c", script], capture_output=True, text=True, timeout=600)
+        if inside.returncode == 77:
+            pytest.skip("bubblewrap cannot make namespaces here")
+        assert outside.returncode == 0 and outside.stdout.startswith(str(venv)), outside.stderr
+        assert inside.returncode == 0 and inside.stdout == outside.stdout, inside.stderr
+    finally:
+        shutil.rmtree(venv)
+
+
+@pytest.mark.parametrize("base", ["/tmp", "/var/tmp"])
+def test_the_sandbox_shows_what_the_grader_needs_and_nothing_else_it_hides(base, tmp_path, monkeypatch):
+    # A fake layout: an interpreter inside a hidden home, a course folder holding a hidden
+    # roster. Under /tmp (always replaced) only what is needed shows; elsewhere the rest shows too.
+    if not os.access(base, os.W_OK):
+        pytest.skip(f"{base} is not writable here")
+    top = Path(tempfile.mkdtemp(prefix="course-layout-", dir=base))
+    try:
+        files = [
+            "home/secret",
+            "home/.pyenv/versions/3.11.7/lib/os.py",
+            "course/course/__init__.py",
+            "course/roster/ada/00_warmup.ipynb",
+            "elsewhere/other",
+        ]
+        for rel in files:
+            (top / rel).parent.mkdir(parents=True, exist_ok=True)
+            (top / rel).write_text(rel)
+        fake = [str(top / "home/.pyenv/versions/3.11.7"), str(top / "course")]
+        monkeypatch.setattr(
+            isolation, "needed_paths", lambda real=isolation.needed_paths: sorted(real() + fake)
+        )
+        (tmp_path / "in").mkdir()
+        argv = ["find", str(top), "-type", "f"]
+        cmd = _sandboxed(argv, tmp_path / "in", [top / "home", top / "course" / "roster"])
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        seen = {str(Path(line).relative_to(top)) for line in proc.stdout.split()}
+        expected = {"home/.pyenv/versions/3.11.7/lib/os.py", "course/course/__init__.py"}
+        assert seen == (expected if base == "/tmp" else expected | {"elsewhere/other"}), proc.stderr
+        for where in ("course/new", "home/new"):  # bound back read-only; hidden read-only
+            writes = subprocess.run(cmd[: -len(argv)] + ["touch", str(top / where)], capture_output=True)
+            assert writes.returncode != 0 and b"Read-only file system" in writes.stderr, (where, writes)
+    finally:
+        shutil.rmtree(top)
+
+
+def test_a_sandbox_that_cannot_start_the_grader_says_why(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "executable", "/tmp/no-such-venv/bin/python")
+    with pytest.raises(RuntimeError, match="cannot start the grader's Python .*no-such-venv"):
+        _sandboxed(["true"], tmp_path, [])
+
+
+def test_the_reported_command_time_is_no_longer_than_the_command_ran():
+    """``graded in N s`` is measured from the process's start: never more than its parent
+    saw it run (on Linux the boot's wall-clock time is rounded to a second; it must not leak in)."""
+    program = (
+        "import time\nfrom course.grading.processes import command_seconds\n"
+        "print(command_seconds(time.monotonic()))"
+    )
+    started = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=True
+    )
+    seen = time.monotonic() - started
+    assert 0 < float(out.stdout) <= seen

@@ -21,16 +21,8 @@ from hypothesis import strategies as st
 
 import course.autograd_graph as cg
 from course.checks import get
-from course.checks.lesson02 import (
-    ANY_ACTIONS,
-    MULTI_PROGRAMS,
-    _any_run,
-    _multi_graph,
-    any_grad_hook,
-    clip_forward,
-    clip_grad_hook,
-    clip_leaves,
-)
+from course.checks.lesson02 import _any_run, any_grad_hook, clip_grad_hook
+from course.content.lesson02 import ANY_ACTIONS, MULTI_PROGRAMS, clip_forward, clip_leaves, multi_graph
 
 pytestmark = pytest.mark.lesson02
 
@@ -115,7 +107,7 @@ def test_mode_all_fires_alike_on_the_programs_of_exercise_2_3(key):
 
 
 def _firings_on_group(register, group, key):
-    a, b, c, d, e = tensors = _multi_graph()
+    a, b, c, d, e = tensors = multi_graph()
     named = dict(zip("abcde", tensors))
     firings = []
     register([named[k] for k in group], lambda grads: firings.append(tuple(g is not None for g in grads)))

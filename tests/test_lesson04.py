@@ -16,15 +16,16 @@ from hypothesis import strategies as st
 
 from course.checks import get, grade_answer, outcomes_of
 from course.checks import lesson04 as L
+from course.content import lesson04 as C
 from course.offload.model import MB, predict_step, step_schedule, transfer_times
 
 
-@pytest.mark.parametrize("program", sorted(L.PROGRAMS))
+@pytest.mark.parametrize("program", sorted(C.PROGRAMS))
 def test_save_on_cpu_reference_packs_like_torchs_pinned_path(program):
     """On a CPU-only machine torch's save_on_cpu(pin_memory=True) copies; so does ours."""
 
     def observe(ctx):
-        leaves, loss_fn = L.PROGRAMS[program]()
+        leaves, loss_fn = C.PROGRAMS[program]()
         copies = []
 
         def pack(t):
@@ -52,7 +53,7 @@ def test_save_on_cpu_reference_packs_like_torchs_pinned_path(program):
 
 
 @settings(max_examples=30, deadline=None)
-@given(model=st.sampled_from(sorted(L.MODELS)), min_bytes=st.integers(0, 40_000))
+@given(model=st.sampled_from(sorted(C.MODELS)), min_bytes=st.integers(0, 40_000))
 def test_threshold_solution_agrees_with_the_offloader_at_any_threshold(model, min_bytes):
     ours = L._run_threshold(L.threshold_hooks, model, min_bytes)
     oracle = L._run_threshold(L._oracle_threshold, model, min_bytes)
@@ -79,7 +80,7 @@ def test_threshold_cases_tell_every_wrong_answer_apart():
 
 
 def test_predictions_follow_the_models_definitions():
-    n = L.PREDICT_NUMBERS
+    n = C.PREDICT_NUMBERS
     k, bw = n["layers"], n["bandwidth_GBs"] * 1e9
     copy = transfer_times([n["saved_MB"] * MB] * k, bw)
     fwd, bwd = [n["forward_ms"] * 1e-3] * k, [n["backward_ms"] * 1e-3] * k
@@ -105,7 +106,7 @@ def _rule_of_the_lesson(s):
 
 def test_each_verdict_of_4_4_follows_the_rule_the_lesson_teaches():
     assert L._which_pay() == get("4.4").solution
-    assert {name: _rule_of_the_lesson(s) for name, s in L.PAY_SETTINGS.items()} == get("4.4").solution
+    assert {name: _rule_of_the_lesson(s) for name, s in C.PAY_SETTINGS.items()} == get("4.4").solution
     assert sorted(set(get("4.4").solution.values())) == ["free", "slower"]  # both verdicts occur
 
 
@@ -156,11 +157,27 @@ def test_the_one_in_flight_schedule_lies_between_the_bounds_the_lesson_states():
 def test_a_clone_on_the_device_is_caught_only_by_the_simulated_gpu(exercise_id):
     """On the CPU a clone and a host copy look alike; the simulated-GPU case tells them apart."""
     ex = get(exercise_id)
-    clone = {"4.1": L._clone_in_place, "4.2": L._clones_on_device}[exercise_id]
+    clone = {"4.1": L._ClonesOnTheDevice, "4.2": L._clones_on_device}[exercise_id]
     ours, ref = outcomes_of(ex, clone), outcomes_of(ex, ex.solution)
     labels = [c.label for c in ex.all_cases]
     differing = [label for label, a, b in zip(labels, ours, ref) if repr(a) != repr(b)]
     assert differing and all("simulated GPU" in label for label in differing)
+
+
+class _EmptyLikeOnTheDevice(torch.autograd.graph.saved_tensors_hooks):
+    """The mistake of the catalogued ``_ClonesOnTheDevice``, spelled with empty_like."""
+
+    def __init__(self):
+        def pack_to_cpu(tensor):
+            packed = torch.empty_like(tensor)  # on the tensor's own device
+            packed.copy_(tensor)
+            return (tensor.device, packed)
+
+        def unpack_from_cpu(packed):
+            device, tensor = packed
+            return tensor.to(device)
+
+        super().__init__(pack_to_cpu, unpack_from_cpu)
 
 
 def test_does_a_copy_on_the_device_get_the_same_verdict_whatever_the_build_of_torch():
@@ -168,6 +185,6 @@ def test_does_a_copy_on_the_device_get_the_same_verdict_whatever_the_build_of_to
     build the simulation cannot run the first (it raises inside FakeTensorMode); on a CUDA
     build it can. The verdict, and so the hint, must be the same on both builds: the clone's."""
     ex = get("4.1")
-    assert outcomes_of(ex, L._empty_like) == outcomes_of(ex, L._clone_in_place)
-    verdict = grade_answer(ex, L._empty_like)
+    assert outcomes_of(ex, _EmptyLikeOnTheDevice) == outcomes_of(ex, L._ClonesOnTheDevice)
+    verdict = grade_answer(ex, _EmptyLikeOnTheDevice)
     assert verdict.status == "failed" and "empty_like(tensor)" in verdict.hint

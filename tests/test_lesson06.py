@@ -25,7 +25,6 @@ from course.checks import get, grade_answer
 from course.checks.lesson06 import (
     FUNCTIONS,
     MODULES,
-    Accumulate,
     _accumulate_placeholders,
     _backward,
     _backward_then_wipe,
@@ -34,12 +33,11 @@ from course.checks.lesson06 import (
     _primals_and_tangents,
     _run_joint,
     _run_traced,
-    accumulate_args,
     apply_mutations,
     make_joint,
-    seeded,
 )
-from course.checks.zoo import export_graph_module
+from course.content.lesson06 import Accumulate, accumulate_args, seeded
+from course.content.zoo import export_graph_module
 
 pytestmark = [pytest.mark.lesson06]
 

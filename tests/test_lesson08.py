@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from course import checks
 from course.checks import get
 from course.checks import lesson08 as L
+from course.content import lesson08 as C
 from course.offload import Offloader
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -49,7 +50,7 @@ def _distinct_activation_bytes(model, x) -> int:
     dtype=st.sampled_from([torch.float32, torch.float64]),
 )
 def test_does_the_per_block_measurement_agree_with_the_offloader_and_torchs_hooks(hidden, d, batch, dtype):
-    model, x = L.make_model(tuple(hidden), d=d, batch=(batch,), dtype=dtype)
+    model, x = C.make_model(tuple(hidden), d=d, batch=(batch,), dtype=dtype)
     per_layer = L.saved_bytes_per_layer(model, x)
     assert per_layer == L._oracle_per_layer(model, x)
     assert list(per_layer) == [f"block{i}" for i in range(len(hidden))]
@@ -57,9 +58,9 @@ def test_does_the_per_block_measurement_agree_with_the_offloader_and_torchs_hook
 
 
 def test_are_the_lessons_numbers_what_the_model_measures():
-    model, x = L.make_model()
-    assert L.saved_bytes_per_layer(model, x) == L.LESSON_LAYER_BYTES
-    assert sum(p.untyped_storage().nbytes() for p in model.parameters()) == L.LESSON_PARAM_BYTES
+    model, x = C.make_model()
+    assert L.saved_bytes_per_layer(model, x) == C.LESSON_LAYER_BYTES
+    assert sum(p.untyped_storage().nbytes() for p in model.parameters()) == C.LESSON_PARAM_BYTES
 
 
 def _least_offload_dp(layer_bytes: dict, need: int) -> int:
@@ -96,14 +97,14 @@ def test_is_the_choice_the_cheapest_that_fits(choose, sizes, param_bytes, slack)
 
 @pytest.mark.parametrize("r", range(5))
 def test_does_the_offloaded_step_give_torchs_gradients_for_every_choice(r):
-    names = list(L.LESSON_LAYER_BYTES)
+    names = list(C.LESSON_LAYER_BYTES)
     for chosen in itertools.combinations(names, r):
-        model, x = L.make_model()
+        model, x = C.make_model()
         reference = L._reference_grads(model, x)
         off = L.offloaded_step(model, x, set(chosen))
         for p, g in zip(model.parameters(), reference):
             assert torch.equal(p.grad, g)
-        assert off.stats.d2h_bytes == sum(L.LESSON_LAYER_BYTES[n] for n in chosen)
+        assert off.stats.d2h_bytes == sum(C.LESSON_LAYER_BYTES[n] for n in chosen)
 
 
 def _saves_by_block(model, x):
@@ -159,9 +160,9 @@ def test_does_8_2s_oracle_tell_a_wrong_choice_from_a_right_one():
     expected = checks.expected_outcomes(ex)
     for right in (L.choose_offload, L._choose_by_bitmask):
         assert checks.grade_answer(ex, right).status == "passed"
-    largest_first = checks.outcomes_of(ex, L._greedy(L._largest_first))
+    largest_first = checks.outcomes_of(ex, L._largest_first)
     assert largest_first[0] != expected[0]  # the lesson's case: block2 alone moves 6016 bytes more
-    assert checks.grade_answer(ex, L._greedy(L._largest_first)).status == "failed"
+    assert checks.grade_answer(ex, L._largest_first).status == "failed"
 
 
 @pytest.mark.parametrize("model_name", ["lesson", "3-d input"])
@@ -180,7 +181,7 @@ def test_does_8_3s_oracle_tell_a_wrong_step_from_a_right_one():
     ex = get("8.3")
     expected = checks.expected_outcomes(ex)
     assert checks.judge(ex, checks.outcomes_of(ex, L.offloaded_step), expected).status == "passed"
-    everything = checks.outcomes_of(ex, L._step_variant(offload_all=True))
+    everything = checks.outcomes_of(ex, L._step_offloads_every_block)
     assert everything[0]["value"] != expected[0]["value"]
     assert checks.judge(ex, everything, expected).status == "failed"
 
@@ -202,20 +203,20 @@ def test_does_8_4s_truth_agree_with_the_whole_model_and_with_8_2s_choice():
     from course.aot.joint import export_joint
 
     truth = get("8.4").oracle()
-    model, x = L.make_model()
+    model, x = C.make_model()
     whole = export_joint(model, (x,), partition_fn=min_cut_rematerialization_partition).fw_module
-    assert truth["saved activation bytes"] == L._not_param_bytes(whole) < sum(L.LESSON_LAYER_BYTES.values())
+    assert truth["saved activation bytes"] == L._not_param_bytes(whole) < sum(C.LESSON_LAYER_BYTES.values())
     per_block, h = {}, x
     for name, block in model.named_children():
         per_block[name] = L._not_param_bytes(
             export_joint(block, (h,), partition_fn=min_cut_rematerialization_partition).fw_module
         )
         h = block(h).detach()
-    chosen = L.choose_offload(per_block, L.LESSON_PARAM_BYTES, L.LESSON_BUDGET)
+    chosen = L.choose_offload(per_block, C.LESSON_PARAM_BYTES, C.LESSON_BUDGET)
     assert truth["offload"] == sorted(chosen) and truth["bytes moved"] == 2 * sum(
         per_block[n] for n in chosen
     )
-    eager = L.choose_offload(L.LESSON_LAYER_BYTES, L.LESSON_PARAM_BYTES, L.LESSON_BUDGET)
+    eager = L.choose_offload(C.LESSON_LAYER_BYTES, C.LESSON_PARAM_BYTES, C.LESSON_BUDGET)
     assert set(truth["offload"]) != eager  # the recompute changes the plan: the point of 8.4
 
 
@@ -253,7 +254,7 @@ def test_does_the_joint_graph_save_the_parameters_eager_autograd_saves():
     from course.aot import descriptors as cd
     from course.aot.joint import export_joint
 
-    model, x = L.make_model()
+    model, x = C.make_model()
     off = Offloader(min_bytes=0, device_type="cpu", mode="copy")
     with off:
         model(x)
@@ -278,7 +279,7 @@ def test_the_budget_arithmetic_depends_on_the_partitioner():
     from course.aot.joint import export_joint
 
     def saved(partition_fn):
-        model, x = L.make_model()
+        model, x = C.make_model()
         fw = export_joint(model, (x,), partition_fn=partition_fn).fw_module
         out = fw.graph.output_node()
         values, not_param = 0, 0
@@ -295,11 +296,11 @@ def test_the_budget_arithmetic_depends_on_the_partitioner():
                 not_param += node.meta["val"].numel() * node.meta["val"].element_size()
         return values, not_param
 
-    assert saved(default_partition) == (52, sum(L.LESSON_LAYER_BYTES.values())) == (52, 35072)
+    assert saved(default_partition) == (52, sum(C.LESSON_LAYER_BYTES.values())) == (52, 35072)
     assert saved(min_cut_rematerialization_partition) == (48, 27392)
 
 
 def test_a_measurement_that_leaves_its_hooks_on_the_model_is_seen():
-    leaky = L._per_layer_variant(count_param=False, remove=False)
+    leaky = L._hooks_left_on_the_model
     assert L._run_measure(L.saved_bytes_per_layer, "lesson")["hooks left on the model"] == 0
     assert L._run_measure(leaky, "lesson")["hooks left on the model"] == 4

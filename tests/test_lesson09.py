@@ -24,6 +24,7 @@ from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_conte
 from torch.utils.flop_counter import FlopCounterMode
 
 from course.checks import lesson09 as L
+from course.content import lesson09 as C
 from course.fx_utils import get_buffer_nodes, get_param_nodes
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -59,7 +60,7 @@ _programs = st.tuples(
 
 def _grads_and_backward_ops(run_forward, fn, x, leaves):
     forward_out = run_forward(fn, x)
-    with L.OpCounter() as bwd:
+    with C.OpCounter() as bwd:
         grads = torch.autograd.grad(forward_out, leaves)
     return grads, bwd.counts
 
@@ -101,7 +102,7 @@ class _GradModeOps(TorchDispatchMode):
 
 
 def test_is_the_rerun_prediction_what_runs_with_grad_mode_on_in_backward():
-    fn, args, leaves = L.PROGRAMS["block"]()
+    fn, args, leaves = C.PROGRAMS["block"]()
     out = checkpoint(fn, *args, use_reentrant=False)
     seed = torch.ones_like(out)
     with _GradModeOps() as seen:
@@ -123,7 +124,7 @@ def _under_policy(policy, fn, x, leaves):
         return pair
 
     out = checkpoint(fn, x, use_reentrant=False, context_fn=context_fn)
-    stored = L._stored_bytes(modes[0], leaves)
+    stored = C.stored_bytes(modes[0], leaves)
     with FlopCounterMode(display=False) as flops:
         grads = torch.autograd.grad(out, leaves)
     return stored, flops.get_total_flops(), grads
@@ -153,8 +154,8 @@ def test_is_the_budget_policy_the_cheapest_choice_torch_measures_within_the_budg
 def test_does_the_partition_follow_the_budget_set_around_the_call():
     """The joint's stages run when first read: partitioned() must read them under the caller's config."""
     with functorch_config.patch(activation_memory_budget=0.0):
-        at_zero = L.partitioned("lesson", "min_cut")
-    at_one = L.partitioned("lesson", "min_cut")
+        at_zero = C.partitioned("lesson", "min_cut")
+    at_one = C.partitioned("lesson", "min_cut")
 
     def reruns(jd):
         return sum(str(n.target).startswith(("aten.addmm", "aten.gelu.")) for n in jd.bw_module.graph.nodes)
@@ -169,7 +170,7 @@ def test_is_the_budget_prediction_what_a_compiled_region_at_budget_zero_reruns()
     from torch._functorch.partitioners import min_cut_rematerialization_partition
 
     graphs = {}
-    model, x = L.make_model()
+    model, x = C.make_model()
 
     def forward(x):
         with torch.autograd.graph.region_activation_memory_budget(0.0):
@@ -204,7 +205,7 @@ def _run_partitioned(jd, x):
 @pytest.mark.parametrize("model_name, last_layer", [("lesson", "2"), ("four blocks", "3"), ("float64", "1")])
 @pytest.mark.parametrize("partitioner", ["default", "min_cut"])
 def test_does_torch_accept_the_offload_choice_and_keep_the_gradients(model_name, partitioner, last_layer):
-    jd = L.partitioned(model_name, partitioner)
+    jd = C.partitioned(model_name, partitioner)
     fw, bw = jd.fw_module, jd.bw_module
     chosen = L.choose_offload(fw, last_layer, 0)
     assert chosen
@@ -216,7 +217,7 @@ def test_does_torch_accept_the_offload_choice_and_keep_the_gradients(model_name,
     bw.recompile()
     moved = {n.args[0].name for n in fw.graph.nodes if n.name.startswith(ao.CPU_OFFLOAD_PREFIX)}
     assert moved == chosen  # torch's can_offload refused none of them
-    model, x = L.OFFLOAD_MODELS[model_name]()
+    model, x = C.OFFLOAD_MODELS[model_name]()
     reference = copy.deepcopy(model)
     reference(x).pow(2).sum().backward()
     for g, p in zip(_run_partitioned(jd, x), reference.parameters()):
@@ -227,7 +228,7 @@ def test_does_torch_accept_the_offload_choice_and_keep_the_gradients(model_name,
 @given(st.integers(0, 5000), st.integers(0, 5000))
 def test_does_a_higher_threshold_choose_a_subset(a, b):
     low, high = sorted((a, b))
-    fw = L.partitioned("lesson", "min_cut").fw_module
+    fw = C.partitioned("lesson", "min_cut").fw_module
     sizes = {
         n.name: n.meta["val"].nbytes
         for n in fw.graph.nodes
@@ -255,14 +256,14 @@ def test_does_the_offload_pass_move_what_torchs_pass_moves_and_keep_eagers_gradi
     """9.6's reference against torch: the values it copies are the ones torch's own
     enable_activation_offloading copies when tagged with the same choice; every backward reader
     of a moved value reads a reload; the graphs give eager's output and gradients."""
-    ours = L.partitioned(model_name, partitioner)
+    ours = C.partitioned(model_name, partitioner)
     L.offload_pass(ours.fw_module, ours.bw_module, ours.num_fwd_outputs, last_layer, 0)
     moved = {n.args[0].name for n in _device_puts(ours.fw_module)}
     assert (
-        moved == L.choose_offload(L.partitioned(model_name, partitioner).fw_module, last_layer, 0) and moved
+        moved == L.choose_offload(C.partitioned(model_name, partitioner).fw_module, last_layer, 0) and moved
     )
 
-    theirs = L.partitioned(model_name, partitioner)
+    theirs = C.partitioned(model_name, partitioner)
     for node in theirs.fw_module.graph.output_node().args[0]:
         node.meta["should_offload"] = node.name in moved
     static = OrderedSet([*get_param_nodes(theirs.fw_module.graph)])
@@ -276,7 +277,7 @@ def test_does_the_offload_pass_move_what_torchs_pass_moves_and_keep_eagers_gradi
         if node in _device_puts(ours.fw_module):
             assert [u.target for u in placeholder.users] == [torch.ops.prims.device_put.default]
 
-    model, x = L.OFFLOAD_MODELS[model_name]()
+    model, x = C.OFFLOAD_MODELS[model_name]()
     reference = copy.deepcopy(model)
     out = reference(x)
     out.pow(2).sum().backward()
@@ -290,16 +291,16 @@ def test_does_the_offload_pass_move_what_torchs_pass_moves_and_keep_eagers_gradi
 def test_is_the_two_reader_case_read_twice_in_the_backward_and_the_buffer_saved():
     """The hidden cases of 9.6 sit on the boundaries they name, as torch's partitioners build them."""
     for partitioner in ("default", "min_cut"):
-        jd = L.partitioned("two readers", partitioner)
+        jd = C.partitioned("two readers", partitioner)
         readers = {p.name: len(p.users) for p in jd.bw_module.graph.find_nodes(op="placeholder")}
         assert readers["gelu"] == 2
-        jd = L.partitioned("buffers", partitioner)
+        jd = C.partitioned("buffers", partitioner)
         saved = jd.fw_module.graph.output_node().args[0][jd.num_fwd_outputs :]
         buffers = set(get_buffer_nodes(jd.fw_module.graph))
         assert buffers and buffers <= set(saved)
     sizes = {
         n.name: n.meta["val"].nbytes
-        for n in L.partitioned("lesson", "default").fw_module.graph.nodes
+        for n in C.partitioned("lesson", "default").fw_module.graph.nodes
         if n.name in ("add", "add_1")
     }
     assert sizes == {"add": 512, "add_1": 512}  # the hidden thresholds 512 and 513 sit on them
@@ -326,9 +327,9 @@ def test_does_torchs_solver_rerun_fewer_products_than_lesson_8s_knapsack_at_the_
     def products(jd):
         return sum(n.target == torch.ops.aten.addmm.default for n in jd.bw_module.graph.nodes)
 
-    every = activations(L.partitioned("lesson", "min_cut"))
+    every = activations(C.partitioned("lesson", "min_cut"))
     with functorch_config.patch(activation_memory_budget=budget):
-        by_torch = L.partitioned("lesson", "min_cut")
+        by_torch = C.partitioned("lesson", "min_cut")
     nbytes = sum(activations(by_torch).values())
     keep = set(every) - knapsack(every, 0, nbytes)
 
@@ -341,7 +342,7 @@ def test_does_torchs_solver_rerun_fewer_products_than_lesson_8s_knapsack_at_the_
                 node.meta["ac_graph_id"] = 0
         return min_cut_rematerialization_partition(joint, inputs, **kwargs)
 
-    model, x = L.make_model()
+    model, x = C.make_model()
     by_course = export_joint(model, (x,), partition_fn=partition)
     assert set(activations(by_course)) == keep and sum(activations(by_course).values()) == nbytes
     assert products(by_torch) < products(by_course)

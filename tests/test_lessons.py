@@ -6,6 +6,7 @@ import pytest
 
 from course import guide
 from course.checks import all_exercises, load_all
+from course.house import notebooks as house_notebooks
 from course.lessons import LESSONS, get
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,34 +39,14 @@ def test_every_lesson_notebook_is_listed():
 
 
 def test_generated_overview_and_exercise_table_are_current():
-    assert guide.stale() == [], "run: python -m course.guide"
+    offences = guide.stale()
+    assert offences == [], "\n".join(offences)
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.slug)
 def test_the_time_a_lesson_announces_is_the_time_the_overview_lists(lesson):
-    import re
-
-    import nbformat
-
-    opening = nbformat.read(ROOT / "solutions" / lesson.notebook, as_version=4).cells[0].source
-    stated = re.findall(r"[Aa]bout (\d+(?:-\d+)? minutes)", opening)
-    assert stated in ([], [lesson.time_text]), (stated, lesson.time_text)
-
-
-def _literals(source: str):
-    """Every container literal in a code cell that Python can evaluate on its own."""
-    import ast
-
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Tuple, ast.List, ast.Dict, ast.Set)):
-            try:
-                yield ast.literal_eval(node)
-            except ValueError:
-                continue
+    offences = house_notebooks.minutes_disagree(Path("solutions") / lesson.notebook, lesson, root=ROOT)
+    assert offences == [], "\n".join(offences)
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.slug)
@@ -73,20 +54,27 @@ def test_no_learner_copy_writes_down_a_prediction_s_answer(lesson):
     """A prediction is not given away: no code the learner can read before answering holds the
     right answer as a literal (e.g. an assert right after the exercise). Checked for answers
     that are containers of two or more items; a lone number is too common to tell."""
-    import nbformat
+    offences = house_notebooks.predictions_written_down(
+        Path("notebooks") / lesson.notebook, all_exercises(lesson.number), root=ROOT
+    )
+    assert offences == [], "\n".join(offences)
 
-    predictions = [
-        ex
-        for ex in all_exercises(lesson.number)
-        if ex.kind == "predict" and isinstance(ex.solution, (tuple, list, dict)) and len(ex.solution) >= 2
-    ]
-    learner = nbformat.read(ROOT / "notebooks" / lesson.notebook, as_version=4)
-    for cell in learner.cells:
-        if cell.cell_type != "code":
-            continue
-        for literal in _literals(cell.source):
-            for ex in predictions:
-                assert literal != ex.solution, f"exercise {ex.id}'s answer is written in: {cell.source[:200]}"
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.slug)
+def test_every_answer_and_its_helpers_are_defined_at_the_top_level_of_a_cell(lesson):
+    """The grader runs a notebook's top-level definitions only: an answer (or a helper it reads)
+    defined inside a ``with`` or ``if`` block is undefined when it is checked."""
+    names = [ex.name for ex in all_exercises(lesson.number)]
+    offences = house_notebooks.not_at_top_level(Path("solutions") / lesson.notebook, names, root=ROOT)
+    assert offences == [], "\n".join(offences)
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.slug)
+def test_no_stored_output_holds_what_changes_from_run_to_run(lesson):
+    """Addresses, this machine's paths and timestamps: nbval_sanitize.cfg would mask them, but
+    the learner reads them, and a mask hides a repr that should have been deterministic."""
+    offences = house_notebooks.unstable_outputs(Path("solutions") / lesson.notebook, root=ROOT)
+    assert offences == [], "\n".join(offences)
 
 
 def test_every_lesson_has_a_pytest_marker_that_selects_its_notebooks_and_tests():

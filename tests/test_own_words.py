@@ -28,6 +28,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from course.house.rules import offence
+
 PACKAGE = Path(__file__).resolve().parents[1] / "course"
 TORCH = Path(torch.__file__).resolve().parent
 TORCH_FILES = [
@@ -131,6 +133,17 @@ def exempt(relpath: str, chunk: str) -> bool:
     return any(relpath == path and chunk.startswith(start) for path, start in CONFORMANCE)
 
 
+def torch_sentences_in(relpath: str, source: str, torch_words: str) -> list[str]:
+    """One house-rule offence for each line or sentence of course/``relpath`` (its text
+    ``source``) that is torch's, word for word, conformance messages aside."""
+    hits = sorted(
+        {(line, unit) for line, unit, chunk in copied(source, torch_words) if not exempt(relpath, chunk)}
+    )
+    return [
+        offence("own-words", f"course/{relpath}:{line}", f"torch's sentence {unit!r}") for line, unit in hits
+    ]
+
+
 @pytest.fixture(scope="module")
 def torch_words() -> str:
     return torch_text()
@@ -176,12 +189,8 @@ def f():
 @pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_no_sentence_of_torch_in_course(path, torch_words):
     """No docstring, comment or message line of this module copies torch's text (conformance aside)?"""
-    relpath = path.relative_to(PACKAGE).as_posix()
-    hits = sorted(
-        {f"{relpath}:{line}: {unit}" for line, unit, chunk in copied(path.read_text(), torch_words)
-         if not exempt(relpath, chunk)}
-    )  # fmt: skip
-    assert hits == [], "torch's sentences, word for word:\n" + "\n".join(hits)
+    offences = torch_sentences_in(path.relative_to(PACKAGE).as_posix(), path.read_text(), torch_words)
+    assert offences == [], "\n".join(offences)
 
 
 @pytest.mark.parametrize("key", sorted(CONFORMANCE), ids=lambda k: f"{k[0]}:{k[1][:30]}")

@@ -12,7 +12,7 @@ import nbformat
 import pytest
 
 from course import cli
-from course.grading import progress, workspace
+from course.grading import files, progress, workspace
 from course.grading.progress import Row
 
 STUB = "raise NotImplementedError('exercise {}')"
@@ -105,7 +105,7 @@ def test_a_second_run_grades_nothing(root, grade):
 
 def test_a_run_that_grades_nothing_writes_nothing(root, grade, monkeypatch, capsys):
     collect(root, grade)
-    monkeypatch.setattr(workspace, "write_atomically", lambda path, data: pytest.fail(f"wrote {path}"))
+    monkeypatch.setattr(progress, "write_atomically", lambda path, data: pytest.fail(f"wrote {path}"))
     collect(root, grade)
     assert capsys.readouterr().err == ""
 
@@ -218,7 +218,7 @@ def test_a_read_only_folder_still_gets_its_table(root, grade, monkeypatch, capsy
     def read_only(path, data):
         raise OSError(errno.EROFS, "Read-only file system")
 
-    monkeypatch.setattr(workspace, "write_atomically", read_only)
+    monkeypatch.setattr(progress, "write_atomically", read_only)
     monkeypatch.setattr(progress, "default_grader", lambda: grade)
     assert progress.main([str(root)]) == 0
     captured = capsys.readouterr()
@@ -269,7 +269,7 @@ def test_progress_on_a_missing_folder_says_how_to_start(tmp_path, capsys):
 def test_the_grader_fingerprint_names_the_course_version():
     import course
 
-    assert progress.grader_fingerprint().startswith(f"course {course.__version__} sha256:")
+    assert files.grader_fingerprint().startswith(f"course {course.__version__} sha256:")
 
 
 @pytest.mark.notebook
@@ -310,11 +310,11 @@ def test_the_real_grader_end_to_end(tmp_path):
             }
         )
     )
-    rows = progress.collect(tmp_path, grade_fn=spy, grader_id=progress.grader_fingerprint())
+    rows = progress.collect(tmp_path, grade_fn=spy, grader_id=files.grader_fingerprint())
     assert {r.exercise.split()[0]: r.status for r in rows} == {
         ex.id: "passed" if ex is solved else "not attempted" for ex in exercises
     }
-    assert progress.collect(tmp_path, grade_fn=spy, grader_id=progress.grader_fingerprint()) == rows
+    assert progress.collect(tmp_path, grade_fn=spy, grader_id=files.grader_fingerprint()) == rows
     assert calls == ["mine.ipynb"]  # the second run came from the cache
     assert grading.grade_notebook  # the API we adapt to
 

@@ -165,3 +165,15 @@ def test_no_made_up_addresses():
     assert not [u for u in urls.values() if re.search(r"example\.|<|your-org", u)], urls
     guide = (ROOT / "docs/instructor-guide.md").read_text()
     assert "[project.urls]" in guide and all(f"{key} = " in guide for key in ("Homepage", "Source", "Issues"))
+
+
+def test_the_readme_command_table_names_every_subcommand():
+    """One row per `course` subcommand (course.cli.SUBCOMMANDS is the list): a new command
+    without a README row fails here, naming the row to add."""
+    from course.cli import SUBCOMMANDS
+
+    text = (ROOT / "README.md").read_text()
+    missing = [name for name in SUBCOMMANDS if f"| `course {name}" not in text]
+    assert missing == [], (
+        f"README.md's command table has no row for: {missing} (add `| `course NAME ...` | what it does |`)"
+    )

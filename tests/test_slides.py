@@ -24,8 +24,8 @@ def _solution(lesson):
 def test_every_key_names_one_heading_of_the_lesson(lesson):
     nb = _solution(lesson)
     starts = slides.key_cells(nb, lesson.number)
-    assert starts[0] == 0 and len(starts) >= len(slides.KEY_CELLS[lesson.number]) + 1
-    for i, key in zip(starts[1:], slides.KEY_CELLS[lesson.number]):
+    assert starts[0] == 0 and len(starts) >= len(lesson.key_cells) + 1
+    for i, key in zip(starts[1:], lesson.key_cells):
         assert nb.cells[i].cell_type == "markdown" and nb.cells[i].source.lstrip("#").lstrip().startswith(key)
 
 
@@ -46,12 +46,24 @@ def test_the_copy_shows_no_exercise_cell_and_leaves_the_lesson_alone(lesson):
 def test_a_renamed_heading_is_reported_with_the_list_to_update():
     lesson = LESSONS[1]
     nb = _solution(lesson)
-    key = slides.KEY_CELLS[lesson.number][0]
+    key = lesson.key_cells[0]
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             cell.source = cell.source.replace(key, "Something else")
-    with pytest.raises(slides.SlidesError, match=rf"KEY_CELLS\[{lesson.number}\] in course/slides.py"):
+    with pytest.raises(slides.SlidesError) as raised:
         slides.key_cells(nb, lesson.number)
+    message = str(raised.value)
+    assert message.startswith(f"course/lessons.py: lesson {lesson.number:02d}'s key {key!r} names 0 headings")
+    assert '(house rule "key cells for the slides")' in message and "key_cells=(...)" in message
+
+
+def test_a_lesson_without_key_cells_is_told_where_to_name_them(monkeypatch):
+    lesson = LESSONS[1]
+    monkeypatch.setitem(slides.KEY_CELLS, lesson.number, ())
+    with pytest.raises(
+        slides.SlidesError, match=r"names no key cells \(house rule \"key cells for the slides\"\)"
+    ):
+        slides.key_cells(_solution(lesson), lesson.number)
 
 
 def test_the_slides_build_as_reveal_js_html_with_the_key_cells_only(tmp_path, capsys):

@@ -9,9 +9,12 @@ private-name rule.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
+
+from course.house.rules import offence
 
 PACKAGE = Path(__file__).resolve().parents[1] / "course"
 
@@ -111,12 +114,27 @@ def _is_parent_package(pkg: str, module: str) -> bool:
     return module.startswith(pkg + ".")
 
 
+def _where(module: str) -> str:
+    """The file of ``module`` from the checkout's root (``course/aot/joint.py``)."""
+    path = MODULES.get(module)
+    if path is not None and path.is_relative_to(ROOT):
+        return str(path.relative_to(ROOT))
+    return module.replace(".", "/") + ".py"
+
+
+def cycle_offences(graph: dict[str, set[str]]) -> list[str]:
+    """One house-rule offence per import cycle of ``graph`` (module -> modules it imports at
+    top level); a package importing its own submodules in ``__init__`` is how packages work."""
+    graph = {m: {d for d in deps if not _is_parent_package(d, m)} for m, deps in graph.items()}
+    return [
+        offence("no-cycles", _where(cycle[0]), "imports itself through " + " -> ".join(cycle[1:]))
+        for cycle in _cycles(graph)
+    ]
+
+
 def test_the_package_has_no_import_cycles():
-    graph = _top_level_graph()
-    # a package importing its own submodules in __init__ is how packages work, not a cycle
-    for module, deps in graph.items():
-        graph[module] = {d for d in deps if not _is_parent_package(d, module)}
-    assert _cycles(graph) == []
+    offences = cycle_offences(_top_level_graph())
+    assert offences == [], "\n".join(offences)
 
 
 def test_the_cycle_finder_finds_a_cycle():
@@ -124,32 +142,57 @@ def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_no_module_imports_another_modules_private_names():
+def private_import_offences(modules) -> list[str]:
+    """One house-rule offence per import, in ``modules``, of another module's private name or of
+    a private module from outside its package (torch's own private names aside)."""
     offences = []
-    for module in MODULES:
+    for module in modules:
         for target, name, line in _imports(module, top_level_only=False):
             if not target.startswith("course") or target == module:
                 continue
+            where = f"{_where(module)}:{line}"
             private_name = name is not None and name.startswith("_") and not name.startswith("__")
             if private_name and name not in _torch_private_names():
-                offences.append(f"{module}:{line} imports {name} from {target}")
+                offences.append(offence("private-names", where, f"imports {name} from {target}", name=name))
             # a private module (course.checks.outcomes) belongs to its package alone
             private_mod = [p for p in target.split(".") if p.startswith("_") and not p.startswith("__")]
             if private_mod and not module.startswith(target.rsplit(".", 1)[0]):
-                offences.append(f"{module}:{line} imports the private module {target}")
-    assert offences == []
+                what = f"imports the private module {target}"
+                offences.append(offence("private-names", where, what, name=target))
+    return offences
+
+
+def test_no_module_imports_another_modules_private_names():
+    offences = private_import_offences(MODULES)
+    assert offences == [], "\n".join(offences)
+
+
+def layer_offences(layer: str, above: tuple[str, ...]) -> list[str]:
+    """One house-rule offence per import, in a module of ``layer``, of a module ``above`` it."""
+    return [
+        offence(
+            "layering", f"{_where(module)}:{line}", f"{module} imports {target}", layer=layer, above=target
+        )
+        for module in MODULES
+        if module.startswith(layer)
+        for target, _, line in _imports(module, top_level_only=False)
+        if target.startswith(above)
+    ]
 
 
 @pytest.mark.parametrize("layer", ["autograd", "aot", "offload"])
 def test_the_reference_layer_imports_nothing_from_teaching_or_machinery(layer):
-    bad = []
-    for module in MODULES:
-        if not module.startswith(f"course.{layer}"):
-            continue
-        for target, _, line in _imports(module, top_level_only=False):
-            if target.startswith(("course.show", "course.grading", "course.checks", "course.widgets")):
-                bad.append(f"{module}:{line} imports {target}")
-    assert bad == []
+    offences = layer_offences(
+        f"course.{layer}", ("course.show", "course.grading", "course.checks", "course.widgets")
+    )
+    assert offences == [], "\n".join(offences)
+
+
+def test_lesson_content_imports_nothing_that_judges_or_grades():
+    """course/content/ is what a notebook runs; the answer keys (course.checks) and the grader
+    sit above it, so reading a lesson's content never meets an exercise's answer."""
+    offences = layer_offences("course.content", ("course.checks", "course.grading"))
+    assert offences == [], "\n".join(offences)
 
 
 def test_the_public_import_paths_of_design_md_still_import():
@@ -395,10 +438,14 @@ def test_no_code_notebook_or_test_reaches_for_another_modules_private_names():
     Fix: promote what is needed to a public name (in ``__all__``, with a docstring), or reach it
     through a public one (an exercise's oracle is ``course.checks.get(id).oracle``)."""
     torch_names = _torch_private_names()
-    offences = [
+    uses = [
         use
         for where, source in _code_sources()
         for use in _private_uses(where, source)
         if _private_name_of(use) not in torch_names and not _an_answer_key_in_its_test(where, use)
+    ]
+    offences = [
+        offence("private-names", *re.fullmatch(r"(.*?:\d+) (.*)", use).groups(), name=_private_name_of(use))
+        for use in uses
     ]
     assert offences == [], "\n".join(offences)

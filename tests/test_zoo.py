@@ -1,6 +1,6 @@
 """The descriptor zoo of lesson 07: does each program make what the lesson says, in torch and in course?
 
-Each ``ZOO`` program (course/checks/lesson07.py) runs through torch; its descriptors must
+Each ``ZOO`` program (course/content/zoo.py) runs through torch; its descriptors must
 contain the classes the lesson says it shows, and ``from_torch`` must give equal course
 descriptors. Where ``course.joint`` builds the program, its descriptors equal torch's; where
 it does not, it raises ``NotImplementedError`` naming the case.
@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import course.descriptors as cd
-from course.checks.zoo import ZOO, course_descriptors, inner_sizes, torch_descriptors, zoo_classes
+from course.content.zoo import ZOO, course_descriptors, inner_sizes, torch_descriptors, zoo_classes
 
 BY_TORCH = [name for name, p in ZOO.items() if p.via in ("export", "compile")]
 

@@ -1,11 +1,12 @@
 """A joint graph built in stages you can step through: a small, visible AOTAutograd.
 
 This module tells the story of the export, once (:mod:`course.aot.steps` holds its pieces,
-:mod:`course.aot.stage` the snapshots). What is torch's: every tracer and transform it runs
-(``make_fx``, ``FunctionalTensorMode``, ``torch.autograd.grad``, the partitioner). What is
-the course's: :func:`export_joint` itself, the order and bookkeeping of the steps, the
-descriptors it attaches, and :class:`JointWithDescriptors` (a dataclass shaped like torch's,
-plus the stages).
+:mod:`course.aot.stage` the snapshots).
+
+What is ours and what is torch's: torch's is every tracer and transform it runs (``make_fx``,
+``FunctionalTensorMode``, ``torch.autograd.grad``, the partitioner); ours is
+:func:`export_joint` itself, the order and bookkeeping of the steps, the descriptors it
+attaches, and :class:`JointWithDescriptors` (a dataclass shaped like torch's, plus the stages).
 
 torch's ``aot_export_joint_with_descriptors(stack, mod, args)`` returns, in one opaque call,
 the *joint graph*: one FX graph that takes ``(primals, tangents)`` and returns the forward

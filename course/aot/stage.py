@@ -1,7 +1,7 @@
 """One snapshot of :func:`course.aot.joint.export_joint`: a named graph and its stable printout.
 
-All of this module is the course's (torch has no stages to show): :class:`Stage`, the
-snapshot, and :class:`StageBuilder`, which builds the teaching stages on demand (NOTE
+What is ours and what is torch's: all of this module is ours (torch has no stages to show):
+:class:`Stage`, the snapshot, and :class:`StageBuilder`, which builds the teaching stages on demand (NOTE
 [Stages on demand] below). The graphs inside are traced by torch's ``make_fx``.
 
 A :class:`Stage` holds the ``graph_module`` as it was after one step, a sentence saying what

@@ -10,7 +10,7 @@ traces the *program* again; none of them reads the previous stage's graph, becau
 autograd does (a custom ``autograd.Function``, a ``no_grad`` block, a hook) leaves no aten op
 behind to read.
 
-What is torch's and what is ours: the tracing machinery is torch's (``make_fx`` records
+What is ours and what is torch's: the tracing machinery is torch's (``make_fx`` records
 aten ops; ``FunctionalTensorMode`` with ``to_fun`` / ``from_fun`` / ``has_data_mutation``
 removes mutations; ``torch.autograd.grad`` writes the backward; torch's partitioner splits
 the joint). The course's code is the order of the steps, the bookkeeping

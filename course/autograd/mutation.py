@@ -10,7 +10,7 @@ Normally autograd refuses::
 Inside :func:`allow_mutation_on_saved_tensors` the same program works: the saved ``b`` is
 *cloned just before* ``sin_`` overwrites it, and backward reads the clone.
 
-What is whose: the design, the class and function names and the two error messages are
+What is ours and what is torch's: the design, the class and function names and the two error messages are
 torch's (``torch/autograd/graph.py``, a thin Python layer over the C++ engine's saved-tensor
 hooks and ``TorchDispatchMode``). This module is the course's code for that layer: written
 again in our words, with the aliasing test rebuilt (see "Differences from torch") and a

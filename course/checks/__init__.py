@@ -58,6 +58,7 @@ from typing import Any
 
 import torch
 
+from course.checks.extra import extra_cases
 from course.checks.leftovers import ADVICE, collecting, handed, left_behind, snapshot
 from course.checks.outcomes import (
     describe_form,
@@ -100,6 +101,7 @@ __all__ = [
     "check",
     "exercise",
     "expected_outcomes",
+    "extra_cases",
     "get",
     "grade_answer",
     "handed",
@@ -108,6 +110,7 @@ __all__ = [
     "load_all",
     "measure_cost",
     "outcomes_of",
+    "partial_score",
     "predict",
     "reveals_in",
     "wrong",
@@ -274,7 +277,8 @@ class Result:
     """The verdict on one exercise. ``status`` is "passed", "failed", "not attempted",
     "error" (the answer raised, timed out, or could not be run) or "revealed" (a prediction
     whose answer the learner asked to see: it earns no points). ``revealed`` says whether
-    the answer was shown."""
+    the answer was shown; ``partial`` whether partial credit applied (an exercise registered
+    with ``partial=True`` that did not pass scores ``points`` x cases passed / cases)."""
 
     id: str
     name: str
@@ -289,6 +293,7 @@ class Result:
     cost: dict = field(default_factory=dict)
     budget: dict = field(default_factory=dict)
     revealed: bool = False
+    partial: bool = False
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -425,13 +430,29 @@ def judge(
         lines.append(f'  answer:   try again, or check("{ex.id}", reveal=True) to see it (no points then)')
     return Result(
         status=status,
-        score=0,
+        score=partial_score(ex, passed, total),
         cases_passed=passed,
         cases_total=total,
         message="\n".join(lines),
         hint=hint,
+        partial=ex.partial,
         **base,
     )
+
+
+def partial_score(ex: Exercise, passed: int, total: int) -> float:
+    """What an answer that did not pass scores: 0, or with partial credit (an exercise
+    registered with ``partial=True``) ``points`` x ``passed`` / ``total``, to 4 decimals.
+
+    Example:
+        >>> ex = Exercise(id="9.1", name="double", title="Double it", solution=lambda x: 2 * x,
+        ...               cases=[case(3)], wrong=[wrong(lambda x: x + 1, "add?")], points=2)
+        >>> partial_score(ex, 3, 4), partial_score(Exercise(**{**ex.__dict__, "partial": True}), 3, 4)
+        (0, 1.5)
+    """
+    if not ex.partial or not total:
+        return 0
+    return round(ex.points * passed / total, 4)
 
 
 _FORM_REASONS = (

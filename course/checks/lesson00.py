@@ -85,6 +85,10 @@ def _by_the_formula(x):
     return 3 * x**2
 
 
+def _power_rule_off_by_one(x):
+    return 3 * x  # BAD: the derivative of x**3 is 3 * x**2
+
+
 def _by_autograd_grad(x):  # right, written differently: no .backward(), no .grad
     leaf = x.clone().requires_grad_()
     return torch.autograd.grad(leaf.pow(3).sum(), [leaf])[0]
@@ -162,7 +166,10 @@ exercise(
             "requires grad (x = x.detach().requires_grad_()) before computing with it.",
         ),
         wrong(_backward_twice, "each .backward() adds into .grad: call it once (or zero .grad in between)."),
-        wrong(lambda x: 3 * x, "the derivative of x**3 is 3 * x**2; better still, let autograd compute it."),
+        wrong(
+            _power_rule_off_by_one,
+            "the derivative of x**3 is 3 * x**2; better still, let autograd compute it.",
+        ),
         wrong(
             _of_the_mean,
             "that is the gradient of the mean: mean() divides by the number of elements, and so "

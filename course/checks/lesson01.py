@@ -4,8 +4,9 @@ Each exercise is registered once, here: its reference solution (what
 solutions/01_autograd_graph.ipynb writes), the oracle (torch), visible and hidden cases, and
 the known wrong answers with the hint each deserves. See docs/authoring.md.
 
-The graphs of exercise 1.1 and the programs of exercise 1.3 live here too, so the notebook
-can run exactly what the check judges (``GRAPHS``, ``INPLACE_PROGRAMS``). A prediction's truth
+The graphs of exercise 1.1 and the programs of exercise 1.3 (``GRAPHS``,
+``INPLACE_PROGRAMS``) are lesson content, in ``course/content/lesson01.py``: the notebook
+imports them from there and runs exactly what the check judges. A prediction's truth
 (``_which_break`` and its runner ``_breaks_backward``, ``_version_program``) is private: no
 notebook imports what would answer it.
 """
@@ -23,46 +24,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from course.autograd.graph import get_gradient_edge, increment_version
 from course.autograd.hooks import iter_graph
 from course.checks import case, exercise, predict, wrong
+from course.content.lesson01 import GRAPHS, INPLACE_PROGRAMS
 
 # --- Exercise 1.1: walk the graph breadth first ----------------------------------------------
-
-
-def _mlp_loss():
-    """A two-layer MLP's loss: x and y need no grad, so some edges are None."""
-    g = torch.Generator().manual_seed(1)
-    x, y = torch.randn(4, 3, generator=g), torch.randn(4, 1, generator=g)
-    W1 = torch.randn(3, 5, generator=g).requires_grad_()
-    b1 = torch.zeros(5, requires_grad=True)
-    W2 = torch.randn(5, 1, generator=g).requires_grad_()
-    h = torch.relu(x @ W1 + b1)
-    return ((h @ W2 - y) ** 2).mean()
-
-
-def _shared_loss():
-    """h feeds two nodes, so its node is reached twice."""
-    w = torch.ones(3, requires_grad=True)
-    h = w * 2
-    return (h.sin() + h.cos()).sum()
-
-
-def _unbind_loss():
-    """One node with two outputs: both edges of MulBackward0 lead to the same UnbindBackward0."""
-    w = torch.tensor([2.0, 3.0], requires_grad=True)
-    a, b = w.unbind()
-    return a * b + w.sum()
-
-
-def _deep_loss():
-    """A residual chain: every block's input reaches the output two ways."""
-    w = torch.tensor([0.5, -1.0], requires_grad=True)
-    h = w
-    for _ in range(3):
-        h = h + h.tanh()
-    return h.sum()
-
-
-#: The graphs exercise 1.1 walks, by name: each builds a fresh loss.
-GRAPHS = {"mlp": _mlp_loss, "shared": _shared_loss, "unbind": _unbind_loss, "deep": _deep_loss}
 
 
 def bfs_names(root):
@@ -475,43 +439,6 @@ exercise(
 # --- Exercise 1.3: predict which in-place op breaks backward --------------------------------
 
 
-# Each program starts from x = torch.ones(3, requires_grad=True), changes a tensor in place
-# and returns y; _breaks_backward then calls y.sum().backward().
-
-
-def _exp_add_(x):
-    return x.exp().add_(1)  # ExpBackward0 saved its result, which add_ changes
-
-
-def _double_add_(x):
-    return (x * 2).add_(1)  # multiplying by a constant saves no tensor that needs x's grad
-
-
-def _sigmoid_mul_(x):
-    return x.sigmoid().mul_(2)  # SigmoidBackward0 saved its result, which mul_ changes
-
-
-def _sin_add_(x):
-    return x.sin().add_(1)  # SinBackward0 saved its input x, not its result
-
-
-def _sin_input_add_(x):
-    a = x * 1
-    y = a.sin()  # SinBackward0 saves its input, a ...
-    a.add_(1)  # ... which is then changed
-    return y
-
-
-#: The five programs of exercise 1.3, by the key a prediction uses.
-INPLACE_PROGRAMS = {
-    "exp_add": _exp_add_,
-    "double_add": _double_add_,
-    "sigmoid_mul": _sigmoid_mul_,
-    "sin_add": _sin_add_,
-    "sin_input_add": _sin_input_add_,
-}
-
-
 def _breaks_backward(program) -> bool:
     """Run ``y = program(x)`` and ``y.sum().backward()``; True if backward fails because a
     saved tensor was modified in place (any other error propagates)."""
@@ -530,11 +457,11 @@ def _which_break():
 
 
 _RIGHT_BREAKS = {
-    "exp_add": True,
-    "double_add": False,
-    "sigmoid_mul": True,
-    "sin_add": False,
-    "sin_input_add": True,
+    "exp_add": True,  # ExpBackward0 saved its result, which add_ changes
+    "double_add": False,  # multiplying by a constant saves no tensor that needs x's grad
+    "sigmoid_mul": True,  # SigmoidBackward0 saved its result, which mul_ changes
+    "sin_add": False,  # SinBackward0 saved its input x, not its result
+    "sin_input_add": True,  # SinBackward0 saved its input a, which add_ then changes
 }
 
 predict(

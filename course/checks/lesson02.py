@@ -4,11 +4,11 @@ Each exercise is registered once, here: its reference solution (what solutions/0
 writes), the oracle (torch), visible and hidden cases, and the known wrong answers with the
 hint each deserves. See docs/authoring.md.
 
-The programs the checks run live here too, so the notebook can run exactly what the check
-judges: ``clip_forward`` (exercise 2.2), ``MULTI_PROGRAMS`` (exercise 2.3) and ``ANY_ACTIONS``
-(exercise 2.4). A prediction's truth (``_hook_order``; ``_which_fire`` and its runner
-``_multi_grad_firings``) is private: the notebook runs the program itself, after the check,
-and never imports what would answer it.
+The programs the checks run are lesson content, in ``course/content/lesson02.py``, so the
+notebook imports and runs exactly what the check judges: ``clip_forward`` (exercise 2.2),
+``MULTI_PROGRAMS`` (exercise 2.3) and ``ANY_ACTIONS`` (exercise 2.4). A prediction's truth
+(``_hook_order``; ``_which_fire`` and its runner ``_multi_grad_firings``) is private: the
+notebook runs the program itself, after the check, and never imports what would answer it.
 """
 
 from __future__ import annotations
@@ -19,6 +19,14 @@ from torch.utils.hooks import RemovableHandle
 
 import course.autograd.hooks as course_hooks
 from course.checks import case, exercise, predict, wrong
+from course.content.lesson02 import (
+    ANY_ACTIONS,
+    MULTI_PROGRAMS,
+    any_graph,
+    clip_forward,
+    clip_leaves,
+    multi_graph,
+)
 
 # --- Exercise 2.1: predict the order in which hooks fire -----------------------------------
 
@@ -82,22 +90,6 @@ predict(
 )
 
 # --- Exercise 2.2: clip a gradient by its norm, with a tensor hook --------------------------
-
-
-def clip_leaves():
-    """The inputs of exercise 2.2's program: x needs no grad; W and b are leaves."""
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(4, 3, generator=g)
-    W = torch.randn(3, 2, generator=g).requires_grad_()
-    b = torch.zeros(2, requires_grad=True)
-    return x, W, b
-
-
-def clip_forward(x, W, b, scale):
-    """h = x @ W + b feeds two branches, so the gradient reaching h is a sum of two."""
-    h = x @ W + b  # (4, 2)
-    loss = scale * (h.tanh().sum() + (h**2).sum())
-    return h, loss
 
 
 def clip_grad_hook(t, max_norm):
@@ -266,36 +258,10 @@ exercise(
 # --- Exercise 2.3: predict what a mode="all" multi-grad hook receives -----------------------
 
 
-def _multi_graph():
-    a = torch.tensor([1.0, 2.0], requires_grad=True)
-    b = torch.tensor([3.0, 4.0], requires_grad=True)
-    c = a * b
-    d = a + b
-    e = c * d
-    return a, b, c, d, e
-
-
-def _twice(a, b, c, d, e):
-    e.sum().backward(retain_graph=True)
-    e.sum().backward()
-
-
-#: The programs of exercise 2.3: each gets a fresh graph (a, b, c, d, e) and calls backward.
-MULTI_PROGRAMS = {
-    "e.sum().backward()": lambda a, b, c, d, e: e.sum().backward(),
-    "c.sum().backward()": lambda a, b, c, d, e: c.sum().backward(),
-    "e.sum().backward(inputs=[a])": lambda a, b, c, d, e: e.sum().backward(inputs=[a]),
-    "autograd.grad(e.sum(), c)": lambda a, b, c, d, e: torch.autograd.grad(e.sum(), c),
-    "autograd.grad(d.sum(), a)": lambda a, b, c, d, e: torch.autograd.grad(d.sum(), a),
-    "(a * 2).sum().backward()": lambda a, b, c, d, e: (a * 2).sum().backward(),
-    "e.sum().backward() twice": _twice,
-}
-
-
 def _multi_grad_firings(program, register=tg.register_multi_grad_hook):
     """Run ``program`` on a fresh graph with ``register((c, d), fn)`` in mode "all"; return
     one tuple per call of fn: which of (c, d) got a gradient (True) or None (False)."""
-    a, b, c, d, e = _multi_graph()
+    a, b, c, d, e = multi_graph()
     firings = []
     register((c, d), lambda grads: firings.append(tuple(g is not None for g in grads)))
     program(a, b, c, d, e)
@@ -366,20 +332,6 @@ predict(
 # --- Exercise 2.4: mode "any" from plain tensor hooks ----------------------------------------
 
 
-def _any_graph():
-    a, b, c, d, _ = _multi_graph()  # the same a, b, c = a * b, d = a + b as exercise 2.3
-    return {"a": a, "b": b, "c": c, "d": d, "f": torch.tensor([5.0, 6.0])}  # f needs no grad
-
-
-#: The backward calls of exercise 2.4, by name; each keeps the graph for the next one.
-ANY_ACTIONS = {
-    "loss.backward": lambda g: (2 * g["c"] + 3 * g["d"]).sum().backward(retain_graph=True),
-    "c.backward": lambda g: g["c"].sum().backward(retain_graph=True),
-    "grad(d, b)": lambda g: torch.autograd.grad(g["d"].sum(), g["b"], retain_graph=True),
-    "b.backward": lambda g: (g["b"] * 5).sum().backward(),
-}
-
-
 def any_grad_hook(tensors, fn):
     """Reference solution: call ``fn(grad)`` once per backward, with the first gradient of
     ``tensors`` to arrive; return the handles."""
@@ -419,7 +371,7 @@ def _any_run(answer, group, actions):
     tensor that requires grad, and whether the hooks it hung on the group are its own (the
     exercise is to build mode "any", not to call the library's; the oracle is the library's).
     """
-    g = _any_graph()
+    g = any_graph()
     calls, now = [], ["before"]
     groups = group if isinstance(group[0], tuple) else (group,)  # several groups hooked at once
     plain, own_hooks, all_handles = True, True, []

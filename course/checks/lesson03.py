@@ -5,22 +5,18 @@ solutions/03_saved_tensors.ipynb writes), the oracle (torch, or course's referen
 implementation run on torch's engine), visible and hidden cases, and the known wrong answers
 with the hint each deserves. See docs/authoring.md.
 
-The programs the checks run live here too, so the notebook can run exactly what the check
-judges: ``saved_by_mlp`` (exercise 3.3), ``make_mlp`` / ``mlp_loss`` / ``mlp_grads``
-(exercises 3.4 and 3.5), ``packed_bytes`` (the cost of 3.4) and ``run_on_disk`` (exercise
-3.5). A prediction's truth (``_retain_program`` of 3.1, ``_nested_program`` of 3.2) is
-private: the notebook writes the program out after the check and never imports what would
-answer it.
-
-Memory is judged by what stays alive, not by what a packed value looks like: 3.4's cost and
-3.5's "tensors still in memory" watch (by weak reference) every storage pack is handed or
-creates, so a copy hidden in a closure or on a handle counts; the weights and the input
-batch, which the step holds anyway, cost nothing kept by reference.
+The programs the checks run are lesson content, in ``course/content/lesson03.py``, so the
+notebook imports and runs exactly what the check judges: ``make_mlp`` / ``mlp_loss`` /
+``mlp_grads`` (exercises 3.4 and 3.5), ``packed_bytes`` (the cost of 3.4) and ``MemoryWatch``
+(what 3.5's "tensors still in memory" counts). Here stay what judges: ``run_on_disk`` (how a
+case of 3.5 runs an answer), the truths of the predictions (``_retain_program`` of 3.1,
+``_nested_program`` of 3.2, private: the notebook writes the program out after the check and
+never imports what would answer it), the cases, and the known wrong answers, each written out
+as a learner would write it, its mistake in its own body.
 """
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import itertools
 import os
@@ -29,12 +25,12 @@ import weakref
 
 import torch
 import torch._dynamo  # noqa: F401  torch.save imports it on its first call (3-6 s): paid here, not in a timed case of 3.5
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakTensorKeyDictionary
 
 from course.autograd.saved_tensors import saved_tensors_hooks
 from course.autograd.version_check import checked_hooks
 from course.checks import case, exercise, predict, wrong
+from course.content.lesson03 import MemoryWatch, exact_grads, make_mlp, mlp_grads, mlp_loss, packed_bytes
 
 # --- Exercise 3.1: predict how often pack and unpack run -------------------------------------
 
@@ -303,6 +299,7 @@ exercise(
     solution=storage_bytes,
     oracle=_bytes_covered,
     points=2,
+    partial=True,  # each case is its own program: k of n right earns k/n of the points
     cases=[
         case(
             _views_case(),
@@ -374,147 +371,6 @@ exercise(
 # --- Exercise 3.4: compress saved activations, within a byte budget --------------------------
 
 
-def make_mlp(
-    seed: int,
-    batch: int = 16,
-    width: int = 32,
-    scale: float = 1.0,
-    dtype=torch.float32,
-    transposed: bool = False,
-):
-    """The inputs of exercises 3.4 and 3.5: x (no grad) and three weight matrices (leaves);
-    ``transposed`` stores each as (out, in), as nn.Linear does, for ``mlp_loss(..., transposed=True)``."""
-    g = torch.Generator().manual_seed(seed)
-    x = (torch.randn(batch, 8, generator=g) * scale).to(dtype)
-    shapes = [(8, width), (width, width), (width, 4)]
-    shapes = [s[::-1] for s in shapes] if transposed else shapes
-    Ws = [(torch.randn(*s, generator=g) / s[0] ** 0.5).to(dtype).requires_grad_() for s in shapes]
-    return x, Ws
-
-
-def mlp_loss(x, Ws, transposed: bool = False):
-    """relu(x @ W1) -> relu(. @ W2) -> tanh(. @ W3) -> squared mean. With ``transposed``,
-    each matmul uses ``W.t()`` (as nn.Linear does), so what it saves is a *view* of a weight."""
-    Ws = [W.t() for W in Ws] if transposed else Ws
-    h = x
-    for W in Ws[:-1]:
-        h = torch.relu(h @ W)  # (batch, width): saved twice, by relu and by the next matmul
-    return (h @ Ws[-1]).tanh().pow(2).mean()
-
-
-def mlp_grads(
-    hooks,
-    seed: int,
-    scale: float = 1.0,
-    dtype=torch.float32,
-    step_early: bool = False,
-    transposed: bool = False,
-):
-    """Gradients of the MLP's weights with ``hooks = (pack, unpack)`` around the forward
-    (``hooks=None``: no hooks at all, torch's own saving and checking).
-
-    ``step_early=True`` updates the last weight in place between forward and backward, as an
-    optimizer step taken too early would: without hooks torch raises, since the last matmul
-    saved that weight; hooks must raise too (torch skips its version check under hooks).
-    ``transposed`` stores the weights (out, in) and uses ``W.t()``: what is saved is a view.
-    """
-    x, Ws = make_mlp(seed, scale=scale, dtype=dtype, transposed=transposed)
-    with saved_tensors_hooks(*hooks) if hooks is not None else contextlib.nullcontext():
-        loss = mlp_loss(x, Ws, transposed)
-    if step_early:
-        with torch.no_grad():
-            Ws[-1].mul_(0.5)  # bumps the version of a tensor the last matmul saved
-    return torch.autograd.grad(loss, Ws)
-
-
-def exact_grads(seed: int, scale: float = 1.0, dtype=torch.float32, transposed: bool = False):
-    """The MLP's gradients with no hooks at all."""
-    x, Ws = make_mlp(seed, scale=scale, dtype=dtype, transposed=transposed)
-    return torch.autograd.grad(mlp_loss(x, Ws, transposed), Ws)  # no hooks: what torch saves by itself
-
-
-def _tensors_in(obj):
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, (tuple, list)):
-        for item in obj:
-            yield from _tensors_in(item)
-    elif isinstance(obj, dict):
-        for item in obj.values():
-            yield from _tensors_in(item)
-
-
-class _MemoryWatch:
-    """Which memory the pack hooks keep alive once the forward pass is over.
-
-    It watches every storage handed to pack and every storage an op *inside* pack creates
-    (a dispatch mode sees them), skipping the ones the step holds anyway (the weights and the
-    input batch). Weak references only: watching keeps nothing alive. So memory hidden in a
-    closure, a handle or a cache counts as surely as memory in the packed value.
-    """
-
-    def __init__(self, held_anyway) -> None:
-        self.held_anyway = {t.untyped_storage().data_ptr() for t in held_anyway}
-        self.watched: dict[int, tuple[int, int]] = {}  # storage start -> (weak ref, nbytes)
-
-    def watch(self, t) -> None:
-        storage = t.untyped_storage()
-        ptr = storage.data_ptr()
-        if ptr in self.held_anyway or storage.nbytes() == 0:
-            return
-        old = self.watched.get(ptr)
-        if old is not None:
-            if not torch.UntypedStorage._expired(old[0]):
-                return  # the same storage, seen before
-            torch.UntypedStorage._free_weak_ref(old[0])  # a dead one's address, reused
-        self.watched[ptr] = (storage._weak_ref(), storage.nbytes())
-
-    def wrap(self, pack):
-        watch = self.watch
-
-        class _Created(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                out = func(*args, **(kwargs or {}))
-                for t in _tensors_in(out):
-                    watch(t)
-                return out
-
-        def watching_pack(t):
-            watch(t)
-            with _Created():
-                return pack(t)
-
-        return watching_pack
-
-    def alive(self) -> tuple[int, int]:
-        """(storages, bytes) still alive, after collecting the young garbage; frees the refs."""
-        gc.collect(1)  # young objects only: what the step made (a full collection is slow)
-        live = [n for ref, n in self.watched.values() if not torch.UntypedStorage._expired(ref)]
-        for ref, _ in self.watched.values():
-            torch.UntypedStorage._free_weak_ref(ref)
-        self.watched.clear()
-        return len(live), sum(live)
-
-
-def packed_bytes(hooks, seed: int, scale: float = 1.0, dtype=torch.float32, transposed: bool = False) -> dict:
-    """The cost of 3.4: the memory the pack hooks keep alive *beyond* what the step holds anyway.
-
-    After the forward pass, every storage still alive that pack was handed or that an op in
-    pack created is counted once, at its full size, except the storages of the weights and of
-    the input batch: the model and the caller keep those for the whole step, so keeping them
-    by reference costs nothing. A 16-bit copy of a weight is new memory, and so is each copy
-    of an activation, wherever it is kept (in the packed value, a handle or a cache).
-    """
-    pack, unpack = hooks
-    x, Ws = make_mlp(seed, scale=scale, dtype=dtype, transposed=transposed)
-    memory = _MemoryWatch((x, *Ws))
-    with saved_tensors_hooks(memory.wrap(pack), unpack):
-        loss = mlp_loss(x, Ws, transposed)
-    _, extra = memory.alive()
-    torch.autograd.grad(loss, Ws)  # the same step as the check's: forward and backward
-    return {"saved bytes": extra}
-
-
 def _is_parameter(t) -> bool:
     base = t
     while base._base is not None:  # a view of a weight (W.t()) is the weight's memory
@@ -559,64 +415,133 @@ def _cost_compress(answer, seed, scale=1.0, dtype=torch.float32, step_early=Fals
     return packed_bytes(answer(), seed, scale, dtype, transposed)  # the memory is the same either way
 
 
-def exact_hooks():
-    """Hooks that keep each saved tensor as it is: torch's exact gradients, and its memory."""
-    return (lambda t: t.detach()), (lambda t: t)
-
-
 def _no_hooks():
     """The oracle of 3.4: torch by itself (no hooks), which saves exactly and checks versions."""
     return None
 
 
-def _version_checked(hooks):
-    """``hooks`` (a factory of pairs) with the safety net added: the known wrong answers of 3.4
-    keep it, so each differs from the solution by the one mistake its hint names."""
-
-    def checked():
-        pack, unpack = hooks()
-
-        def pack_hook(t):
-            return pack(t), weakref.ref(t), t._version
-
-        def unpack_hook(packed):
-            inner, ref, version = packed
-            original = ref()
-            if original is not None and original._version != version:
-                raise RuntimeError("a saved tensor was changed in place after forward")
-            return unpack(inner)
-
-        return pack_hook, unpack_hook
-
-    return checked
+# The known wrong answers of 3.4 whose mistake is elsewhere share the solution's safety net:
+# ``_stamp`` in pack, and ``_unpack_checked``, which refuses a tensor changed in place since and
+# gives back the dtype that was saved.
 
 
-def _unpack_to(packed):
-    t, dtype = packed
+def _stamp(t):
+    return weakref.ref(t), t._version  # a weak reference keeps no memory
+
+
+def _raise_if_changed(stamp) -> None:
+    ref, version = stamp
+    original = ref()
+    if original is not None and original._version != version:
+        raise RuntimeError("a saved tensor was changed in place after forward")
+
+
+def _unpack_checked(packed):
+    t, dtype, stamp = packed
+    _raise_if_changed(stamp)
     return t if dtype is None else t.to(dtype)
 
 
-def _compress_hooks_with(
-    keep_params: bool, once: bool, dtype=torch.bfloat16, keep_input=False, unpack=_unpack_to, checked=True
-):
-    """Variations of the compressing hooks (the known wrong answers and right answers of 3.4);
-    ``checked=False`` leaves out the version check."""
+def _no_version_check():
+    """Weights by reference, each activation compressed once, but no version stamp."""
+    compressed = WeakTensorKeyDictionary()
 
-    def hooks():
-        compressed = WeakTensorKeyDictionary()
+    def pack_hook(t):
+        if _is_parameter(t):
+            return t, None
+        if t not in compressed:
+            compressed[t] = t.to(torch.bfloat16)
+        return compressed[t], t.dtype  # BAD: nothing to tell a weight changed in place later
 
-        def pack_hook(t):
-            if keep_params and _is_parameter(t) or keep_input and not t.requires_grad:
-                return t, None
-            if not once:
-                return t.to(dtype), t.dtype
-            if t not in compressed:
-                compressed[t] = t.to(dtype)
-            return compressed[t], t.dtype
+    def unpack_hook(packed):
+        t, dtype = packed
+        return t if dtype is None else t.to(dtype)
 
-        return pack_hook, unpack
+    return pack_hook, unpack_hook
 
-    return _version_checked(hooks) if checked else hooks
+
+def _copies_every_save():
+    """A fresh 16-bit copy per pack, of weights and activations alike."""
+
+    def pack_hook(t):
+        return t.to(torch.bfloat16), t.dtype, _stamp(t)  # BAD: a weight too, and each save again
+
+    return pack_hook, _unpack_checked
+
+
+def _copies_each_save_of_an_activation():
+    """Weights by reference, but a fresh copy per pack: relu's output, saved twice, twice."""
+
+    def pack_hook(t):
+        if _is_parameter(t):
+            return t, None, _stamp(t)
+        return t.to(torch.bfloat16), t.dtype, _stamp(t)  # BAD: no memory of what was compressed
+
+    return pack_hook, _unpack_checked
+
+
+def _compresses_the_weights():
+    """Each saved tensor compressed once, the weights too."""
+    compressed = WeakTensorKeyDictionary()
+
+    def pack_hook(t):
+        if t not in compressed:  # BAD: a weight gets a 16-bit copy beside the model's float32 one
+            compressed[t] = t.to(torch.bfloat16)
+        return compressed[t], t.dtype, _stamp(t)
+
+    return pack_hook, _unpack_checked
+
+
+def _unpacks_to_float32():
+    """The solution's pack, but unpack always gives back float32."""
+    compressed = WeakTensorKeyDictionary()
+
+    def pack_hook(t):
+        if _is_parameter(t):
+            return t, _stamp(t)
+        if t not in compressed:
+            compressed[t] = t.to(torch.bfloat16)
+        return compressed[t], _stamp(t)  # BAD: the original dtype is not remembered
+
+    def unpack_hook(packed):
+        t, stamp = packed
+        _raise_if_changed(stamp)
+        return t.float()
+
+    return pack_hook, unpack_hook
+
+
+def _float16_hooks():
+    """Right, written differently: float16 instead of bfloat16."""
+    compressed = WeakTensorKeyDictionary()
+
+    def pack_hook(t):
+        if _is_parameter(t):
+            return t, None, _stamp(t)
+        if t not in compressed:
+            compressed[t] = t.to(torch.float16)
+        return compressed[t], t.dtype, _stamp(t)
+
+    return pack_hook, _unpack_checked
+
+
+def _keeps_the_input_as_it_is():
+    """Right, written differently: the input batch (it needs no grad) kept by reference too."""
+    compressed = WeakTensorKeyDictionary()
+
+    def pack_hook(t):
+        if _is_parameter(t) or not t.requires_grad:
+            return t, None, _stamp(t)
+        if t not in compressed:
+            compressed[t] = t.to(torch.bfloat16)
+        return compressed[t], t.dtype, _stamp(t)
+
+    return pack_hook, _unpack_checked
+
+
+def _checked_by_the_course():
+    """Right, written differently: the version check left to course's ``checked_hooks``."""
+    return checked_hooks(*_no_version_check())
 
 
 def _closure_cache_hooks():
@@ -680,7 +605,7 @@ exercise(
     ],
     wrong=[
         wrong(
-            _compress_hooks_with(keep_params=True, once=True, checked=False),
+            _no_version_check,
             "the gradients and the memory are right, but a weight changed in place between "
             "forward and backward (an optimizer step taken too early) now gives a silently wrong "
             "gradient, where torch without hooks raises: under hooks torch does not compare "
@@ -694,27 +619,27 @@ exercise(
             "original dtype back when unpacking.",
         ),
         wrong(
-            _compress_hooks_with(keep_params=False, once=False),
+            _copies_every_save,
             "a fresh 16-bit copy per pack holds more memory than saving nothing: the weights "
             "(which the model keeps anyway) get copies, and relu's output, saved twice (by "
             "relu and by the next matmul), is copied twice. Keep parameters by reference, "
             "and compress each activation once.",
         ),
         wrong(
-            _compress_hooks_with(keep_params=True, once=False),
+            _copies_each_save_of_an_activation,
             "weights by reference: good. But relu's output is saved twice (by relu and by the "
             "next matmul), and each pack makes its own copy: two 16-bit copies cost as much "
             "as the float32 original. Remember what you already compressed (keyed by the "
             "tensor itself, weakly, so the memory can go).",
         ),
         wrong(
-            _compress_hooks_with(keep_params=False, once=True),
+            _compresses_the_weights,
             "each activation once: good. But the weights are compressed too: the model keeps "
             "its float32 weights for the whole step, so a 16-bit copy is extra memory. Keep a "
             "parameter (a leaf that requires grad, or a view of one) by reference.",
         ),
         wrong(
-            _compress_hooks_with(keep_params=True, once=True, unpack=lambda p: p[0].float()),
+            _unpacks_to_float32,
             "unpack must give back the dtype that was saved, not always float32: in the "
             "float64 MLP the matmul's backward refuses a float32 tensor next to float64 "
             "gradients. Remember the original dtype when packing.",
@@ -748,11 +673,7 @@ exercise(
             "Return the pair; whoever uses it opens the with saved_tensors_hooks(...) block.",
         ),
     ],
-    right=[
-        _compress_hooks_with(keep_params=True, once=True, dtype=torch.float16),
-        _compress_hooks_with(keep_params=True, once=True, keep_input=True),
-        lambda: checked_hooks(*_compress_hooks_with(keep_params=True, once=True, checked=False)()),
-    ],
+    right=[_float16_hooks, _keeps_the_input_as_it_is, _checked_by_the_course],
     hint="three questions: which saved tensors does the step hold anyway (they cost nothing "
     "kept as they are)? which activation is saved more than once (compress it once)? and "
     "does unpack give back exactly the dtype that was saved?",
@@ -795,7 +716,7 @@ def run_on_disk(answer, seed: int) -> dict:
     with tempfile.TemporaryDirectory() as directory:
         pack, unpack = answer(directory)
         x, Ws = make_mlp(seed)
-        memory = _MemoryWatch((x, *Ws))
+        memory = MemoryWatch((x, *Ws))
         with saved_tensors_hooks(memory.wrap(pack), unpack):
             loss = mlp_loss(x, Ws)
         alive, _ = memory.alive()

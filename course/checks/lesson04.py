@@ -12,10 +12,10 @@ model predicts. Where a copy is *to* matters too, and a CPU cannot show it with 
 tensors (every tensor is a host tensor there), so one case per exercise runs the hooks on a
 **simulated GPU tensor**: a ``FakeTensorMode`` tensor on ``cuda``, which has a device, a
 dtype and a shape but no memory, needs no GPU, and tells a host copy (``device='cpu'``)
-from a clone that stays on the device. The programs the checks run live here too
-(``PROGRAMS``, ``MODELS``, ``PREDICT_NUMBERS``, ``PAY_SETTINGS``), so the notebook runs
-exactly what the check judges; a prediction's truth (``_forward_bound``, ``_which_pay``) is
-private.
+from a clone that stays on the device. The programs the checks run (``PROGRAMS``,
+``MODELS``, ``PREDICT_NUMBERS``, ``PAY_SETTINGS``) are lesson content, in
+``course/content/lesson04.py``, so the notebook imports and runs exactly what the check
+judges; a prediction's truth (``_forward_bound``, ``_which_pay``) is private, here.
 """
 
 from __future__ import annotations
@@ -28,10 +28,11 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.autograd.graph import saved_tensors_hooks
 
 from course.checks import case, exercise, predict, wrong
+from course.content.lesson04 import MODELS, PAY_SETTINGS, PREDICT_NUMBERS, PROGRAMS
 from course.offload.model import MB, predict_step, transfer_times
 from course.offload.offloader import Offloader
 
-# --- shared: find the tensors inside a packed value -------------------------------------------
+# --- Shared by exercises 4.1 and 4.2: what a pack returned, and the simulated GPU ------------
 
 
 def _tensors_in(packed, depth: int = 0) -> list[torch.Tensor]:
@@ -148,38 +149,6 @@ def _torch_copying_save_on_cpu():
     return torch.autograd.graph.save_on_cpu(pin_memory=True)
 
 
-def _mlp_program(dtype=torch.float32):
-    g = torch.Generator().manual_seed(4)
-    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3)).to(dtype)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=g, dtype=dtype))
-    x = torch.randn(5, 6, generator=g, dtype=dtype)
-    return list(model.parameters()), lambda: model(x).pow(2).sum()
-
-
-def _exp_program():
-    g = torch.Generator().manual_seed(5)
-    x = torch.randn(4, 3, generator=g, dtype=torch.float64, requires_grad=True)
-    w = torch.randn(3, generator=g, dtype=torch.float64, requires_grad=True)
-    return [x, w], lambda: (x * w).exp().sum()  # mul saves x and w, exp saves its result
-
-
-def _shared_program():
-    g = torch.Generator().manual_seed(6)
-    a = torch.randn(3, 4, generator=g, requires_grad=True)
-    return [a], lambda: (a.sin() * a.sin().t().t()).sum()  # a view (t().t()) is saved too
-
-
-#: name -> () -> (leaves, loss function); what exercise 4.1 runs under the learner's hooks.
-PROGRAMS = {
-    "mlp": _mlp_program,
-    "exp": _exp_program,
-    "mlp64": lambda: _mlp_program(torch.float64),
-    "shared": _shared_program,
-}
-
-
 def _run_save_on_cpu(answer, program):
     """Run ``program`` with ``answer()``'s hooks; observe gradients and every pack / unpack.
 
@@ -228,40 +197,95 @@ def _run_save_on_cpu(answer, program):
     }
 
 
-def _make(pack_fn, unpack_fn):
-    """A ``SaveOnCPU``-like class with the given hooks (the known wrong answers)."""
-
-    class Wrong(saved_tensors_hooks):
-        def __init__(self):
-            super().__init__(pack_fn, unpack_fn)
-
-    return Wrong
-
-
-def _unpack_pair(packed):
+def _unpack_from_cpu(packed):
+    """The reference's unpack, shared by the wrong answers whose mistake is in pack."""
     device, tensor = packed
     return tensor.to(device)
 
 
-_dot_cpu = _make(lambda t: (t.device, t.cpu()), _unpack_pair)
-_detach = _make(lambda t: t.detach(), lambda p: p)
-_half = _make(lambda t: (t.device, t.to("cpu", torch.float16, copy=True)), _unpack_pair)
-_default_dtype = _make(lambda t: (t.device, torch.empty(t.size()).copy_(t)), _unpack_pair)
-_clone_in_place = _make(lambda t: (t.device, t.clone()), _unpack_pair)  # a copy, on the same device
-_empty_like = _make(lambda t: (t.device, torch.empty_like(t).copy_(t)), _unpack_pair)  # the same mistake
-_stays_on_host = _make(lambda t: (t.device, t.to("cpu", copy=True)), lambda p: p[1])  # never goes back
+class _MovesWithDotCpu(saved_tensors_hooks):
+    def __init__(self):
+        def pack_to_cpu(tensor):
+            return (tensor.device, tensor.cpu())  # BAD: a tensor already on the host comes back as itself
+
+        super().__init__(pack_to_cpu, _unpack_from_cpu)
+
+
+class _KeepsADetachedAlias(saved_tensors_hooks):
+    def __init__(self):
+        def pack_to_cpu(tensor):
+            return tensor.detach()  # BAD: a new tensor object, the same storage, on the same device
+
+        super().__init__(pack_to_cpu, lambda packed: packed)
+
+
+class _StoresFloat16(saved_tensors_hooks):
+    def __init__(self):
+        def pack_to_cpu(tensor):
+            host = tensor.to("cpu", torch.float16, copy=True)  # BAD: rounds, and comes back float16
+            return (tensor.device, host)
+
+        super().__init__(pack_to_cpu, _unpack_from_cpu)
+
+
+class _EmptyWithoutDtype(saved_tensors_hooks):
+    def __init__(self):
+        def pack_to_cpu(tensor):
+            packed = torch.empty(tensor.size())  # BAD: no dtype=, so float32
+            packed.copy_(tensor)
+            return (tensor.device, packed)
+
+        super().__init__(pack_to_cpu, _unpack_from_cpu)
+
+
+class _ClonesOnTheDevice(saved_tensors_hooks):
+    def __init__(self):
+        def pack_to_cpu(tensor):
+            return (tensor.device, tensor.clone())  # BAD: a copy, but on the tensor's own device
+
+        super().__init__(pack_to_cpu, _unpack_from_cpu)
+
+
+class _UnpacksOnTheHost(saved_tensors_hooks):
+    def __init__(self):
+        def pack_to_cpu(tensor):
+            return (tensor.device, tensor.to("cpu", copy=True))
+
+        def unpack_from_cpu(packed):
+            device, tensor = packed
+            return tensor  # BAD: never goes back to the device it came from
+
+        super().__init__(pack_to_cpu, unpack_from_cpu)
+
+
 # right answers written differently from the reference
-_to_copy = _make(lambda t: (t.device, t.to("cpu", copy=True)), _unpack_pair)
-_cpu_then_clone = _make(lambda t: (t.device, t.detach().cpu().clone()), _unpack_pair)
-_pinned_when_possible = _make(
-    lambda t: (
-        t.device,
-        torch.empty(
-            t.size(), dtype=t.dtype, layout=t.layout, device="cpu", pin_memory=torch.cuda.is_available()
-        ).copy_(t),
-    ),
-    lambda p: p[1].to(p[0], non_blocking=True),
-)
+
+
+class _CopiesWithTo(saved_tensors_hooks):
+    def __init__(self):
+        super().__init__(lambda tensor: (tensor.device, tensor.to("cpu", copy=True)), _unpack_from_cpu)
+
+
+class _CpuThenClone(saved_tensors_hooks):
+    def __init__(self):
+        super().__init__(lambda tensor: (tensor.device, tensor.detach().cpu().clone()), _unpack_from_cpu)
+
+
+class _PinnedWhenPossible(saved_tensors_hooks):
+    def __init__(self):
+        def pack_to_cpu(tensor):
+            pinned = torch.cuda.is_available()  # pinned host memory needs a GPU
+            packed = torch.empty(
+                tensor.size(), dtype=tensor.dtype, layout=tensor.layout, device="cpu", pin_memory=pinned
+            )
+            return (tensor.device, packed.copy_(tensor))
+
+        def unpack_from_cpu(packed):
+            device, tensor = packed
+            return tensor.to(device, non_blocking=True)
+
+        super().__init__(pack_to_cpu, unpack_from_cpu)
+
 
 exercise(
     "4.1",
@@ -284,37 +308,37 @@ exercise(
             "where does the packed copy live?",
         ),
     ],
-    right=[_to_copy, _cpu_then_clone, _pinned_when_possible],
+    right=[_CopiesWithTo, _CpuThenClone, _PinnedWhenPossible],
     wrong=[
         wrong(
-            _dot_cpu,
+            _MovesWithDotCpu,
             "on a tensor already on the CPU, tensor.cpu() returns the tensor itself: nothing is "
             "copied, so nothing is freed (that is torch's save_on_cpu() here, which moved 0 "
             "bytes in the table above). Allocate a host tensor and copy_ into it.",
         ),
         wrong(
-            _detach,
+            _KeepsADetachedAlias,
             "detach() makes a new tensor object but shares the storage: the activation stays "
             "where it was. Pack must return a copy in host memory (and the device to go back to).",
         ),
         wrong(
-            _half,
+            _StoresFloat16,
             "storing float16 halves the bytes but loses precision (and unpack hands back "
             "float16): keep dtype=tensor.dtype, as torch's save_on_cpu does.",
         ),
         wrong(
-            _default_dtype,
+            _EmptyWithoutDtype,
             "torch.empty(size) without dtype= is float32: a float64 activation comes back "
             "rounded. Pass dtype=tensor.dtype (and layout=tensor.layout), as torch does.",
         ),
         wrong(
-            _clone_in_place,
+            _ClonesOnTheDevice,
             "clone() copies, but onto the tensor's own device (so does empty_like(tensor)): on a "
             "GPU the copy sits in GPU memory beside the original, so offloading frees nothing (the "
             "simulated-GPU case shows where it lives). Allocate the copy in host memory, device='cpu'.",
         ),
         wrong(
-            _stays_on_host,
+            _UnpacksOnTheHost,
             "unpack must hand backward a tensor on the device the activation came from: the "
             "packed value remembers that device; move the host copy back there.",
         ),
@@ -348,39 +372,6 @@ def threshold_hooks(min_bytes):
 
 def _oracle_threshold(min_bytes):
     return Offloader(min_bytes=min_bytes, device_type="cpu", mode="copy")
-
-
-def _mlp_model():
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(
-        torch.nn.Linear(32, 64),
-        torch.nn.ReLU(),
-        torch.nn.Linear(64, 64),
-        torch.nn.ReLU(),
-        torch.nn.Linear(64, 8),
-    )
-    return model, [torch.randn(16, 32)]  # x: 2048 bytes; relu outputs: 4096; weights 8192+
-
-
-class _Scaled(torch.nn.Module):
-    """tanh((x @ w) * scale): mul saves the Parameter ``scale`` itself, not a view of it."""
-
-    def __init__(self):
-        super().__init__()
-        self.scale = torch.nn.Parameter(torch.linspace(0.5, 1.5, 512, dtype=torch.float64).reshape(8, 64))
-        self.w = torch.nn.Parameter(torch.randn(64, 64, dtype=torch.float64) / 8)
-
-    def forward(self, x):
-        return torch.tanh((x @ self.w) * self.scale)
-
-
-def _scaled_model():
-    torch.manual_seed(1)
-    return _Scaled(), [torch.randn(8, 64, dtype=torch.float64)]  # 4096 bytes each, scale too
-
-
-#: name -> () -> (model, inputs); what exercise 4.2 runs under the learner's hooks.
-MODELS = {"mlp": _mlp_model, "scaled": _scaled_model}
 
 
 def _threshold_on_simulated_gpu(hooks, min_bytes):
@@ -449,7 +440,15 @@ def _on_numel(min_bytes):
 
 
 def _strictly_greater(min_bytes):
-    return threshold_hooks(min_bytes + 1)  # the same as offloading only t.nbytes > min_bytes
+    _, unpack = threshold_hooks(min_bytes)
+
+    def pack(t):
+        base = t._base if t._base is not None else t
+        if (base.is_leaf and base.requires_grad) or t.nbytes <= min_bytes:  # BAD: exactly min_bytes stays
+            return ("kept", t.detach())
+        return ("host", t.device, t.to("cpu", copy=True))
+
+    return pack, unpack
 
 
 def _offloads_params(min_bytes):
@@ -597,17 +596,7 @@ exercise(
     "stays is packed without the tensor object itself.",
 )
 
-# --- Exercises 4.3 and 4.4: predict, then run the timing model ------------------------------
-
-#: The numbers of exercises 4.3 and 4.4: four identical layers. One unit throughout the
-#: lesson: MB = 2**20 bytes (``course.offload.model.MB``), GB/s = 1e9 bytes per second.
-PREDICT_NUMBERS = {
-    "layers": 4,
-    "forward_ms": 3.0,  # per layer
-    "backward_ms": 6.0,  # per layer (backward costs about twice forward)
-    "saved_MB": 64.0,  # per layer, MB = 2**20 bytes; the last layer's stay on the device
-    "bandwidth_GBs": 12.0,  # each direction, GB = 1e9 bytes
-}
+# --- Exercise 4.3: predict whether forward is compute-bound or transfer-bound ------------
 
 
 def _predict_inputs(mb: float = MB):
@@ -659,23 +648,7 @@ predict(
 )
 
 
-def _setting(copies: str = "one in flight", keep_last: bool = True, **changes) -> dict:
-    return {**PREDICT_NUMBERS, **changes, "copies": copies, "keep_last": keep_last}
-
-
-#: The settings of exercise 4.4: the numbers of 4.3 with one or two things changed. Each is
-#: PREDICT_NUMBERS' keys, plus how copies run ("one in flight" on a side stream, or
-#: "synchronous" on the compute stream) and whether the last layer stays on the device.
-PAY_SETTINGS = {
-    "as in 4.3": _setting(),
-    "faster link": _setting(bandwidth_GBs=24.0),
-    "faster link, synchronous": _setting(bandwidth_GBs=24.0, copies="synchronous"),
-    "faster link, last layer too": _setting(bandwidth_GBs=24.0, keep_last=False),
-    "faster link, 16 layers": _setting(bandwidth_GBs=24.0, layers=16),
-    "batch x2": _setting(forward_ms=6.0, backward_ms=12.0, saved_MB=128.0),
-    "16-bit activations": _setting(saved_MB=32.0),
-    "slower layers": _setting(forward_ms=6.0, backward_ms=12.0),
-}
+# --- Exercise 4.4: predict where offloading costs no step time -------------------------------
 
 
 def _step_with_and_without(s: dict) -> tuple[float, float]:
@@ -725,11 +698,6 @@ _PAYS = {
 }
 
 
-def _but(*flipped: str) -> dict[str, str]:
-    """The right verdicts with the settings named flipped: a known wrong answer of 4.4."""
-    return {key: {"free": "slower", "slower": "free"}[v] if key in flipped else v for key, v in _PAYS.items()}
-
-
 predict(
     "4.4",
     name="predicted_pays",
@@ -756,49 +724,49 @@ predict(
             "nothing can run beside adds all of its time.",
         ),
         wrong(
-            _but("as in 4.3"),
+            {**_PAYS, "as in 4.3": "free"},
             "in 4.3's numbers one 64 MB copy takes longer than a layer's 3 ms of forward compute "
             "(MB = 2**20 bytes, GB/s = 1e9 bytes/s): the link sets the pace, compute waits.",
         ),
         wrong(
-            _but("faster link", "faster link, 16 layers"),
+            {**_PAYS, "faster link": "slower", "faster link, 16 layers": "slower"},
             "twice the bandwidth halves each copy's time: compare it again with the 3 ms of "
             "compute beside it.",
         ),
         wrong(
-            _but("faster link, synchronous"),
+            {**_PAYS, "faster link, synchronous": "free"},
             "synchronous copies run on the compute stream, one after the other with the "
             "kernels: compute waits for every copy, so every copy's time adds, however fast "
             "the link.",
         ),
         wrong(
-            _but("faster link, last layer too"),
+            {**_PAYS, "faster link, last layer too": "free"},
             "the last layer's copy can only start when forward ends, and backward starts with "
             "that very layer: it waits for the copy out and the copy back, with no compute "
             "beside either. That is why offloaders keep it on the device.",
         ),
         wrong(
-            _but("faster link, 16 layers"),
+            {**_PAYS, "faster link, 16 layers": "slower"},
             "more layers add as much copying as compute: each copy still hides behind one "
             "layer's compute, so depth does not change the verdict.",
         ),
         wrong(
-            _but("batch x2"),
+            {**_PAYS, "batch x2": "free"},
             "a batch twice as large doubles each layer's compute and its saved bytes alike: "
             "the copy is still longer than the compute beside it.",
         ),
         wrong(
-            _but("16-bit activations"),
+            {**_PAYS, "16-bit activations": "slower"},
             "16-bit activations halve the bytes, and a copy's time is bytes / bandwidth: "
             "compare the halved copy with the compute beside it.",
         ),
         wrong(
-            _but("slower layers"),
+            {**_PAYS, "slower layers": "slower"},
             "slower layers give each copy more compute to hide behind: what decides is one "
             "copy's time against one layer's compute, not how long the step is.",
         ),
         wrong(
-            _but("faster link", "faster link, 16 layers", "batch x2"),
+            {**_PAYS, "faster link": "slower", "faster link, 16 layers": "slower", "batch x2": "free"},
             "only the link's speed decides, you say; but it is one side of a ratio: a copy "
             "costs bytes / bandwidth and hides behind the compute beside it, so the bytes and "
             "the compute per layer decide as much.",

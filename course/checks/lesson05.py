@@ -2,7 +2,9 @@
 
 Each exercise is registered once, here: its reference solution (what
 solutions/05_mutation.ipynb writes), the oracle, visible and hidden cases, and the known
-wrong answers with the hint each deserves. See docs/authoring.md.
+wrong answers with the hint each deserves. See docs/authoring.md. The pairs of views and
+the writes the notebook's tables show (``VIEW_PAIRS``, ``SAVED_X_WRITES``) are lesson
+content, in course/content/lesson05.py.
 
 - 5.1 (predict): which saved tensors of a program get cloned. Truth: course's context,
   read after the program ran (``ctx.original`` / ``ctx.cloned``).
@@ -27,6 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from course.autograd.graph import increment_version
 from course.autograd.mutation import allow_mutation_on_saved_tensors
 from course.checks import case, exercise, handed, predict, wrong
+from course.content.lesson05 import SAVED_X_WRITES, VIEW_PAIRS
 
 # --- Exercise 5.1: predict which saved tensors get cloned ---------------------------------
 
@@ -423,26 +426,6 @@ def _written_through(saved, mutated):
     return not torch.equal(before, saved)
 
 
-#: The pairs of exercise 5.3: (saved, mutated) as expressions over b = arange(12).reshape(3, 4)
-#: and c, a second tensor with the same values.
-VIEW_PAIRS = [
-    ("b", "b"),
-    ("b", "b[1]"),
-    ("b[1]", "b"),
-    ("b[0]", "b[1]"),
-    ("b", "c"),
-    ("b[:, 0]", "b[:, 1]"),
-    ("b[1]", "b[1:]"),
-    ("b.t()", "b"),
-    ("b[:, 2:]", "b[1]"),
-    ("b[::2]", "b[1]"),
-    ("b[0, :2]", "b[0, 2:]"),
-    ("b.view(12)[5:7]", "b[1]"),
-    ("b.t()[1]", "b[:, 1]"),
-    ("b[:, 1]", "b[2]"),
-    ("b[1:, 1:]", "b[0]"),
-]
-
 #: Hidden pairs over e = arange(20).reshape(4, 5): a storage of another size than b's.
 _OTHER_SIZE_PAIRS = [("e[:, 4]", "e[3]"), ("e[:, 4]", "e[3, :4]")]
 
@@ -591,18 +574,6 @@ exercise(
 )
 
 # --- Exercise 5.4: which writes clone the saved x? ---------------------------------------
-
-#: The writes of exercise 5.4. Each runs inside the course's context after
-#: ``out = (w * x).sum()``, which saves ``x`` (a plain tensor, x = arange(6.).reshape(2, 3));
-#: ``y`` is another tensor of the same shape, saved by nothing.
-SAVED_X_WRITES = [
-    "x.detach()[0].mul_(3)",
-    "increment_version(x)",
-    "x.data.zero_()",
-    "x.clone().mul_(3)",
-    "torch.mul(x, 2, out=y)",
-    "with torch.no_grad(): x.mul_(2)",
-]
 
 
 def _clones_of_saved_x(write: str, context=allow_mutation_on_saved_tensors) -> int:

@@ -18,6 +18,9 @@ wrong answers with the hint each deserves. See docs/authoring.md.
   descriptor classes and course's) and its forward outputs, copy each mutation into the
   caller's tensor and return the user's outputs. Oracle: the module run eagerly, its side
   effects read off the very tensors the caller holds. Two hidden graphs carry an effect token.
+
+The programs of 6.2 and 6.3, which the notebook prints and exports too, are lesson content
+(course/content/lesson06.py); the modules of 6.4's hidden cases are here.
 """
 
 from __future__ import annotations
@@ -39,15 +42,9 @@ from course.aot import descriptors as cd
 from course.aot.joint import export_joint
 from course.checks import case, exercise, handed, predict, wrong
 from course.checks.descriptor_answers import descriptor_reprs
-from course.checks.zoo import export_graph_module
-
-
-def seeded(make_module, make_args):
-    """``(make_module(), make_args())`` built under seed 0, the caller's RNG state untouched."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        return make_module(), make_args()
-
+from course.content.lesson06 import Accumulate, FiveOutputs, accumulate_args, five_outputs_args, seeded
+from course.content.lesson07 import Logged
+from course.content.zoo import Fn, export_graph_module
 
 # --- Exercise 6.1: a joint function by hand -------------------------------------------------
 
@@ -285,18 +282,6 @@ exercise(
 # --- Exercise 6.2: predict which outputs get a tangent -------------------------------------
 
 
-class FiveOutputs(nn.Module):
-    """The program of exercise 6.2: five outputs, and not all of them can carry a gradient."""
-
-    def forward(self, x, y):
-        return x.sin(), x[0], x.argmax(), y * 2, (x * y).sum()
-
-
-def five_outputs_args():
-    """Exercise 6.2's inputs: ``x`` requires grad, ``y`` does not."""
-    return torch.randn(2, 3, requires_grad=True), torch.randn(2, 3)
-
-
 def _five_outputs_tangent_mask():
     """Exercise 6.2's program, run by torch: per output, does the joint take a tangent for it?"""
     gm = export_graph_module(*seeded(FiveOutputs, five_outputs_args))
@@ -352,25 +337,6 @@ predict(
 )
 
 # --- Exercise 6.3: predict the placeholders -------------------------------------------------
-
-
-class Accumulate(nn.Module):
-    """The module of exercise 6.3: a counter buffer, and an input scaled in place by a parameter."""
-
-    def __init__(self):
-        super().__init__()
-        self.w = nn.Parameter(torch.randn(3))
-        self.register_buffer("steps", torch.zeros((), dtype=torch.long))
-
-    def forward(self, x, h):
-        self.steps.add_(1)  # a buffer update, as BatchNorm's num_batches_tracked
-        h.mul_(self.w)  # h is an input that needs no grad; it now depends on w
-        return (x * h).sin()
-
-
-def accumulate_args():
-    """Exercise 6.3's inputs: ``x`` requires grad, ``h`` does not."""
-    return torch.randn(3, requires_grad=True), torch.randn(3)
 
 
 def _accumulate_placeholders():
@@ -495,15 +461,6 @@ class _ReadThenWrite(nn.Module):
         return y
 
 
-class _Fn(nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
-
-
 def _print_and_bump(x, w):
     torch.ops.aten._print("forward")  # an effect: torch's exporter threads a token for it
     x.add_(1)
@@ -513,12 +470,6 @@ def _print_and_bump(x, w):
 def _bump_input(x, w):
     x.add_(1)  # an input that needs no grad, updated in place
     return x * w
-
-
-def _logged():
-    from course.checks.lesson07 import Logged  # lesson 7's module: a token, a buffer, two views
-
-    return Logged()
 
 
 def _mlp():
@@ -541,10 +492,10 @@ MODULES = {
     "linear_batchnorm": (lambda: nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4)).train(), _x(5, 3)),
     "accumulate": (Accumulate, accumulate_args),
     "read_then_write": (_ReadThenWrite, _x(3)),
-    "bump_input": (lambda: _Fn(_bump_input), _pair(3)),
+    "bump_input": (lambda: Fn(_bump_input), _pair(3)),
     "mlp": (_mlp, _x(5, 4)),
-    "printing": (lambda: _Fn(_print_and_bump), _pair(3)),
-    "logged": (_logged, _x(3)),
+    "printing": (lambda: Fn(_print_and_bump), _pair(3)),
+    "logged": (Logged, _x(3)),  # lesson 7's module: a token, a buffer, two views
 }
 
 

@@ -9,13 +9,14 @@ The pass exercises (7.3, 7.4) are graded on joint graphs torch exports inside th
 is a module's name. Each module is exported once per process with torch's
 ``aot_export_joint_with_descriptors``; every call of an answer gets a fresh copy of the graph.
 
-Exercise 7.2 predicts how torch nests descriptors in four small programs (``NESTING_PROGRAMS``):
+Exercise 7.2 predicts how torch nests descriptors in four small programs (``NESTING_PROGRAMS``,
+lesson content like 7.1's ``PredictMe`` and 7.5's ``Logged``: course/content/lesson07.py):
 the truth exports each with torch and finds the named value's descriptor by its parts, in any
 order, so only the nesting is judged. Exercise 7.3's oracle runs no graph: eager autograd on
 the module, the parameters whose ``.grad`` stays None.
 
 The lesson's descriptor zoo (the smallest program for each descriptor class) lives in
-:mod:`course.checks.zoo`; exercise 7.5 predicts the outputs of one more such program.
+:mod:`course.content.zoo`; exercise 7.5 predicts the outputs of one more such program.
 The descriptor predictions (7.1, 7.5) are read in any spelling
 (:mod:`course.checks.descriptor_answers`).
 """
@@ -36,22 +37,10 @@ from course.aot import descriptors as cd
 from course.aot import fx_utils as cf
 from course.checks import case, exercise, predict, wrong
 from course.checks.descriptor_answers import read_descriptors
-from course.checks.zoo import Fn, export_graph_module
+from course.content.lesson07 import NESTING_PROGRAMS, Logged, PredictMe
+from course.content.zoo import Fn, export_graph_module
 
 # --- The modules the checks export --------------------------------------------------------
-
-
-class PredictMe(nn.Module):
-    """The module of exercise 7.1 (the notebook shows its code, not its joint graph)."""
-
-    def __init__(self):
-        super().__init__()
-        self.lin = nn.Linear(3, 3)
-        self.register_buffer("scale", torch.full((3,), 2.0))
-
-    def forward(self, x, y):
-        out = self.lin(x) * self.scale + y
-        return out, out.argmax()
 
 
 class _FrozenUnused(nn.Module):
@@ -278,62 +267,13 @@ predict(
 # --- Exercise 7.2: predict how torch nests descriptors ----------------------------------
 
 
-def scale_in_place(h, w):
-    """7.2, program 0: an input that needs no grad, scaled in place by one that does."""
-    h.mul_(w)
-    return w.sin()
-
-
-def times_two_tensor(x, t):
-    """7.2, program 1: a plain tensor times a TwoTensor; both require grad."""
-    return x * t
-
-
-def two_tensor_in_place(t, w):
-    """7.2, program 2: a TwoTensor that needs no grad, scaled in place by a tensor that does."""
-    t.mul_(w)
-    return t.sin()
-
-
-def printed_sin(x):
-    """7.2, program 3: a print (a side effect), then a sin."""
-    torch.ops.aten._print("printed_sin")
-    return x.sin()
-
-
-def _two_tensor():
-    from torch.testing._internal.two_tensor import TwoTensor
-
-    return TwoTensor(torch.randn(3), torch.randn(3))
-
-
-#: The programs of exercise 7.2: (program, its inputs, which value the learner names, and
-#: the parts that value's descriptor holds, in no order: how the truth finds it in the graph).
-NESTING_PROGRAMS = [
-    (
-        scale_in_place,
-        lambda: (torch.randn(3), torch.randn(3, requires_grad=True)),
-        "the tangent placeholder fed for h's new value",
-        ("TangentAOTInput", "InputMutationAOTOutput"),
-    ),
-    (
-        times_two_tensor,
-        lambda: (torch.randn(3, requires_grad=True), _two_tensor().requires_grad_()),
-        "the output holding inner tensor 'a' of t's gradient",
-        ("GradAOTOutput", "PlainAOTInput(idx=1)", "attr='a'"),
-    ),
-    (
-        two_tensor_in_place,
-        lambda: (_two_tensor(), torch.randn(3, requires_grad=True)),
-        "the output holding inner tensor 'a' of t's new value",
-        ("InputMutationAOTOutput", "attr='a'"),
-    ),
-    (
-        printed_sin,
-        lambda: (torch.randn(3, requires_grad=True),),
-        "the tangent placeholder",
-        ("TangentAOTInput",),
-    ),
+#: How the truth of 7.2 finds each named value in its program's graph: the parts its
+#: descriptor holds, in no order (so only the nesting is judged), per ``NESTING_PROGRAMS`` entry.
+_NESTING_PARTS = [
+    ("TangentAOTInput", "InputMutationAOTOutput"),
+    ("GradAOTOutput", "PlainAOTInput(idx=1)", "attr='a'"),
+    ("InputMutationAOTOutput", "attr='a'"),
+    ("TangentAOTInput",),
 ]
 
 
@@ -341,7 +281,7 @@ def _nestings_torch_makes():
     """Exercise 7.2's truth: in each program's joint graph, exported by torch, the one
     descriptor that holds every part named (found by its parts, whatever their order)."""
     found = []
-    for fn, make_args, _, parts in NESTING_PROGRAMS:
+    for (fn, make_args, _), parts in zip(NESTING_PROGRAMS, _NESTING_PARTS, strict=True):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
             gm = export_graph_module(Fn(fn), make_args())
@@ -566,8 +506,9 @@ exercise(
 # --- Exercise 7.4: scale every parameter gradient -------------------------------------------
 
 
-def _mul_outputs(gm, factor, pick, recompile=True):
-    """Multiply the output positions ``pick(i, node, desc)`` chooses by ``factor``, in place."""
+def _mul_outputs(gm, factor, pick):
+    """Multiply the output positions ``pick(i, node, desc)`` chooses by ``factor``, in the
+    graph (the caller recompiles, or forgets to)."""
     out = gm.graph.output_node()
     new_outs = list(out.args[0])
     with gm.graph.inserting_before(out):
@@ -575,9 +516,6 @@ def _mul_outputs(gm, factor, pick, recompile=True):
             if pick(i, node, desc):
                 new_outs[i] = gm.graph.call_function(torch.ops.aten.mul.Tensor, (node, factor))
     out.args = (new_outs,)
-    if recompile:
-        gm.recompile()
-    return gm
 
 
 def scale_param_grads(gm, factor):
@@ -586,7 +524,9 @@ def scale_param_grads(gm, factor):
     The notebook writes this loop out; here the wrong answers share it (``_mul_outputs``).
     A *position* is chosen by its descriptor: one node may sit at several positions.
     """
-    return _mul_outputs(gm, factor, lambda i, node, desc: node is not None and _is_param_grad(desc))
+    _mul_outputs(gm, factor, lambda i, node, desc: node is not None and _is_param_grad(desc))
+    gm.recompile()
+    return gm
 
 
 class _ScaledAfterRunning:
@@ -669,20 +609,22 @@ def _scale_tangents(gm, factor):
 
 
 def _stale(gm, factor):
-    # the graph changes, but without gm.recompile() the module runs the old code
-    return _mul_outputs(
-        gm, factor, lambda i, node, desc: node is not None and _is_param_grad(desc), recompile=False
-    )
+    _mul_outputs(gm, factor, lambda i, node, desc: node is not None and _is_param_grad(desc))
+    return gm  # the graph changed, but without gm.recompile() the module runs the old code
 
 
 def _positional_scale(gm, factor):
     n_params = len(cf.get_param_nodes(gm.graph))  # "output 0 is the result, then the param grads"
-    return _mul_outputs(gm, factor, lambda i, node, desc: 1 <= i <= n_params and node is not None)
+    _mul_outputs(gm, factor, lambda i, node, desc: 1 <= i <= n_params and node is not None)
+    gm.recompile()
+    return gm
 
 
 def _keeps_none(gm, factor):
     # a parameter forward never uses has a GradAOTOutput slot holding None
-    return _mul_outputs(gm, factor, lambda i, node, desc: _is_param_grad(desc))
+    _mul_outputs(gm, factor, lambda i, node, desc: _is_param_grad(desc))
+    gm.recompile()
+    return gm
 
 
 def _each_param_grad(gm, factor, rewire):
@@ -721,7 +663,9 @@ def _scale_by_lookup(gm, factor):
 
 def _scale_everything(gm, factor):
     # every non-None output, forward results and buffer updates included
-    return _mul_outputs(gm, factor, lambda i, node, desc: node is not None)
+    _mul_outputs(gm, factor, lambda i, node, desc: node is not None)
+    gm.recompile()
+    return gm
 
 
 exercise(
@@ -795,21 +739,6 @@ exercise(
 )
 
 # --- Exercise 7.5: predict the outputs of a zoo program -------------------------------------
-
-
-class Logged(nn.Module):
-    """The module of exercise 7.5: a counter buffer, a print, and two overlapping views."""
-
-    def __init__(self):
-        super().__init__()
-        self.w = nn.Parameter(torch.ones(3))
-        self.register_buffer("calls", torch.zeros((), dtype=torch.long))
-
-    def forward(self, x):
-        self.calls.add_(1)
-        torch.ops.aten._print("Logged.forward")
-        y = x * self.w
-        return y[:2], y[1:]
 
 
 def _logged_outputs():

@@ -9,8 +9,10 @@ cases, and the known wrong answers with their hints. See docs/authoring.md. The 
 - 8.3: the offload done by hand with torch's saved-tensor hooks, no ``Offloader``;
 - 8.4 (a prediction): torch's min-cut partitioner on each block, then every subset.
 
-The model the lesson and the checks share lives here too (``Block``, ``make_model``,
-``MODELS``), so the notebook measures exactly what the checks judge. Everything runs on the
+The model the lesson and the checks share (``Block``, ``make_model``) and the lesson's numbers
+(``LESSON_LAYER_BYTES``, ``LESSON_PARAM_BYTES``, ``LESSON_BUDGET``) are lesson content, in
+course/content/lesson08.py, so the notebook measures exactly what the checks judge; the
+other models of the hidden cases (``MODELS``) are here. Everything runs on the
 CPU: "device memory" is what a GPU would hold; here we count bytes, we do not time copies.
 """
 
@@ -26,36 +28,10 @@ from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 
 from course.checks import case, exercise, handed, predict, wrong
+from course.content.lesson08 import LESSON_BUDGET, LESSON_LAYER_BYTES, LESSON_PARAM_BYTES, Block, make_model
 from course.offload.offloader import Offloader, OffloadStats
 
-# --- the model of the lesson --------------------------------------------------------------
-
-
-class Block(nn.Module):
-    """A pre-norm gated-GELU MLP block with a residual: ``x + down(gelu(gate(h)) * up(h))``.
-
-    ``h = norm(x)`` feeds two Linear layers, so both save the same activation ``h``: one
-    storage, saved twice.
-    """
-
-    def __init__(self, d: int, hidden: int) -> None:
-        super().__init__()
-        self.norm = nn.LayerNorm(d)
-        self.gate = nn.Linear(d, hidden)
-        self.up = nn.Linear(d, hidden)
-        self.down = nn.Linear(hidden, d)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.norm(x)  # (..., d)
-        return x + self.down(nn.functional.gelu(self.gate(h)) * self.up(h))  # (..., d)
-
-
-def make_model(hidden=(64, 16, 128, 32), d: int = 16, batch=(8,), dtype=torch.float32, seed: int = 0):
-    """``(model, x)``: ``block0``, ``block1``, ... of widths ``hidden``, and an input batch."""
-    torch.manual_seed(seed)
-    blocks = OrderedDict((f"block{i}", Block(d, h)) for i, h in enumerate(hidden))
-    model = nn.Sequential(blocks).to(dtype)
-    return model, torch.randn(*batch, d, dtype=dtype)
+# --- The models of 8.1's and 8.3's cases: the lesson's, and the hidden ones --------------
 
 
 class SlicingBlock(Block):
@@ -117,11 +93,6 @@ MODELS = {
     "two views of one storage": _chunked_model,
     "a storage two blocks save": _shared_output_model,
 }
-
-
-def _reference_grads(model: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
-    ref = copy.deepcopy(model)  # same weights, no hooks: torch alone
-    return list(torch.autograd.grad(ref(x).pow(2).sum(), list(ref.parameters())))
 
 
 # --- Exercise 8.1: saved bytes per block ----------------------------------------------------
@@ -194,47 +165,143 @@ def _run_measure(answer, model_name):
     return {"bytes per block": per_layer, "hooks left on the model": left}
 
 
-def _per_layer_variant(
-    count_param,
-    once_per_storage=True,
-    cumulative=False,
-    is_param=None,
-    remove=True,
-    view_bytes=False,
-    key_by_data_ptr=False,
-    once_per_block=False,
-):
-    """The known wrong answers of 8.1, as variations of the same hook."""
+def _is_param_memory(t) -> bool:
+    """Whether ``t`` is a parameter or a view of one (``weight.t()``): its base is a leaf
+    that requires grad."""
+    base = t
+    while base._base is not None:
+        base = base._base
+    return base.is_leaf and base.requires_grad
 
-    def measure(model, x):
-        per_layer = {name: 0 for name, _ in model.named_children()}
-        seen, current, total = set(), [None], [0]
-        handles = [
-            block.register_forward_pre_hook(lambda mod, args, name=name: current.__setitem__(0, name))
-            for name, block in model.named_children()
-        ]
 
-        def pack(t):
-            base = t
-            while base._base is not None:
-                base = base._base
-            param = is_param(t) if is_param else (base.is_leaf and base.requires_grad)
-            key = t.data_ptr() if key_by_data_ptr else t.untyped_storage().data_ptr()
-            key = (current[0], key) if once_per_block else key
-            if (count_param or not param) and (key not in seen or not once_per_storage):
-                seen.add(key)
-                nbytes = t.untyped_storage().nbytes() if once_per_storage and not view_bytes else t.nbytes
-                total[0] += nbytes
-                per_layer[current[0]] = total[0] if cumulative else per_layer[current[0]] + nbytes
-            return t
+def _bytes_per_block(model, x, count):
+    """What the wrong answers of 8.1 below share, the part they get right: forward pre-hooks
+    say which block runs, one forward under saved-tensor hooks calls
+    ``count(t, block, per_layer)`` for each saved tensor, and the hooks are removed after.
+    Each answer's mistake is in its ``count``."""
+    per_layer, current = {name: 0 for name, _ in model.named_children()}, [None]
+    handles = [
+        block.register_forward_pre_hook(lambda mod, args, name=name: current.__setitem__(0, name))
+        for name, block in model.named_children()
+    ]
 
-        with saved_tensors_hooks(pack, lambda t: t):
-            model(x)
-        for h in handles if remove else ():
-            h.remove()
-        return per_layer
+    def pack(t):
+        count(t, current[0], per_layer)
+        return t
 
-    return measure
+    with saved_tensors_hooks(pack, lambda t: t):
+        model(x)
+    for h in handles:
+        h.remove()
+    return per_layer
+
+
+def _every_save_counted(model, x):
+    """BAD: every saved tensor counted, h = norm(x) twice (once for gate, once for up)."""
+
+    def count(t, block, per_layer):
+        if not _is_param_memory(t):
+            per_layer[block] += t.nbytes  # no set of storages already counted
+
+    return _bytes_per_block(model, x, count)
+
+
+def _parameters_counted(model, x):
+    """BAD: parameters (and weight.t(), a view of one) counted as activations."""
+    seen = set()
+
+    def count(t, block, per_layer):
+        key = t.untyped_storage().data_ptr()
+        if key not in seen:  # no test for a parameter's memory
+            seen.add(key)
+            per_layer[block] += t.untyped_storage().nbytes()
+
+    return _bytes_per_block(model, x, count)
+
+
+def _parameters_by_isinstance(model, x):
+    """BAD: a parameter recognised by isinstance(t, nn.Parameter): weight.t() is a plain Tensor."""
+    seen = set()
+
+    def count(t, block, per_layer):
+        key = t.untyped_storage().data_ptr()
+        if not isinstance(t, nn.Parameter) and key not in seen:
+            seen.add(key)
+            per_layer[block] += t.untyped_storage().nbytes()
+
+    return _bytes_per_block(model, x, count)
+
+
+def _keyed_by_data_ptr(model, x):
+    """BAD: storages told apart by t.data_ptr(), where a view's first element sits."""
+    seen = set()
+
+    def count(t, block, per_layer):
+        key = t.data_ptr()  # the second half of a chunk has its own data_ptr, one storage
+        if not _is_param_memory(t) and key not in seen:
+            seen.add(key)
+            per_layer[block] += t.untyped_storage().nbytes()
+
+    return _bytes_per_block(model, x, count)
+
+
+def _once_per_block(model, x):
+    """BAD: one set of counted storages per block: a block's output the next block saves
+    again is counted in both."""
+    seen = set()
+
+    def count(t, block, per_layer):
+        key = (block, t.untyped_storage().data_ptr())  # the block in the key
+        if not _is_param_memory(t) and key not in seen:
+            seen.add(key)
+            per_layer[block] += t.untyped_storage().nbytes()
+
+    return _bytes_per_block(model, x, count)
+
+
+def _view_bytes(model, x):
+    """BAD: a saved view counted by its own elements (t.nbytes), not by the storage it keeps alive."""
+    seen = set()
+
+    def count(t, block, per_layer):
+        key = t.untyped_storage().data_ptr()
+        if not _is_param_memory(t) and key not in seen:
+            seen.add(key)
+            per_layer[block] += t.nbytes
+
+    return _bytes_per_block(model, x, count)
+
+
+def _running_totals(model, x):
+    """BAD: each block's entry holds everything saved so far, not what the block saved."""
+    seen, total = set(), [0]
+
+    def count(t, block, per_layer):
+        key = t.untyped_storage().data_ptr()
+        if not _is_param_memory(t) and key not in seen:
+            seen.add(key)
+            total[0] += t.untyped_storage().nbytes()
+            per_layer[block] = total[0]
+
+    return _bytes_per_block(model, x, count)
+
+
+def _hooks_left_on_the_model(model, x):
+    """BAD: the right bytes, and the forward pre-hooks left registered on the caller's model."""
+    per_layer, seen, current = {name: 0 for name, _ in model.named_children()}, set(), [None]
+    for name, block in model.named_children():  # the handles are dropped: nothing removes the hooks
+        block.register_forward_pre_hook(lambda mod, args, name=name: current.__setitem__(0, name))
+
+    def pack(t):
+        key = t.untyped_storage().data_ptr()
+        if not _is_param_memory(t) and key not in seen:
+            seen.add(key)
+            per_layer[current[0]] += t.untyped_storage().nbytes()
+        return t
+
+    with saved_tensors_hooks(pack, lambda t: t):
+        model(x)
+    return per_layer
 
 
 def _backward_while_measuring(model, x):
@@ -277,6 +344,7 @@ exercise(
     oracle=_oracle_per_layer,
     run=_run_measure,
     points=2,
+    partial=True,  # each case is its own program: k of n right earns k/n of the points
     cases=[case("lesson", label="the lesson's model: make_model(), x of shape (8, 16)")],
     hidden=[
         case("float64", label="two blocks in float64"),
@@ -288,36 +356,36 @@ exercise(
     ],
     wrong=[
         wrong(
-            _per_layer_variant(count_param=False, once_per_storage=False),
+            _every_save_counted,
             "h = norm(x) is saved twice (by gate and by up) but it is one storage: count each "
             "storage once (remember t.untyped_storage().data_ptr() in a set).",
         ),
         wrong(
-            _per_layer_variant(count_param=True),
+            _parameters_counted,
             "you counted the parameters: LayerNorm's weight and bias and every Linear's "
             "weight.t() are saved too, but they live on the device anyway, so offloading them "
             "frees nothing. Skip a tensor whose base is a leaf that requires grad.",
         ),
         wrong(
-            _per_layer_variant(count_param=False, is_param=lambda t: isinstance(t, nn.Parameter)),
+            _parameters_by_isinstance,
             "addmm saves weight.t(), a view of the weight: a plain Tensor computed from a "
             "leaf, so neither an nn.Parameter test nor is_leaf on the view itself catches it. "
             "Walk to its base (t._base) and ask the base is_leaf and requires_grad.",
         ),
         wrong(
-            _per_layer_variant(count_param=False, key_by_data_ptr=True),
+            _keyed_by_data_ptr,
             "t.data_ptr() is where a view's first element sits, not where its storage "
             "starts: the second half of a chunk has its own data_ptr but shares the storage. "
             "Remember t.untyped_storage().data_ptr() instead.",
         ),
         wrong(
-            _per_layer_variant(count_param=False, once_per_block=True),
+            _once_per_block,
             "a block's output can be saved twice: by the block itself (tanh saves its result) "
             "and by the next block (LayerNorm saves its input). It is one storage: count it "
             "once, in the block that saved it first, with one set for the whole forward.",
         ),
         wrong(
-            _per_layer_variant(count_param=False, view_bytes=True),
+            _view_bytes,
             "t.nbytes counts the view's own elements, but a saved view keeps its whole storage "
             "alive (a slice of half a tensor holds all of it): count the storage's bytes.",
         ),
@@ -327,12 +395,12 @@ exercise(
             "into the caller's model. Let the graph go (drop the output) instead of running it.",
         ),
         wrong(
-            _per_layer_variant(count_param=False, cumulative=True),
+            _running_totals,
             "these are running totals: each block's entry must hold only the bytes saved "
             "while that block ran, not everything saved so far.",
         ),
         wrong(
-            _per_layer_variant(count_param=False, remove=False),
+            _hooks_left_on_the_model,
             "the bytes are right, but your forward pre-hooks are still registered on the "
             "learner's model: they run on every later forward (and pile up with each call). "
             "Keep the handles that registering returns and remove them when you are done, "
@@ -406,30 +474,44 @@ def _oracle_choice(layer_bytes, param_bytes, budget):
     return {n for i, n in enumerate(names) if i not in kept}
 
 
-def _greedy(order, strict=False, count_params=True, raise_if_impossible=True):
-    """Take layers in ``order`` until the rest fits (the known wrong answers of 8.2)."""
-
-    def choose(layer_bytes, param_bytes, budget):
-        if raise_if_impossible and count_params and param_bytes > budget:
-            raise ValueError("does not fit")
-        device = (param_bytes if count_params else 0) + sum(layer_bytes.values())
-        chosen = set()
-        for name in order(layer_bytes):
-            if device < budget or (device == budget and not strict):
-                break
-            chosen.add(name)
-            device -= layer_bytes[name]
-        return chosen
-
-    return choose
+def _offload_everything(layer_bytes, param_bytes, budget):
+    """BAD: every layer offloaded, whatever the budget needs."""
+    return set(layer_bytes)
 
 
-def _largest_first(layer_bytes):
-    return sorted(layer_bytes, key=lambda n: -layer_bytes[n])
+def _offload_in_order(names, layer_bytes, device, budget):
+    """Take the layers ``names`` in that order until ``device`` bytes fit ``budget``: the
+    greedy loop of the three wrong answers below (each picks its own order and ``device``)."""
+    chosen = set()
+    for name in names:
+        if device <= budget:
+            break
+        chosen.add(name)
+        device -= layer_bytes[name]
+    return chosen
 
 
-def _smallest_first(layer_bytes):
-    return sorted(layer_bytes, key=lambda n: layer_bytes[n])
+def _largest_first(layer_bytes, param_bytes, budget):
+    """BAD: the largest layers first, until the rest fits (greedy, not the cheapest subset)."""
+    if param_bytes > budget:
+        raise ValueError("does not fit")
+    largest_first = sorted(layer_bytes, key=lambda n: -layer_bytes[n])
+    return _offload_in_order(largest_first, layer_bytes, param_bytes + sum(layer_bytes.values()), budget)
+
+
+def _smallest_first(layer_bytes, param_bytes, budget):
+    """BAD: the smallest layers first, until the rest fits."""
+    if param_bytes > budget:
+        raise ValueError("does not fit")
+    smallest_first = sorted(layer_bytes, key=lambda n: layer_bytes[n])
+    return _offload_in_order(smallest_first, layer_bytes, param_bytes + sum(layer_bytes.values()), budget)
+
+
+def _largest_first_without_parameters(layer_bytes, param_bytes, budget):
+    """BAD: largest first, and the device taken to hold the activations only."""
+    largest_first = sorted(layer_bytes, key=lambda n: -layer_bytes[n])
+    device = sum(layer_bytes.values())  # the parameters forgotten
+    return _offload_in_order(largest_first, layer_bytes, device, budget)
 
 
 def _strict(layer_bytes, param_bytes, budget):
@@ -469,11 +551,6 @@ def _choose_by_bitmask(layer_bytes, param_bytes, budget):
     return set(min(fitting, key=lambda c: sum(layer_bytes[n] for n in c)))
 
 
-#: The lesson's numbers: exercise 8.1's bytes for make_model(), and the parameter bytes.
-LESSON_LAYER_BYTES = {"block0": 9280, "block1": 3136, "block2": 17472, "block3": 5184}
-LESSON_PARAM_BYTES = 48768
-LESSON_BUDGET = 68 * 1024  # bytes of device memory for parameters and saved activations
-
 _SIX = {"a": 4000, "b": 7000, "c": 2500, "d": 6000, "e": 1500, "f": 5000}
 
 exercise(
@@ -507,24 +584,24 @@ exercise(
     ],
     wrong=[
         wrong(
-            lambda layer_bytes, param_bytes, budget: set(layer_bytes),
+            _offload_everything,
             "offloading everything fits any budget that fits the parameters, but every byte "
             "you offload crosses the link twice (to the host in forward, back in backward). "
             "Offload only as much as the budget requires.",
         ),
         wrong(
-            _greedy(_largest_first),
+            _largest_first,
             "largest-first fits the budget but can move more than needed: with 14208 bytes to "
             "shed, block2 alone offloads 17472 bytes, block0 + block3 only 14464. This is a "
             "knapsack: with a handful of layers, try every subset (itertools.combinations).",
         ),
         wrong(
-            _greedy(_smallest_first),
+            _smallest_first,
             "smallest-first offloads many small layers and moves more than needed; look for "
             "the subset whose bytes are the least that still reach the amount you must shed.",
         ),
         wrong(
-            _greedy(_largest_first, count_params=False, raise_if_impossible=False),
+            _largest_first_without_parameters,
             "the parameters stay on the device: the device holds param_bytes plus the "
             "activations you keep, and that sum must be <= budget.",
         ),
@@ -622,6 +699,11 @@ def _oracle_step(model, x, chosen):
     return off
 
 
+def _reference_grads(model: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
+    ref = copy.deepcopy(model)  # same weights, no hooks: torch alone
+    return list(torch.autograd.grad(ref(x).pow(2).sum(), list(ref.parameters())))
+
+
 def _run_step(answer, model_name, chosen):
     model, x = MODELS[model_name]()
     reference = _reference_grads(model, x)
@@ -640,23 +722,52 @@ def _run_step(answer, model_name, chosen):
     }
 
 
-def _step_variant(offload_all=False, invert=False, loss_inside=False, backward=True):
-    def step(model, x, chosen):
-        off = Offloader(min_bytes=0, device_type="cpu", mode="copy")
-        h = x
-        with off:
-            for name, block in model.named_children():
-                keep = (name not in chosen) != invert and not offload_all
-                with off.exclude() if keep else contextlib.nullcontext():
-                    h = block(h)
-            loss = h.pow(2).sum() if loss_inside else None
-        if loss is None:
-            loss = h.pow(2).sum()
-        if backward:
-            loss.backward()
-        return off
+def _step_offloads_every_block(model, x, chosen):
+    """BAD: every block under the Offloader, chosen or not."""
+    off = Offloader(min_bytes=0, device_type="cpu", mode="copy")
+    h = x
+    with off:
+        for _, block in model.named_children():
+            h = block(h)  # no exclude() for the blocks that are not chosen
+    h.pow(2).sum().backward()
+    return off
 
-    return step
+
+def _step_inverted(model, x, chosen):
+    """BAD: the chosen blocks excluded, the others offloaded."""
+    off = Offloader(min_bytes=0, device_type="cpu", mode="copy")
+    h = x
+    with off:
+        for name, block in model.named_children():
+            with off.exclude() if name in chosen else contextlib.nullcontext():
+                h = block(h)
+    h.pow(2).sum().backward()
+    return off
+
+
+def _step_loss_inside(model, x, chosen):
+    """BAD: the loss computed inside ``with off:``, so its saved input is offloaded too."""
+    off = Offloader(min_bytes=0, device_type="cpu", mode="copy")
+    h = x
+    with off:
+        for name, block in model.named_children():
+            with contextlib.nullcontext() if name in chosen else off.exclude():
+                h = block(h)
+        loss = h.pow(2).sum()
+    loss.backward()
+    return off
+
+
+def _step_without_backward(model, x, chosen):
+    """BAD: the forward only: nothing comes back, no gradient is made."""
+    off = Offloader(min_bytes=0, device_type="cpu", mode="copy")
+    h = x
+    with off:
+        for name, block in model.named_children():
+            with contextlib.nullcontext() if name in chosen else off.exclude():
+                h = block(h)
+    h.pow(2).sum()  # and no .backward()
+    return off
 
 
 def _left_entered(model, x, chosen):
@@ -758,16 +869,16 @@ exercise(
             "them. Use it as a with block, which pops them on exit, even when the block raises.",
         ),
         wrong(
-            _step_variant(offload_all=True),
+            _step_offloads_every_block,
             "every block was offloaded: the blocks that are not chosen must keep their "
             "saved tensors on the device (the Offloader can be told to look away).",
         ),
         wrong(
-            _step_variant(invert=True),
+            _step_inverted,
             "inverted: the chosen blocks are the ones to offload; exclude() the others.",
         ),
         wrong(
-            _step_variant(loss_inside=True),
+            _step_loss_inside,
             "the loss was computed inside `with off:` and pow saved its input, the model's "
             "output, which was offloaded too. The hooks see everything saved in the block; "
             "compute the loss after it (or inside off.exclude()).",
@@ -791,7 +902,7 @@ exercise(
             "block per block), or remove the hooks' handles before you return.",
         ),
         wrong(
-            _step_variant(backward=False),
+            _step_without_backward,
             "nothing came back and no gradient was made: the step is forward *and* backward; "
             "call .backward() on the loss before returning the Offloader.",
         ),

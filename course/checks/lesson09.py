@@ -16,149 +16,40 @@ Each exercise is registered once, here (see docs/authoring.md). Torch is every o
   graph and its descriptors; judged against the reference, and in the lesson against
   torch's ``choose_offload_sets``.
 
-The model and programs the lesson and the checks share live here too, so the notebook
-shows exactly what the checks judge.
+The model, the programs and the measurements the lesson and the checks share (``make_model``,
+``PROGRAMS``, ``OFFLOAD_MODELS``, ``partitioned``, ``run_policy``, ``BUDGET``) are lesson
+content, in course/content/lesson09.py, so the notebook shows exactly what the checks judge.
+Two of 9.3's known wrong answers, ``save_every_product`` and ``in_forward_order``, are also
+rows of the notebook's table of policies; they stay here, with the answers.
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
 import itertools
-import weakref
 
 import torch
-from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import (
     CheckpointPolicy,
     checkpoint,
-    create_selective_checkpoint_contexts,
     set_checkpoint_early_stop,
 )
-from torch.utils.flop_counter import FlopCounterMode
 
 from course.aot import descriptors as cd
 from course.aot import fx_utils as cf
 from course.checks import case, exercise, handed, predict, wrong
-
-# --- the model and the programs of the lesson -----------------------------------------------
-
-
-class Block(nn.Module):
-    """A residual MLP block: ``x + down(gelu(up(x)))``."""
-
-    def __init__(self, d: int, hidden: int) -> None:
-        super().__init__()
-        self.up = nn.Linear(d, hidden)
-        self.down = nn.Linear(hidden, d)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.down(nn.functional.gelu(self.up(x)))  # (..., d)
-
-
-def make_model(
-    layers: int = 3, d: int = 16, hidden: int = 64, batch=(8,), dtype=torch.float32, seed: int = 0
-):
-    """``(model, x)``: ``layers`` blocks in an ``nn.Sequential`` (children ``"0"``, ``"1"``, ...)."""
-    torch.manual_seed(seed)
-    model = nn.Sequential(*[Block(d, hidden) for _ in range(layers)]).to(dtype)
-    return model, torch.randn(*batch, d, dtype=dtype)
-
-
-#: Ops that only move bookkeeping around (detaching, accumulating into .grad); the counts
-#: compare the rest.
-BOOKKEEPING = frozenset({"detach", "alias", "add_"})
-
-
-class OpCounter(TorchDispatchMode):
-    """Counts every aten op that runs while it is on, by name (``"addmm"``), bookkeeping
-    left out; and keeps a weak reference to every tensor an op returns."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.counts: collections.Counter = collections.Counter()
-        self.results: list[weakref.ref] = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        name = func.overloadpacket.__name__
-        if name not in BOOKKEEPING:
-            self.counts[name] += 1
-            if isinstance(out, torch.Tensor):
-                self.results.append(weakref.ref(out))
-        return out
-
-    def alive(self, *besides: torch.Tensor) -> int:
-        """How many of the recorded results are still alive, the tensors ``besides`` left out."""
-        kept = [r() for r in self.results]
-        return sum(t is not None and all(t is not b for b in besides) for t in kept)
-
-
-def _block_program(dtype=torch.float32, batch=(4,), seed=0):
-    torch.manual_seed(seed)
-    up, down = nn.Linear(8, 32).to(dtype), nn.Linear(32, 8).to(dtype)
-    x = torch.randn(*batch, 8, dtype=dtype, requires_grad=True)
-
-    def block(x):
-        return down(nn.functional.gelu(up(x))).sum()
-
-    return block, (x,), [x, *up.parameters(), *down.parameters()]
-
-
-def _pointwise_program():
-    torch.manual_seed(1)
-    x = torch.randn(4, 8, requires_grad=True)
-    w = torch.randn(8, 8, requires_grad=True)
-
-    def chain(x, w):
-        return ((x @ w).sin() * x.exp()).sum()
-
-    return chain, (x, w), [x, w]
-
-
-def _model_program(**sizes):
-    model, x = make_model(**sizes)
-
-    def step(x):
-        return model(x).pow(2).sum()
-
-    return step, (x,), list(model.parameters())
-
-
-#: name -> () -> (fn, args, leaves): the programs exercises 9.1 and 9.3 run.
-PROGRAMS = {
-    "block": _block_program,
-    "pointwise": _pointwise_program,
-    "model": _model_program,
-    "float64, 3-d input": lambda: _block_program(torch.float64, (2, 3), seed=2),
-    "four blocks": lambda: _model_program(layers=4, d=8, hidden=24, batch=(6,), seed=3),
-    "two blocks, float64": lambda: _model_program(
-        layers=2, d=8, hidden=16, batch=(4,), dtype=torch.float64, seed=4
-    ),
-    "model, batch 16": lambda: _model_program(batch=(16,)),
-}
-
-
-def _backward_counts(fn, args, leaves, run_forward, after_forward=None):
-    """(forward counts, backward counts, results alive after forward, gradients);
-    ``after_forward()`` runs between the two passes."""
-    with OpCounter() as fwd:
-        out = run_forward(fn, args)
-    alive = fwd.alive(out, *leaves)
-    if after_forward is not None:
-        after_forward()
-    with OpCounter() as bwd:
-        grads = torch.autograd.grad(out, leaves)
-    return fwd.counts, bwd.counts, alive, list(grads)
-
-
-def plain_backward_counts(name: str) -> collections.Counter:
-    """What backward runs for program ``name`` with no hooks and no checkpoint."""
-    fn, args, leaves = PROGRAMS[name]()
-    return _backward_counts(fn, args, leaves, lambda f, a: f(*a))[1]
-
+from course.content.lesson09 import (
+    BUDGET,
+    OFFLOAD_MODELS,
+    PROGRAMS,
+    backward_counts,
+    make_model,
+    partitioned,
+    plain_backward_counts,
+    run_policy,
+)
 
 # --- Exercise 9.1: recompute instead of store, as a pair of hooks ---------------------------
 
@@ -215,7 +106,7 @@ def _run_hooks(answer, name):
             return f(*a)
 
     with set_checkpoint_early_stop(False):
-        fwd, bwd, alive, grads = _backward_counts(fn, args, leaves, forward)
+        fwd, bwd, alive, grads = backward_counts(fn, args, leaves, forward)
     return {
         "gradients": grads,
         "ops in forward": dict(fwd),
@@ -239,26 +130,40 @@ def _index_but_keep(fn, *args):
     return pack, kept.__getitem__
 
 
-def _recompute_variant(enable_grad=True, cache=True):
-    def hooks(fn, *args):
-        counter, recomputed = itertools.count(), []
+def _rerun_without_grad_mode(fn, *args):
+    """BAD: the rerun happens where unpack runs, in backward, where grad mode is off."""
+    counter, recomputed = itertools.count(), []
 
-        def unpack(index):
-            if not recomputed or not cache:
-                recomputed.clear()
+    def unpack(index):
+        if not recomputed:
 
-                def record(t):
-                    recomputed.append(t)
-                    return t
+            def record(t):
+                recomputed.append(t)
+                return t
 
-                with torch.enable_grad() if enable_grad else contextlib.nullcontext():
-                    with saved_tensors_hooks(record, lambda t: t):
-                        fn(*args)
-            return recomputed[index]
+            with saved_tensors_hooks(record, lambda t: t):
+                fn(*args)  # no torch.enable_grad(): nothing is saved, nothing recorded
+        return recomputed[index]
 
-        return (lambda t: next(counter)), unpack
+    return (lambda t: next(counter)), unpack
 
-    return hooks
+
+def _rerun_on_every_unpack(fn, *args):
+    """BAD: the function reruns for every saved tensor backward unpacks."""
+    counter, recomputed = itertools.count(), []
+
+    def unpack(index):
+        recomputed.clear()  # what the last rerun saved is thrown away
+
+        def record(t):
+            recomputed.append(t)
+            return t
+
+        with torch.enable_grad(), saved_tensors_hooks(record, lambda t: t):
+            fn(*args)
+        return recomputed[index]
+
+    return (lambda t: next(counter)), unpack
 
 
 def _recompute_hooks_by_dict(fn, *args):
@@ -311,13 +216,13 @@ exercise(
             "still held (by you instead of autograd), so nothing is saved and nothing reruns.",
         ),
         wrong(
-            _recompute_variant(enable_grad=False),
+            _rerun_without_grad_mode,
             "unpack runs during backward, where grad mode is off: the rerun records no graph "
             "and saves nothing, so there is nothing to hand back. Rerun the function with "
             "grad mode switched on.",
         ),
         wrong(
-            _recompute_variant(cache=False),
+            _rerun_on_every_unpack,
             "the function reruns on every unpack (see 'ops in backward'): one rerun yields all "
             "the saved tensors at once; keep them and serve later unpacks from what you kept.",
         ),
@@ -337,7 +242,7 @@ def _rerun_in_backward():
     """How many more times addmm, gelu and sum run in backward under torch's checkpoint
     (non-reentrant, early stop on, the default) than in a plain backward, for ``block``."""
     fn, args, leaves = PROGRAMS["block"]()
-    _, bwd, _, _ = _backward_counts(fn, args, leaves, lambda f, a: checkpoint(f, *a, use_reentrant=False))
+    _, bwd, _, _ = backward_counts(fn, args, leaves, lambda f, a: checkpoint(f, *a, use_reentrant=False))
     extra = bwd - plain_backward_counts("block")
     return {op: extra[op] for op in PREDICTED_OPS}
 
@@ -380,9 +285,6 @@ predict(
 # --- Exercise 9.3: a policy that meets a memory budget with the least recompute ------------
 
 MATMULS = frozenset({"mm", "addmm", "bmm"})
-
-#: The bytes exercise 9.3's policies may store (each storage once, parameters left out).
-BUDGET = 2600
 
 
 def _products(fn, args):
@@ -431,52 +333,6 @@ def budget_policy(fn, args, budget):
     return _by_position(set(best))
 
 
-def _stored_bytes(caching_mode, leaves) -> int:
-    """Bytes of the distinct storages the policy kept (parameters' storages left out)."""
-    owned = {p.untyped_storage().data_ptr() for p in leaves}
-    seen = {}
-    for entry in torch.utils._pytree.tree_leaves(caching_mode.storage):
-        t = getattr(entry, "val", entry)  # a kept result is wrapped (its version is checked)
-        if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in owned:
-            seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-    return sum(seen.values())
-
-
-def _backward_flops(out, leaves):
-    with FlopCounterMode(display=False) as flops:
-        grads = torch.autograd.grad(out, leaves)
-    return flops.get_total_flops(), list(grads)
-
-
-def run_policy(policy, name):
-    """Program ``name`` under torch's checkpoint with ``policy``: gradients, the bytes the
-    policy stored, the ops backward reruns beyond a plain backward, and the FLOPs it runs
-    beyond a plain backward (counted by torch's ``FlopCounterMode``). ``policy`` may also be
-    ``("for", make)``: ``make(fn, args)`` builds the policy for this very program."""
-    fn, args, leaves = PROGRAMS[name]()
-    if isinstance(policy, tuple):
-        policy = policy[1](fn, args)
-    plain_flops, _ = _backward_flops(fn(*args), leaves)
-    modes = []
-
-    def context_fn():
-        forward_ctx, recompute_ctx = create_selective_checkpoint_contexts(policy)
-        modes.append(forward_ctx)
-        return forward_ctx, recompute_ctx
-
-    out = checkpoint(fn, *args, use_reentrant=False, context_fn=context_fn)
-    stored = _stored_bytes(modes[0], leaves)  # measured after forward: backward consumes it
-    with OpCounter() as bwd:
-        flops, grads = _backward_flops(out, leaves)
-    extra = bwd.counts - plain_backward_counts(name)
-    return {
-        "gradients": grads,
-        "bytes the policy stored": stored,
-        "ops rerun in backward": dict(sorted(extra.items())),
-        "FLOPs rerun": flops - plain_flops,
-    }
-
-
 def _run_budget(answer, name, budget):
     r = run_policy(("for", lambda fn, args: answer(fn, args, budget)), name)
     return {"gradients": r["gradients"], "FLOPs rerun in backward": r["FLOPs rerun"]}
@@ -487,8 +343,22 @@ def _budget_cost(answer, name, budget):
     return {"bytes stored": r["bytes the policy stored"]}
 
 
-def _always(policy):
-    return lambda fn, args, budget: lambda ctx, op, *a, **k: policy
+def _save_everything(fn, args, budget):
+    """BAD: every op's result saved, whatever the budget."""
+
+    def policy(ctx, op, *a, **k):
+        return CheckpointPolicy.MUST_SAVE
+
+    return policy
+
+
+def _recompute_everything(fn, args, budget):
+    """BAD: nothing saved, whatever the budget allows."""
+
+    def policy(ctx, op, *a, **k):
+        return CheckpointPolicy.PREFER_RECOMPUTE
+
+    return policy
 
 
 def save_every_product(fn, args, budget):
@@ -565,12 +435,12 @@ exercise(
     ],
     wrong=[
         wrong(
-            _always(CheckpointPolicy.MUST_SAVE),
+            _save_everything,
             "that policy saves every op's result: nothing reruns, but it stores far more than the "
             "budget (see the cost line). Save only what is worth its bytes.",
         ),
         wrong(
-            _always(CheckpointPolicy.PREFER_RECOMPUTE),
+            _recompute_everything,
             "nothing was stored, so every product reruns in backward: the budget allows keeping "
             "some. Spend it on the matrix products (the ops with FLOPs to redo), the most FLOPs per byte first.",
         ),
@@ -698,94 +568,71 @@ def choose_offload(fw_module, last_layer, min_bytes):
     return chosen
 
 
-class TwoReaders(Block):
-    """A block whose gelu output feeds two Linear layers: ``x + down(g) + side(g)``, so the
-    backward graph reads the saved ``g`` twice (once per weight gradient)."""
-
-    def __init__(self, d: int, hidden: int) -> None:
-        super().__init__(d, hidden)
-        self.side = nn.Linear(hidden, d)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        g = nn.functional.gelu(self.up(x))  # (..., hidden)
-        return x + self.down(g) + self.side(g)
-
-
-class Scaled(Block):
-    """A block with a buffer: ``x + down(gelu(up(x)) * scale)``; backward needs ``scale``."""
-
-    def __init__(self, d: int, hidden: int) -> None:
-        super().__init__(d, hidden)
-        self.register_buffer("scale", torch.linspace(0.5, 1.5, hidden))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.down(nn.functional.gelu(self.up(x)) * self.scale)
-
-
-def _made(seed: int, x_shape: tuple, *blocks: nn.Module):
-    torch.manual_seed(seed)
-    model = nn.Sequential(*[make() for make in blocks])
-    return model, torch.randn(*x_shape)
-
-
-#: name -> () -> (model, x): the models exercises 9.5 and 9.6 partition.
-OFFLOAD_MODELS = {
-    "lesson": make_model,
-    "four blocks": lambda: make_model(layers=4, d=8, hidden=24, batch=(6,), seed=3),
-    "float64": lambda: make_model(layers=2, d=8, hidden=16, batch=(4,), dtype=torch.float64, seed=4),
-    "two readers": lambda: _made(5, (4, 16), lambda: TwoReaders(16, 32), lambda: Block(16, 32)),
-    "buffers": lambda: _made(6, (4, 8), lambda: Scaled(8, 32), lambda: Scaled(8, 32)),
-}
-
-
-def partitioned(model_name: str, partitioner: str = "min_cut"):
-    """The joint of ``OFFLOAD_MODELS[model_name]`` partitioned by torch's default or min-cut
-    partitioner (a ``course.joint`` JointWithDescriptors)."""
-    from torch._functorch.partitioners import default_partition, min_cut_rematerialization_partition
-
-    from course.aot.joint import export_joint
-
-    model, x = OFFLOAD_MODELS[model_name]()
-    fn = {"default": default_partition, "min_cut": min_cut_rematerialization_partition}[partitioner]
-    jd = export_joint(model, (x,), partition_fn=fn)
-    jd.fw_module  # noqa: B018 (read for its effect); the stages run when first read: partition now, under the caller's config
-    return jd
-
-
 def _run_choice(answer, model_name, partitioner, last_layer, min_bytes):
     chosen = answer(partitioned(model_name, partitioner).fw_module, last_layer, min_bytes)
     return sorted(chosen)
 
 
-def _choice_variant(skip_placeholders=True, skip_views=True, use_min_bytes=True, skip_last=True):
-    def choose(fw_module, last_layer, min_bytes):
-        last_prefix = last_layer + "."
-        chosen = set()
-        for node in _saved_for_backward(fw_module):
-            if skip_placeholders and node.op == "placeholder":
-                continue
-            if skip_views and _is_view(node):
-                continue
-            val = node.meta["val"]
-            if use_min_bytes and val.numel() * val.element_size() < min_bytes:
-                continue
-            if skip_last:
-                stack, found = [node], False
-                while stack and not found:
-                    n = stack.pop()
-                    desc = n.meta.get("desc") if n.op == "placeholder" else None
-                    found = (
-                        desc is not None
-                        and isinstance(cd.from_torch(desc), cd.ParamAOTInput)
-                        and desc.target.startswith(last_prefix)
-                    )
-                    stack.extend(n.all_input_nodes)
-                if found:
-                    continue
-            chosen.add(node.name)
-        return chosen
+def _computed_from_last_layer(node, last_layer) -> bool:
+    """Whether ``node`` is computed, directly or not, from a parameter of ``last_layer``: a
+    walk up its inputs (the part of 9.5 the wrong answers below get right)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        desc = n.meta.get("desc") if n.op == "placeholder" else None
+        if (
+            desc is not None
+            and isinstance(cd.from_torch(desc), cd.ParamAOTInput)
+            and desc.target.startswith(last_layer + ".")
+        ):
+            return True
+        stack.extend(n.all_input_nodes)
+    return False
 
-    return choose
+
+def _value_bytes(node) -> int:
+    val = node.meta["val"]
+    return val.numel() * val.element_size()
+
+
+def _chooses_placeholders(fw_module, last_layer, min_bytes):
+    """BAD: placeholders (the input, parameters) chosen with the activations."""
+    return {
+        n.name
+        for n in _saved_for_backward(fw_module)
+        if not _is_view(n)  # a view is left out, a placeholder is not
+        and _value_bytes(n) >= min_bytes
+        and not _computed_from_last_layer(n, last_layer)
+    }
+
+
+def _chooses_views(fw_module, last_layer, min_bytes):
+    """BAD: views (aten.t of a weight) chosen with the activations."""
+    return {
+        n.name
+        for n in _saved_for_backward(fw_module)
+        if n.op != "placeholder"  # a placeholder is left out, a view is not
+        and _value_bytes(n) >= min_bytes
+        and not _computed_from_last_layer(n, last_layer)
+    }
+
+
+def _chooses_small_values(fw_module, last_layer, min_bytes):
+    """BAD: min_bytes ignored: values of any size chosen."""
+    return {
+        n.name
+        for n in _saved_for_backward(fw_module)
+        if n.op != "placeholder" and not _is_view(n) and not _computed_from_last_layer(n, last_layer)
+    }
+
+
+def _chooses_the_last_layer(fw_module, last_layer, min_bytes):
+    """BAD: the last layer's activations chosen too."""
+    return {
+        n.name
+        for n in _saved_for_backward(fw_module)
+        if n.op != "placeholder" and not _is_view(n) and _value_bytes(n) >= min_bytes  # no last-layer test
+    }
 
 
 def _choose_by_walking_forward(fw_module, last_layer, min_bytes):
@@ -834,22 +681,22 @@ exercise(
     ],
     wrong=[
         wrong(
-            _choice_variant(skip_placeholders=False),
+            _chooses_placeholders,
             "you chose placeholders: a parameter (or the input) is saved for backward but lives "
             "on the device anyway, held by the module or the caller; moving a copy frees nothing.",
         ),
         wrong(
-            _choice_variant(skip_views=False),
+            _chooses_views,
             "you chose views (aten.t of a weight): a view shares its base's memory, so copying "
             "it frees nothing, and torch's pass refuses to offload views.",
         ),
         wrong(
-            _choice_variant(use_min_bytes=False),
+            _chooses_small_values,
             "small tensors stay: a copy below min_bytes costs more in latency than it frees. "
             "Size a value from node.meta['val'].",
         ),
         wrong(
-            _choice_variant(skip_last=False),
+            _chooses_the_last_layer,
             "the last layer stays: backward needs its activations first, right after forward "
             "ends, so there is no time to hide the copy. Leave out values computed from the last "
             "layer's parameters.",
@@ -969,45 +816,120 @@ def _run_pass(answer, model_name, partitioner, last_layer, min_bytes):
     return outcome
 
 
-def _pass_variant(
-    choose=choose_offload, every_reader=True, reload_in_forward=False, recompile=True, insert_reload=True
-):
-    """Offload passes that go wrong in one way each (exercise 9.6's known wrong answers)."""
-
-    def offload(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
-        chosen = choose(fw_module, last_layer, min_bytes)
-        out = fw_module.graph.output_node()
-        returned = list(out.args[0])
-        held_all = bw_module.graph.find_nodes(op="placeholder")
-        for k, node in enumerate(returned[num_fwd_outputs:]):
-            if node.name not in chosen:
-                continue
+def _copies_to_host(fw_module, num_fwd_outputs, chosen):
+    """The forward half of 9.6, as most wrong answers below get it right: each chosen saved
+    value copied to the host, the forward returning the copy in its place. Returns
+    ``[(k, node)]``: each moved value and its position among the saved values (which is its
+    placeholder's position in the backward)."""
+    out = fw_module.graph.output_node()
+    returned = list(out.args[0])
+    moved = []
+    for k, node in enumerate(returned[num_fwd_outputs:]):
+        if node.name in chosen:
             with fw_module.graph.inserting_before(out):
-                copy = fw_module.graph.call_function(DEVICE_PUT, (node, HOST))
-                if reload_in_forward:
-                    copy = fw_module.graph.call_function(DEVICE_PUT, (copy, node.meta["val"].device))
-            returned[num_fwd_outputs + k] = copy
-            if reload_in_forward:
-                continue
-            held = held_all[k]
-            readers = [n for n in bw_module.graph.nodes if held in n.all_input_nodes]
-            place = (
-                bw_module.graph.inserting_before(readers[0]) if insert_reload else contextlib.nullcontext()
+                returned[num_fwd_outputs + k] = fw_module.graph.call_function(DEVICE_PUT, (node, HOST))
+            moved.append((k, node))
+    out.args = (tuple(returned),)
+    return moved
+
+
+def _reload_before_every_reader(bw_module, moved):
+    """The backward half, right: a copy back before the first reader, every reader rewired."""
+    held_all = bw_module.graph.find_nodes(op="placeholder")
+    for k, node in moved:
+        held = held_all[k]
+        readers = [n for n in bw_module.graph.nodes if held in n.all_input_nodes]
+        with bw_module.graph.inserting_before(readers[0]):
+            reload = bw_module.graph.call_function(DEVICE_PUT, (held, node.meta["val"].device))
+        for reader in readers:
+            reader.replace_input_with(held, reload)
+
+
+def _offload_these(fw_module, bw_module, num_fwd_outputs, chosen):
+    """Offload the saved values named in ``chosen``, right: the part the first four wrong
+    answers below get right; what they get wrong is ``chosen``."""
+    _reload_before_every_reader(bw_module, _copies_to_host(fw_module, num_fwd_outputs, chosen))
+    for gm in (fw_module, bw_module):
+        gm.recompile()
+
+
+def _pass_moving_placeholders(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
+    """BAD: the placeholders among the saved values moved too."""
+    chosen = _chooses_placeholders(fw_module, last_layer, min_bytes)
+    _offload_these(fw_module, bw_module, num_fwd_outputs, chosen)
+
+
+def _pass_moving_views(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
+    """BAD: the views of the weights among the saved values moved too."""
+    chosen = _chooses_views(fw_module, last_layer, min_bytes)
+    _offload_these(fw_module, bw_module, num_fwd_outputs, chosen)
+
+
+def _pass_moving_the_last_layer(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
+    """BAD: the last layer's activations moved too."""
+    chosen = _chooses_the_last_layer(fw_module, last_layer, min_bytes)
+    _offload_these(fw_module, bw_module, num_fwd_outputs, chosen)
+
+
+def _pass_strictly_larger(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
+    """BAD: only values larger than min_bytes moved (one of exactly min_bytes stays)."""
+    chosen = choose_offload(fw_module, last_layer, min_bytes + 1)
+    _offload_these(fw_module, bw_module, num_fwd_outputs, chosen)
+
+
+def _pass_rewiring_one_reader(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
+    """BAD: only the first backward node that reads a moved value reads the reload."""
+    moved = _copies_to_host(fw_module, num_fwd_outputs, choose_offload(fw_module, last_layer, min_bytes))
+    held_all = bw_module.graph.find_nodes(op="placeholder")
+    for k, node in moved:
+        held = held_all[k]
+        first_reader = next(n for n in bw_module.graph.nodes if held in n.all_input_nodes)
+        with bw_module.graph.inserting_before(first_reader):
+            reload = bw_module.graph.call_function(DEVICE_PUT, (held, node.meta["val"].device))
+        first_reader.replace_input_with(held, reload)  # the other readers still read held
+    for gm in (fw_module, bw_module):
+        gm.recompile()
+
+
+def _pass_reloading_in_forward(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
+    """BAD: the forward copies each value to the host and straight back, and returns the
+    device copy; the backward is left as it was."""
+    chosen = choose_offload(fw_module, last_layer, min_bytes)
+    out = fw_module.graph.output_node()
+    returned = list(out.args[0])
+    for k, node in enumerate(returned[num_fwd_outputs:]):
+        if node.name not in chosen:
+            continue
+        with fw_module.graph.inserting_before(out):
+            on_host = fw_module.graph.call_function(DEVICE_PUT, (node, HOST))
+            returned[num_fwd_outputs + k] = fw_module.graph.call_function(
+                DEVICE_PUT, (on_host, node.meta["val"].device)
             )
-            with place:
-                reload = bw_module.graph.call_function(DEVICE_PUT, (held, node.meta["val"].device))
-            for reader in readers if every_reader else readers[:1]:
-                reader.replace_input_with(held, reload)
-        out.args = (tuple(returned),)
-        if recompile:
-            for gm in (fw_module, bw_module):
-                gm.recompile()
-
-    return offload
+    out.args = (tuple(returned),)
+    for gm in (fw_module, bw_module):
+        gm.recompile()
 
 
-def _strictly_larger(fw_module, last_layer, min_bytes):
-    return choose_offload(fw_module, last_layer, min_bytes + 1)
+def _pass_without_recompile(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
+    """BAD: both graphs edited right, and neither module recompiled."""
+    moved = _copies_to_host(fw_module, num_fwd_outputs, choose_offload(fw_module, last_layer, min_bytes))
+    _reload_before_every_reader(bw_module, moved)
+    # and no gm.recompile(): the modules run the code generated before the edits
+
+
+def _pass_reload_at_the_end(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
+    """BAD: each reload made at the backward graph's insert point, its end, after its readers."""
+    moved = _copies_to_host(fw_module, num_fwd_outputs, choose_offload(fw_module, last_layer, min_bytes))
+    held_all = bw_module.graph.find_nodes(op="placeholder")
+    for k, node in moved:
+        held = held_all[k]
+        readers = [n for n in bw_module.graph.nodes if held in n.all_input_nodes]
+        # no inserting_before(readers[0]): the reload goes to the graph's end
+        reload = bw_module.graph.call_function(DEVICE_PUT, (held, node.meta["val"].device))
+        for reader in readers:
+            reader.replace_input_with(held, reload)
+    for gm in (fw_module, bw_module):
+        gm.recompile()
 
 
 def _pass_copying_after_each_value(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
@@ -1072,45 +994,45 @@ exercise(
     ],
     wrong=[
         wrong(
-            _pass_variant(choose=_choice_variant(skip_placeholders=False)),
+            _pass_moving_placeholders,
             "you moved placeholders: the model's input (and, in a model with buffers, the buffers) "
             "is held by the caller or the module for the whole step, so a host copy frees nothing; "
             "torch's choose_offload_sets refuses them too. Offload computed activations only.",
         ),
         wrong(
-            _pass_variant(choose=_choice_variant(skip_views=False)),
+            _pass_moving_views,
             "you moved the views of the weights (aten.t): their memory is the parameters', which "
             "stay on the device anyway, so the copy frees nothing. Leave views alone.",
         ),
         wrong(
-            _pass_variant(choose=_choice_variant(skip_last=False)),
+            _pass_moving_the_last_layer,
             "you moved the last layer's activations: backward reads them first, right after forward "
             "ends, so no compute is left to hide their copies. Leave out what the last layer computes.",
         ),
         wrong(
-            _pass_variant(choose=_strictly_larger),
+            _pass_strictly_larger,
             "a value of exactly min_bytes is large enough to move: the rule is at least min_bytes.",
         ),
         wrong(
-            _pass_variant(every_reader=False),
+            _pass_rewiring_one_reader,
             "one backward node reads the reloaded value, but another still reads the host copy: "
             "when a saved value has several readers in the backward, every one of them must be "
             "rewired (replace_all_uses_with, keeping the reload's own input).",
         ),
         wrong(
-            _pass_variant(reload_in_forward=True),
+            _pass_reloading_in_forward,
             "your forward copies each value to the host and straight back, and returns the device "
             "copy: the device holds it between forward and backward after all. The reload belongs "
             "in the backward graph, before the first node that reads the value.",
         ),
         wrong(
-            _pass_variant(recompile=False),
+            _pass_without_recompile,
             "your graphs look right but never ran: a GraphModule keeps running the code generated "
             "when it was built until you call recompile() after changing its graph (see the "
             "copies run in forward and backward).",
         ),
         wrong(
-            _pass_variant(insert_reload=False),
+            _pass_reload_at_the_end,
             "the reload was added at the end of the backward graph, after the nodes that read it, so "
             "the graph no longer lints (a value used before it is defined). Insert it with "
             "graph.inserting_before(the first reader), and call graph.lint() to find such mistakes.",

@@ -47,6 +47,7 @@ __all__ = [
     "lesson_modules",
     "load_all",
     "predict",
+    "substitute",
     "wrong",
 ]
 
@@ -125,6 +126,10 @@ class Exercise:
         repeatable: the answer is called a second time on the first case and must give the
             same outcome (it keeps no state between calls); False where the spec says otherwise.
         cost_hint: the hint for a correct answer over budget (default: ``hint``).
+        partial: partial credit: a failing answer scores ``points`` x cases passed / cases
+            (visible and hidden) instead of 0. Only for a function exercise whose cases are
+            independent of each other and that has no budget; a prediction has one answer,
+            right or wrong. Default: all or nothing.
     """
 
     id: str
@@ -149,6 +154,7 @@ class Exercise:
     may_leave: frozenset = frozenset()
     repeatable: bool = True
     cost_hint: str = ""
+    partial: bool = False
 
     def __post_init__(self) -> None:
         for attr in ("cases", "hidden", "wrong", "right"):
@@ -198,6 +204,10 @@ def _validate(ex: Exercise) -> None:
         raise ValueError(f"{where}: may_leave knows requires_grad, grad, version and hooks, not {unknown}")
     if ex.budget and ex.cost is None:
         raise ValueError(f"{where}: a budget needs a cost function")
+    if ex.partial and ex.kind == "predict":
+        raise ValueError(f"{where}: a prediction is right or wrong as a whole; remove partial=True")
+    if ex.partial and ex.budget:
+        raise ValueError(f"{where}: partial credit counts cases, a budget judges cost too; keep one of them")
 
 
 def _register(ex: Exercise) -> Exercise:
@@ -206,6 +216,20 @@ def _register(ex: Exercise) -> Exercise:
         raise ValueError(f"exercise {ex.id!r} registered twice ({old.name!r} and {ex.name!r})")
     _REGISTRY[ex.id] = ex
     return ex
+
+
+def substitute(ex: Exercise) -> Exercise:
+    """Put ``ex`` in the place of the registered exercise with its id; return the one it replaces
+    (how an instructor's extra cases join an exercise for one grading run, then leave it).
+
+    Raises:
+        KeyError: no exercise with that id is registered.
+    """
+    old = get(ex.id)
+    if old.name != ex.name or old.kind != ex.kind:
+        raise ValueError(f"exercise {ex.id!r}: a substitute keeps the name and kind of {old.name!r}")
+    _REGISTRY[ex.id] = ex
+    return old
 
 
 def exercise(id: str, name: str, title: str, solution: Callable, **fields: Any) -> Exercise:

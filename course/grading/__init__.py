@@ -1,6 +1,7 @@
 """The course's machinery: learner copies, grading, progress and the learner's workspace.
 
 - :mod:`course.grading.names`: which file is a lesson notebook, which an offered copy (torch-free);
+- :mod:`course.grading.files`: the grader's fingerprint, atomic writes, the report formats (torch-free);
 - :mod:`course.grading.assign`: generate ``notebooks/`` from ``solutions/``;
 - :mod:`course.grading.grade`: ``course grade``: ties the jobs below together, writes the reports;
 - :mod:`course.grading.options`: ``course grade``'s options, checked as they are read;
@@ -13,11 +14,13 @@
 - :mod:`course.grading.isolation`: ``python -I`` children, and a bubblewrap sandbox per learner;
 - :mod:`course.grading.signing`: signed, validated grade reports;
 - :mod:`course.grading.untrusted`: reading learner files and neutralising learner text;
-- :mod:`course.grading.report`: what a grade reports (text, ``--json``, JUnit), written atomically;
+- :mod:`course.grading.report`: what a grade reports (text, ``--json``, JUnit);
 - :mod:`course.grading.kernel`: run a notebook in a fresh kernel (grading and ``assign --execute``);
 - :mod:`course.grading.worker`: the checking server: a fork per notebook, and of it one per
   exercise that runs the definitions and the answer; no judgement happens there;
 - :mod:`course.grading.gradebook`: ``course gradebook``, a class's scores and misconceptions;
+- :mod:`course.grading.room`: ``course room``'s grid of one lesson, regraded only where a notebook changed;
+- :mod:`course.grading.room_view`: the ``course room`` command: that grid as text and as a page;
 - :mod:`course.grading.progress`: ``course progress``, cached per notebook content;
 - :mod:`course.grading.workspace`: ``course start`` / ``course update``, never overwriting an edit.
 

@@ -56,6 +56,8 @@ from pathlib import Path
 
 import nbformat
 
+from course.house.rules import offence
+
 __all__ = ["AssignError", "clear_solutions", "execute_solution", "learner_copy", "lesson_paths", "main"]
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -263,6 +265,12 @@ def execute_solution(path: Path, cell_timeout: float = 600) -> None:
     print(f"executed {path} ({len(run.cells)} code cells, {run.seconds:.1f} s)")
 
 
+def _out_of_date(dest: Path, src: Path) -> str:
+    """The house-rule offence of a learner copy that is not what its solution generates."""
+    what = f"out of date: it is not what {src} generates, byte for byte"
+    return offence("learner-copy", str(dest), what, lesson=src.name[:2], notebook=dest)
+
+
 def _default_root() -> Path:
     package_root = Path(__file__).resolve().parent.parent
     return package_root if (package_root / "solutions").is_dir() else Path.cwd()
@@ -300,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         current = dest.read_text(encoding="utf-8") if dest.exists() else None
         if args.check:
             if current != text:
-                problems.append(f"out of date: {dest} (run `course assign`)")
+                problems.append(_out_of_date(dest.relative_to(root), src.relative_to(root)))
         elif current != text:
             notebooks.mkdir(exist_ok=True)
             dest.write_text(text, encoding="utf-8")

@@ -51,13 +51,14 @@ OUTCOME_UNPACKED_LIMIT = 512 << 20  # bytes: nor one whose archive unpacks to mo
 class Checker:
     """The checking server (``python -m course.grading.worker --serve``), one per session."""
 
-    def __init__(self, lessons: set[int], tmp: Path):
+    def __init__(self, lessons: set[int], tmp: Path, extra: tuple[str, str] | None = None):
         self.err_path = tmp / "checker.err"
+        more = ["--extra-cases", *extra] if extra else []  # (path, sha256) of the instructor's file
         with open(
             self.err_path, "wb"
         ) as err:  # python -I, in a private folder: nothing of the cwd is imported
             self.proc = subprocess.Popen(
-                python_command("course.grading.worker", "--serve", *map(str, sorted(lessons))),
+                python_command("course.grading.worker", "--serve", *map(str, sorted(lessons)), *more),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=err,
@@ -187,8 +188,11 @@ def check_archive(data: bytes) -> None:
         raise Untrusted(f"unpacks to more than {OUTCOME_UNPACKED_LIMIT} bytes")
 
 
-def run_worker(exercises: list, cells: list, cwd: Path, cell_timeout: float, limit: float, tmp: Path) -> dict:
-    """Where there is no fork: one fresh worker process for one exercise; its report by id."""
+def run_worker(
+    exercises: list, cells: list, cwd: Path, cell_timeout: float, limit: float, tmp: Path, extra=None
+) -> dict:
+    """Where there is no fork: one fresh worker process for one exercise; its report by id.
+    ``extra``: (path, sha256) of the instructor's extra cases, loaded by that process too."""
     (ex,) = exercises
     spec, out, err = (
         tmp / f"{ex.id}.json",
@@ -203,6 +207,7 @@ def run_worker(exercises: list, cells: list, cwd: Path, cell_timeout: float, lim
                 "cwd": str(cwd),
                 "cell_timeout": cell_timeout,
                 "limit": limit,
+                "extra": extra,
             }
         )
     )

@@ -4,6 +4,8 @@
 
     course grade PATH.ipynb [--json OUT] [--junit OUT] [--timeout S] [--cell-timeout S] [--min-score X]
     course grade DIR [--lessons 00,01] [-j N] [...]   # the course's lessons, found in DIR, then a table
+    course grade DIR --classroom OUT --learner NAME   # GitHub Classroom's points (course.grading.classroom)
+    course grade PATH [--extra-cases FILE.py] [--feedback [FILE_OR_DIR]]  # instructor's cases, learner's feedback
 
 Before any learner code runs, the grading process fingerprints the files of the ``course``
 package, imports the checks of every lesson it will grade and computes their oracles'
@@ -25,7 +27,9 @@ checks. Then, for each notebook (the file is only ever read):
 Steps 1 and 2 run at the same time. Afterwards every process that learner code left behind
 is killed (the grader is a child subreaper on Linux, so detached processes stay in its
 tree), the package's files are checked against the fingerprint (a change voids the grade of
-every notebook graded while it happened), and the report is written, last, atomically.
+every notebook graded while it happened), and the report is written, last, atomically. It
+records what was graded (:mod:`course.grading.provenance`: each notebook's git commit and
+that commit's time, read before any learner code runs), when, and by which grader.
 Threat model and limits: ``docs/grading.md``.
 
 The jobs live in modules of their own: :mod:`course.grading.options` (the command line),
@@ -41,6 +45,7 @@ of the points, e.g. 0.8), 1 otherwise, 2 for a usage error.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -48,8 +53,10 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from course.grading import classroom, provenance, signing
 from course.grading import report as reporting
-from course.grading import signing
+from course.grading.feedback import feedback_markdown, feedback_name, feedback_target
+from course.grading.files import grader_fingerprint, write_atomically
 from course.grading.isolation import no_dump
 from course.grading.notebook import grade_in_session, grade_notebook, read_notebook
 from course.grading.options import grade_parser
@@ -57,6 +64,7 @@ from course.grading.plan import UsageError, missing_report, plan_folder
 from course.grading.processes import command_seconds
 from course.grading.report import NotebookReport
 from course.grading.session import open_session
+from course.grading.untrusted import Untrusted, clean_text, read_regular
 
 __all__ = ["NotebookReport", "exit_code", "grade_notebook", "main"]
 
@@ -85,24 +93,42 @@ def main(argv: list[str] | None = None) -> int:
             plan, missing, ignored = [(args.path, text, lesson)], [], []
         else:
             raise UsageError(f"no such notebook or folder: {args.path}")
+        if args.json == "-" and args.classroom == "-":
+            raise UsageError("--json - and --classroom - both want stdout: give one of them a file")
+        extra = _extra_cases(args.extra_cases)
+        feedback = _feedback_target(args)
     except UsageError as e:
         print(f"course grade: {e}", file=sys.stderr)
         return 2
     placeholders = {
         args.json: json.dumps(reporting.placeholder()) + "\n",
         args.junit: reporting.junit_placeholder(),
+        args.classroom: classroom.encode(classroom.placeholder()) + "\n",
     }
-    for out in (args.json, args.junit):  # from now on a planted file counts for nothing
+    for out in (args.json, args.junit, args.classroom):  # from now on a planted file counts for nothing
         if out not in (None, "-"):
             try:
-                reporting.write_atomically(out, placeholders[out])
+                write_atomically(out, placeholders[out])
             except OSError as e:
                 print(f"course grade: cannot write {out}: {e.strerror or e}", file=sys.stderr)
                 return 2
+    if feedback is not None:  # an earlier run's feedback must not pass for this run's
+        for path, _, _ in plan:
+            out = _feedback_path(feedback, str(path), args.path.is_dir())
+            try:
+                write_atomically(
+                    out, f"# Feedback on {path.name}\n\nGrading did not finish: no verdict yet.\n"
+                )
+            except OSError as e:
+                print(f"course grade: cannot write {out}: {e.strerror or e}", file=sys.stderr)
+                return 2
+    stamp = _provenance(plan, args.learner)  # before any learner code runs (it could rewrite .git)
     options = dict(timeout=args.timeout, cell_timeout=args.cell_timeout, run=not args.no_run)
     lessons = {lesson for _, _, lesson in plan if lesson is not None} | set(missing)
     say(f"preparing the grader ({len(lessons)} lesson(s)) before any notebook code runs")
-    with open_session(lessons, sequential=args.jobs == 1) as session:
+    from course.checks.extra import applied
+
+    with applied(extra), open_session(lessons, sequential=args.jobs == 1, extra=extra) as session:
         reports = [r for r in (missing_report(session, args.path, n) for n in missing) if r.exercises]
         if not args.path.is_dir():
             reports.append(grade_in_session(session, *plan[0], progress=say, jobs=None, **options))
@@ -121,11 +147,65 @@ def main(argv: list[str] | None = None) -> int:
                     for f in tqdm(futures, desc="grading", unit="nb", disable=args.quiet, file=sys.stderr)
                 ]
     reports.sort(key=lambda r: (r.lesson if r.lesson is not None else 99, r.path))
+    for r in reports:
+        r.git = stamp["git"].get(r.path)
     summary = reporting.summary(reports, ignored, session.killed, session.tampered, command_seconds(_LOADED))
+    summary.update(stamp["report"])
+    summary["extra_cases"] = extra.record() if extra else None
     if key is not None:
         summary = signing.sign(summary, key)
     _write_reports(summary, reports, args)
+    if feedback is not None:
+        _write_feedback(summary, feedback, args.path.is_dir())
     return exit_code(summary, args.min_score)
+
+
+def _provenance(plan: list, learner: str | None) -> dict:
+    """What the report records about the work graded: each notebook's git commit and its time
+    (None outside git), the learner, when, and by which grader (its checks' fingerprint)."""
+    found = {}
+    for path, _, _ in plan:
+        with contextlib.suppress(OSError, Untrusted):
+            found[str(path)] = provenance.git_record(path, read_regular(path))
+    report = {"graded_at": provenance.now_utc(), "grader_fingerprint": grader_fingerprint()}
+    if learner is not None:
+        report["learner"] = clean_text(learner, 200)
+    return {"git": found, "report": report}
+
+
+def _extra_cases(path):
+    """The instructor's extra cases (``--extra-cases FILE``), loaded before any learner code."""
+    if path is None:
+        return None
+    from course.checks.extra import ExtraCasesError, load_extra_cases
+
+    try:
+        return load_extra_cases(path.resolve())
+    except ExtraCasesError as e:
+        raise UsageError(f"--extra-cases: {e}") from None
+
+
+def _feedback_target(args):
+    if args.feedback is None:
+        return None
+    try:
+        return feedback_target(args.feedback, args.path.is_dir(), [args.json, args.junit])
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def _write_feedback(summary: dict, target, folder: bool) -> None:
+    """One Markdown feedback file per graded notebook (not for a lesson missing from a folder)."""
+    graded = [nb for nb in summary["notebooks"] if not nb.get("note")]
+    for nb in graded:
+        write_atomically(
+            _feedback_path(target, nb["path"], folder), feedback_markdown(nb, summary.get("extra_cases"))
+        )
+
+
+def _feedback_path(target, notebook: str, folder: bool):
+    """The feedback file of ``notebook``: in the folder ``target``, or ``target`` itself."""
+    return target / feedback_name(notebook) if folder or target.is_dir() else target
 
 
 def _write_reports(summary: dict, reports: list[NotebookReport], args) -> None:
@@ -133,11 +213,13 @@ def _write_reports(summary: dict, reports: list[NotebookReport], args) -> None:
     try:
         if args.json == "-":
             sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+        elif args.classroom == "-":
+            sys.stdout.write(classroom.encode(classroom.runner_result(summary)) + "\n")
         elif args.path.is_dir():
             reporting.print_table(reports)
         else:
             reporting.print_notebook(reports[0])
-        if args.json != "-":
+        if "-" not in (args.json, args.classroom):
             reporting.print_footer(summary)
         sys.stdout.flush()
     except BrokenPipeError:  # `course grade ... | head`: the reader left; the files still matter
@@ -145,11 +227,13 @@ def _write_reports(summary: dict, reports: list[NotebookReport], args) -> None:
         os.dup2(null, sys.stdout.fileno())
         os.close(null)
     if args.json and args.json != "-":
-        reporting.write_atomically(args.json, json.dumps(summary, indent=2) + "\n")
+        write_atomically(args.json, json.dumps(summary, indent=2) + "\n")
+    if args.classroom and args.classroom != "-":
+        write_atomically(args.classroom, classroom.encode(classroom.runner_result(summary)) + "\n")
     if args.junit and args.junit != "-":
         buffer = io.StringIO()
         reporting.junit(summary).write(buffer, encoding="unicode", xml_declaration=True)
-        reporting.write_atomically(args.junit, buffer.getvalue())
+        write_atomically(args.junit, buffer.getvalue())
 
 
 def exit_code(summary: dict, min_score: float | None = None) -> int:

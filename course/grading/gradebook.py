@@ -24,7 +24,10 @@ What it writes:
   learner's answer matched, with its hint), most common first; learners who did not attempt
   the exercise are counted apart;
 - ``--csv OUT``: one row per learner (``learner`` first), one column per exercise id with the
-  points scored, then ``total``, ``max`` and ``note`` (why a row is empty);
+  points scored, then ``total``, ``max`` and ``note`` (why a row is empty). An exercise the
+  learner did not attempt is an empty cell; one attempted and failed (or that raised) is ``0``,
+  so a spreadsheet's ``COUNTBLANK`` counts who has not started and ``AVERAGE`` averages over
+  those who tried;
 - ``--json OUT``: the same as stdout, as data (format ``course-gradebook/1``);
 - ``--html OUT``: the report with a bar chart of pass rates, readable without Jupyter.
 
@@ -49,22 +52,31 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from course.grading.files import GRADEBOOK_FORMAT, REPORT_FORMAT, grader_fingerprint, write_atomically
 from course.grading.isolation import SANDBOX_DIR, child_env, limits, python_command, sandbox_command
 from course.grading.names import is_offered_copy, lesson_number
 from course.grading.options import positive_seconds
-from course.grading.report import write_atomically
-from course.grading.signing import notebook_hash, parse, problems, read_key, sign, verify
+from course.grading.signing import notebook_hash, parse, problems, read_key, rejected, sign, verify
 from course.grading.untrusted import Untrusted, clean_text, csv_cell, read_regular
 
-__all__ = ["Learner", "Report", "build", "collect", "main"]
+__all__ = [
+    "Learner",
+    "Report",
+    "build",
+    "cache_key",
+    "collect",
+    "grade_sandboxed",
+    "learner_notebooks",
+    "main",
+]
 
 CACHE_DIR = ".course-gradebook"
-REPORT_FORMAT = "course-grade/1"
 REPORT_LIMIT = 16 << 20  # bytes: a grade report larger than this is not read
 
 
@@ -87,7 +99,7 @@ class Report:
 
     def to_json(self) -> dict:
         return {
-            "format": "course-gradebook/1",
+            "format": GRADEBOOK_FORMAT,
             "learners": [
                 {
                     "learner": x.name,
@@ -145,19 +157,18 @@ def learner_notebooks(folder: Path, lessons: set[int] | None, notes: list[str]) 
     return found
 
 
-def _accepted(data: object, key: bytes | None, notebooks: dict[str, bytes]) -> str:
-    """Why a report is not taken ("" when it is)."""
+def _accepted(data: object, key: bytes | None, notebooks: dict[str, bytes], extra: Path | None = None) -> str:
+    """Why a report is not taken ("" when it is). With ``extra`` (``--extra-cases``), only a
+    report graded with that very file counts."""
     import course
 
-    found = problems(data)
-    if found:
-        return "malformed (" + "; ".join(found[:3]) + ")"
-    if key is None:
-        return "no instructor key to check its signature (--key-file or $COURSE_GRADE_KEY)"
-    if not verify(data, key):
-        return "its signature does not check"
+    why = rejected(data, key)
+    if why:
+        return why
     if data["course_version"] != course.__version__:
         return f"made by course {data['course_version']}, not {course.__version__}"
+    if extra is not None and (data.get("extra_cases") or {}).get("sha256") != _sha256(extra):
+        return "not graded with the --extra-cases file given"
     for nb in data["notebooks"]:
         name = Path(nb["path"]).name
         if name in notebooks and nb.get("sha256") != notebook_hash(notebooks[name]):
@@ -165,7 +176,13 @@ def _accepted(data: object, key: bytes | None, notebooks: dict[str, bytes]) -> s
     return ""
 
 
-def _reports(folder: Path, key: bytes | None, notebooks: dict[str, bytes], notes: list[str]) -> list[dict]:
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _reports(
+    folder: Path, key: bytes | None, notebooks: dict[str, bytes], notes: list[str], extra: Path | None = None
+) -> list[dict]:
     out = []
     for path in sorted(folder.glob("*.json")):
         try:
@@ -175,7 +192,7 @@ def _reports(folder: Path, key: bytes | None, notebooks: dict[str, bytes], notes
             continue
         if not (isinstance(data, dict) and data.get("format") == REPORT_FORMAT):
             continue  # some other JSON file of the learner's
-        why = _accepted(data, key, notebooks)
+        why = _accepted(data, key, notebooks, extra)
         if why:
             notes.append(f"{path.name} ignored: {why}")
         else:
@@ -183,19 +200,21 @@ def _reports(folder: Path, key: bytes | None, notebooks: dict[str, bytes], notes
     return out
 
 
-def _fingerprint(notebooks: dict[str, bytes], lessons: set[int] | None = None) -> str:
-    from course.grading.progress import grader_fingerprint
-
+def _fingerprint(
+    notebooks: dict[str, bytes], lessons: set[int] | None = None, extra: Path | None = None
+) -> str:
     # The grader's own fingerprint (version and the checks' code): a fixed check grades again.
     chosen = "all" if lessons is None else ",".join(map(str, sorted(lessons)))
-    h = hashlib.sha256(f"{grader_fingerprint()} lessons {chosen}".encode())
+    cases = f" extra {_sha256(extra)}" if extra is not None else ""  # other extra cases, another grade
+    h = hashlib.sha256(f"{grader_fingerprint()} lessons {chosen}{cases}".encode())
     for name, data in sorted(notebooks.items()):
         h.update(name.encode("utf-8", "surrogateescape") + b"\0" + data + b"\0")
     return h.hexdigest()[:24]
 
 
-def _cache_key(cache: Path, key: bytes | None) -> bytes:
-    """The instructor's key, else one kept in the cache folder (made on first use, 0600)."""
+def cache_key(cache: Path, key: bytes | None) -> bytes:
+    """The instructor's key, else one kept in the cache folder (made on first use, 0600).
+    ``course room`` signs its cache with the same key, and grades in :func:`grade_sandboxed`."""
     if key is not None:
         return key
     cache.mkdir(exist_ok=True)
@@ -216,8 +235,8 @@ def _new_key(path: Path) -> bytes:
     return value
 
 
-def _grade_sandboxed(
-    notebooks: dict[str, bytes], timeout: float, lessons: set[int] | None, hide: list[Path]
+def grade_sandboxed(
+    notebooks: dict[str, bytes], timeout: float, lessons: set[int] | None, hide: list[Path], extra=None
 ) -> tuple[dict, str]:
     """(the grade report of ``notebooks``, the isolation used); runs ``course grade --no-run``
     on a private copy, in a sandbox where one can be made."""
@@ -226,6 +245,8 @@ def _grade_sandboxed(
         inputs.mkdir()
         for name, data in notebooks.items():  # only the selected lessons, under their own names
             (inputs / name).write_bytes(data)
+        if extra is not None:  # the instructor's extra cases, beside them (a dot file: not graded)
+            (inputs / ".extra-cases.py").write_bytes(extra.read_bytes())
         (Path(tmp) / "cwd").mkdir()
         (Path(tmp) / "tmp").mkdir()
         once = secrets.token_hex(32)  # the sandboxed grader signs with this: learner code never sees it
@@ -246,6 +267,8 @@ def _grade_sandboxed(
             ]
             if lessons is not None:  # only their checks are prepared (and missing ones reported)
                 cmd += ["--lessons", ",".join(f"{n:02d}" for n in sorted(lessons))]
+            if extra is not None:
+                cmd += ["--extra-cases", f"{folder}/.extra-cases.py"]
             return python_command(*cmd)
 
         sandboxed = sandbox_command(args(f"{SANDBOX_DIR}/in"), inputs, hide)
@@ -256,32 +279,63 @@ def _grade_sandboxed(
                 sandboxed or args(str(inputs)),
                 stdin=subprocess.PIPE,
                 stdout=out,
-                stderr=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
                 cwd=Path(tmp) / "cwd",
                 env=child_env(Path(tmp) / "tmp"),
                 preexec_fn=None if sandboxed else limits,
                 start_new_session=bool(sandboxed),
             )
+            last_words = _tail(proc.stderr)
+            with contextlib.suppress(OSError):  # it may have died before reading the key
+                proc.stdin.write(once.encode())
+                proc.stdin.close()
             try:
-                proc.communicate(once.encode(), timeout=len(notebooks) * (2 * timeout + 90) + 180)
+                proc.wait(timeout=len(notebooks) * (2 * timeout + 90) + 180)
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(OSError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.kill()
                 proc.wait()
                 raise RuntimeError("grading did not finish in time") from None
+        said = last_words()
+        said = f": {said}" if said else ""
         try:
             report = parse(read_regular(out_path, REPORT_LIMIT))
         except (OSError, Untrusted, ValueError):
-            raise RuntimeError(f"grading did not finish (exit {proc.returncode})") from None
+            raise RuntimeError(f"grading did not finish (exit {proc.returncode}){said}") from None
     if problems(report) or not verify(report, once.encode()):
-        raise RuntimeError(f"grading did not finish (exit {proc.returncode}): no report signed by the grader")
+        raise RuntimeError(
+            f"grading did not finish (exit {proc.returncode}{said}): no report signed by the grader"
+        )
     for nb in report["notebooks"]:  # a notebook that scored must be the one we gave
         name = Path(nb["path"]).name
         scored = sum(e["score"] for e in nb["exercises"]) > 0
         if scored and (name not in notebooks or nb.get("sha256") != notebook_hash(notebooks[name])):
             raise RuntimeError(f"grading did not finish: {name} is not the notebook given")
     return report, isolation
+
+
+def _tail(stream, keep: int = 4096):
+    """Read ``stream`` to its end in a thread, keeping only its last ``keep`` bytes; returns a
+    function giving the last line read (what a grader that failed said last), "" if none."""
+    kept = bytearray()
+
+    def drain() -> None:
+        for chunk in iter(lambda: stream.read1(1 << 16), b""):
+            kept.extend(chunk)
+            del kept[:-keep]
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+
+    def last_line() -> str:
+        reader.join(timeout=10)
+        if not reader.is_alive():
+            stream.close()
+        lines = kept.decode("utf-8", "replace").strip().splitlines()
+        return lines[-1].strip() if lines else ""
+
+    return last_line
 
 
 def _graded(
@@ -293,12 +347,13 @@ def _graded(
     quiet: bool,
     lessons: set[int] | None,
     hide: list[Path],
+    extra: Path | None = None,
 ) -> tuple[dict, str]:
     """The grade report of one learner's ``notebooks``: from the cache (signed by ``key``)
     or a fresh sandboxed run; and how it was isolated ("cached" for a cache hit)."""
     entry = (
         cache / f"{hashlib.sha256(name.encode('utf-8', 'surrogateescape')).hexdigest()[:16]}-"
-        f"{_fingerprint(notebooks, lessons)}.json"
+        f"{_fingerprint(notebooks, lessons, extra)}.json"
     )
     try:
         cached = parse(read_regular(entry, REPORT_LIMIT))
@@ -306,7 +361,7 @@ def _graded(
             return cached, "cached"
     except (OSError, Untrusted, ValueError):
         pass  # no entry, a half-written or a forged one: grade again
-    report, isolation = _grade_sandboxed(notebooks, timeout, lessons, hide)
+    report, isolation = grade_sandboxed(notebooks, timeout, lessons, hide, extra)
     report = sign(report, key)
     cache.mkdir(exist_ok=True)
     write_atomically(entry, json.dumps(report))
@@ -323,15 +378,16 @@ def _learner(
     timeout: float,
     quiet: bool,
     hide: list[Path],
+    extra: Path | None = None,
 ) -> Learner:
     learner = Learner(clean_text(folder.name, 200))
     notes: list[str] = []
     try:
         notebooks = learner_notebooks(folder, lessons, notes)
-        reports = _reports(folder, keys[0], notebooks, notes)
+        reports = _reports(folder, keys[0], notebooks, notes, extra)
         if not reports and notebooks:
             report, learner.isolation = _graded(
-                folder.name, notebooks, cache, keys[1], timeout, quiet, lessons, hide
+                folder.name, notebooks, cache, keys[1], timeout, quiet, lessons, hide, extra
             )
             reports = [report]
         elif not reports:
@@ -355,20 +411,24 @@ def collect(
     timeout: float = 300,
     quiet: bool = True,
     key: bytes | None = None,
+    extra: Path | None = None,
 ) -> list[Learner]:
     """Every learner folder of ``roster``, in name order, graded or read from their signed reports.
 
     ``key``: the instructor's key (what CI signed the learners' reports with); without one,
-    no report is trusted and every learner's notebooks are graded.
+    no report is trusted and every learner's notebooks are graded. ``extra``: the instructor's
+    extra cases (``course grade --extra-cases``): a report counts only if graded with them.
     """
     folders = sorted(
         p for p in roster.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")
     )
     cache = roster / CACHE_DIR
-    keys = (key, _cache_key(cache, key))
+    keys = (key, cache_key(cache, key))
     hide = [roster.resolve(), cache.resolve(), Path.home()]
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return list(pool.map(lambda f: _learner(f, lessons, cache, keys, timeout, quiet, hide), folders))
+        return list(
+            pool.map(lambda f: _learner(f, lessons, cache, keys, timeout, quiet, hide, extra), folders)
+        )
 
 
 # --- the report -------------------------------------------------------------------------------
@@ -437,7 +497,7 @@ def write_csv(report: Report, path: Path) -> None:
         w = csv.writer(f)
         w.writerow(["learner", *report.exercise_ids, "total", "max", "note"])
         for x in report.learners:
-            scores = [f"{x.exercises.get(i, {}).get('score', 0):g}" for i in report.exercise_ids]
+            scores = [_csv_score(x.exercises.get(i)) for i in report.exercise_ids]
             w.writerow(
                 [
                     csv_cell(x.name),
@@ -447,6 +507,13 @@ def write_csv(report: Report, path: Path) -> None:
                     csv_cell(x.note),
                 ]
             )
+
+
+def _csv_score(entry: dict | None) -> str:
+    """The points of one exercise entry; "" when not attempted (no entry, or that status)."""
+    if entry is None or entry.get("status", "not attempted") == "not attempted":
+        return ""
+    return f"{entry.get('score', 0):g}"
 
 
 def write_html(report: Report, path: Path) -> None:
@@ -503,7 +570,9 @@ def _lessons(value: str | None) -> set[int] | None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="course gradebook", description=__doc__.split("\n\n")[0])
     parser.add_argument("roster", type=Path, help="a folder with one folder per learner")
-    parser.add_argument("--csv", type=Path, help="one row per learner, one column per exercise")
+    parser.add_argument(
+        "--csv", type=Path, help="one row per learner, one column per exercise (points; empty: not attempted)"
+    )
     parser.add_argument("--json", type=Path, help="the report as JSON")
     parser.add_argument("--html", type=Path, help="the report with a pass-rate chart, as one HTML file")
     parser.add_argument("-j", "--jobs", type=int, default=1, help="learners graded at once (default 1)")
@@ -515,6 +584,13 @@ def main(argv: list[str] | None = None) -> int:
         "--key-file",
         default=None,
         help="the key CI signed reports with (-: stdin; default $COURSE_GRADE_KEY)",
+    )
+    parser.add_argument(
+        "--extra-cases",
+        type=Path,
+        default=None,
+        metavar="FILE.py",
+        help="the instructor's extra hidden cases",
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     args = parser.parse_args(argv)
@@ -536,7 +612,16 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         print(f"course gradebook: --key-file: {e.strerror or e}", file=sys.stderr)
         return 2
-    learners = collect(args.roster, args.lessons, args.jobs, args.timeout, args.quiet, key)
+    extra = args.extra_cases.resolve() if args.extra_cases else None
+    if extra is not None:  # its errors now, before any learner is graded
+        from course.checks.extra import ExtraCasesError, load_extra_cases
+
+        try:
+            load_extra_cases(extra)
+        except ExtraCasesError as e:
+            print(f"course gradebook: --extra-cases: {e}", file=sys.stderr)
+            return 2
+    learners = collect(args.roster, args.lessons, args.jobs, args.timeout, args.quiet, key, extra)
     if not learners:
         print(f"course gradebook: no learner folders in {args.roster}", file=sys.stderr)
         return 2

@@ -51,6 +51,7 @@ def error_result(ex, why: str, seconds: float = 0.0) -> dict:
         "seconds": round(seconds, 2),
         "timed_out": why.startswith("timeout"),
         "revealed": False,
+        "partial": False,
     }
 
 
@@ -98,7 +99,8 @@ def check_and_judge(
     else:  # pragma: no cover (Windows: no fork)
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             parts = pool.map(
-                lambda ex: run_worker([ex], cells, cwd, cell_timeout, limit, session.tmp), exercises
+                lambda ex: run_worker([ex], cells, cwd, cell_timeout, limit, session.tmp, session.extra),
+                exercises,
             )
             reports = {k: v for part in parts for k, v in part.items()}
     seconds = time.monotonic() - start

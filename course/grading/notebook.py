@@ -26,11 +26,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from course.grading import signing
+from course.grading.files import changed_files, package_digest
 from course.grading.isolation import child_env
 from course.grading.judging import check_and_judge, error_result, one_line
 from course.grading.names import lesson_number
 from course.grading.report import NotebookReport
-from course.grading.session import changed_files, open_session, package_digest
+from course.grading.session import open_session
 from course.grading.untrusted import Untrusted, clean_text, read_regular
 
 __all__ = ["code_cells", "grade_in_session", "grade_notebook", "lesson_of", "read_notebook"]

@@ -87,6 +87,16 @@ def grade_parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--json", type=output_path, help="write the report as JSON here (docs/grading.md)")
     parser.add_argument("--junit", type=output_path, help="write a JUnit XML report here")
     parser.add_argument(
+        "--classroom",
+        type=output_path,
+        help="write GitHub Classroom's runner result here (base64 JSON, one test per exercise; -: to stdout)",
+    )
+    parser.add_argument(
+        "--learner",
+        default=None,
+        help="whose work this is (e.g. the repository's name), recorded in the report",
+    )
+    parser.add_argument(
         "--timeout",
         type=positive_seconds,
         default=300,
@@ -120,6 +130,22 @@ def grade_parser(description: str) -> argparse.ArgumentParser:
         "--no-run",
         action="store_true",
         help="score only: skip running the notebook in a kernel (the score never depends on it)",
+    )
+    parser.add_argument(
+        "--extra-cases",
+        type=Path,
+        default=None,
+        metavar="FILE.py",
+        help="the instructor's extra hidden cases (docs/grading.md, 'What a learner can see')",
+    )
+    parser.add_argument(
+        "--feedback",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="PATH",
+        help="write Markdown feedback for the learner: a FILE for a notebook, a DIR for a folder "
+        "(one file per notebook); without PATH, beside the --json or --junit report",
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     return parser

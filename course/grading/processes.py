@@ -128,8 +128,15 @@ def _reap(keep: set[int]) -> None:
 
 def command_seconds(fallback_start: float) -> float:
     """Wall-clock seconds since this process started (``fallback_start``, a
-    ``time.monotonic()`` reading, where the start time cannot be read)."""
+    ``time.monotonic()`` reading, where the start time cannot be read).
+
+    On Linux a start time is counted in clock ticks from boot, and the wall-clock time of the
+    boot is known to the second only: ``time.time() - create_time()`` came out 0.6 s too long
+    here. There we subtract on the boot clock instead, where both readings are exact."""
     try:
-        return max(0.0, time.time() - psutil.Process().create_time())
+        started = psutil.Process().create_time()
+        if hasattr(time, "CLOCK_BOOTTIME"):
+            return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - (started - psutil.boot_time()))
+        return max(0.0, time.time() - started)
     except _GONE:
         return time.monotonic() - fallback_start

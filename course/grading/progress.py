@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import hashlib
 import importlib.util
 import json
 import sys
@@ -60,6 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course.grading import workspace
+from course.grading.files import grader_fingerprint, write_atomically
 
 __all__ = [
     "CACHE",
@@ -186,7 +186,7 @@ def _load_cache(root: Path, grader_id: str) -> dict[str, list[list[str]]]:
 def _save_cache(root: Path, grader_id: str, results: dict) -> None:
     data = {"format": 1, "grader": grader_id, "results": results}
     try:
-        workspace.write_atomically(root / CACHE, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
+        write_atomically(root / CACHE, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
     except OSError as exc:  # a read-only folder still gets its table, just no cache
         print(
             f"course progress: could not save the cache in {root / CACHE} ({exc}); the next run grades again",
@@ -290,16 +290,17 @@ def untouched_results(path: Path, lesson: str, pristine: Path | None) -> list[Re
     return [(f"{ex_id} {name}", "not attempted", "") for ex_id, name in exercises]
 
 
-def code_cells(path: Path) -> list[str] | None:
+def code_cells(path: Path | bytes) -> list[str] | None:
+    """The source of every code cell of a notebook (its path, or its bytes); None if unreadable."""
     try:
-        cells = json.loads(path.read_bytes())["cells"]
+        cells = json.loads(path if isinstance(path, bytes) else path.read_bytes())["cells"]
         return [
             c["source"] if isinstance(c["source"], str) else "".join(c["source"])
             for c in cells
             if c["cell_type"] == "code"
         ]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None  # not a notebook we can read: let the grader say why
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return None  # not a notebook we can read (nested too deep, even): let the grader say why
 
 
 def registered_exercises(number: int) -> list[tuple[str, str]] | None:
@@ -338,19 +339,6 @@ def result_note(e: dict) -> str:
     first = e["message"].splitlines()[0].split("] ", 1)[-1]  # "[1.1 name] failed: 1/4 cases"
     first = first.split(": ", 1)[-1] if first.startswith(e["status"]) else first
     return f"{first}; hint: {e['hint']}" if e.get("hint") else first
-
-
-def grader_fingerprint() -> str:
-    """``course <version> sha256:<hash of course/grading/*.py and course/checks/*.py>``: when the
-    grader or a check changes (a new release, or a fix in a checkout), cached results go."""
-    import course
-
-    package = Path(course.__file__).resolve().parent
-    files = sorted([*package.glob("grading/*.py"), *package.glob("checks/*.py")])
-    digest = hashlib.sha256(
-        b"".join(f.relative_to(package).as_posix().encode() + f.read_bytes() for f in files)
-    ).hexdigest()
-    return f"course {course.__version__} sha256:{digest[:16]}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,23 +3,21 @@
 :class:`NotebookReport` is one notebook's result; :func:`summary` gathers a run's reports into
 the ``--json`` document (format ``course-grade/1``, described in docs/grading.md);
 :func:`print_notebook`, :func:`print_table` and :func:`print_footer` write what a person reads;
-:func:`junit` builds the JUnit XML a CI system shows; :func:`write_atomically` writes a file so
-that a reader sees the old one or the new one, never half of it.
+:func:`junit` builds the JUnit XML a CI system shows. Files are written with
+:func:`course.grading.files.write_atomically`, the format string is
+:data:`course.grading.files.REPORT_FORMAT`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
+from course.grading.files import REPORT_FORMAT
 from course.grading.untrusted import clean_text
 
 __all__ = [
-    "FORMAT",
     "NotebookReport",
     "junit",
     "junit_placeholder",
@@ -28,10 +26,7 @@ __all__ = [
     "print_notebook",
     "print_table",
     "summary",
-    "write_atomically",
 ]
-
-FORMAT = "course-grade/1"
 
 
 @dataclass
@@ -47,6 +42,9 @@ class NotebookReport:
     note: str = ""
     killed: list[str] = field(default_factory=list)
     sha256: str = ""  # of the notebook's bytes, what a signed report binds its score to
+    git: dict | None = (
+        None  # the commit that holds it and that commit's time (provenance.py); None outside git
+    )
 
     @property
     def score(self) -> float:
@@ -75,7 +73,7 @@ def summary(reports: list[NotebookReport], ignored=(), killed=(), tampering=(), 
 
     score, max_score = sum(r.score for r in reports), sum(r.max_score for r in reports)
     return {
-        "format": FORMAT,
+        "format": REPORT_FORMAT,
         "course_version": course.__version__,
         "torch_version": torch.__version__,
         "notebooks": [r.to_json() for r in reports],
@@ -95,7 +93,7 @@ def placeholder(why: str = "grading did not finish") -> dict:
     """What a report file holds from the start of grading until the real report replaces it
     (so a file planted there before, or a grade that dies, never leaves a score behind)."""
     return {
-        "format": FORMAT,
+        "format": REPORT_FORMAT,
         "finished": False,
         "error": clean_text(why),
         "score": 0,
@@ -119,7 +117,11 @@ def print_notebook(r: NotebookReport) -> None:
     if r.error:
         print(f"  error: {clean_text(r.error)}")
     for e in r.exercises:
-        print(f"  {e['id']:<6} {e['name']:<28} {e['status']:<14} {e['score']:g}/{e['points']:g}")
+        cases = f"{e['cases_passed']}/{e['cases_total']} cases" + (
+            ", partial credit" if e.get("partial") else ""
+        )
+        points = f"{e['score']:g}/{e['points']:g}"
+        print(f"  {e['id']:<6} {e['name']:<28} {e['status']:<14} {points:<9} {cases}")
     for e in r.exercises:
         if e["status"] != "passed":
             print("\n" + "\n".join("  " + line for line in e["message"].splitlines()))
@@ -174,6 +176,12 @@ def print_footer(summary: dict) -> None:
             "TAMPERING: files of the course package changed during grading: "
             + ", ".join(summary["tampering"][:10])
         )
+    extra = summary.get("extra_cases")
+    if extra:
+        where = ", ".join(f"{n} for {i}" for i, n in extra["exercises"].items())
+        print(
+            f"graded with {extra['count']} extra case(s) ({where}) from a file with sha256 {extra['sha256']}"
+        )
     score, most = summary["score"], summary["max_score"]
     pct = f" ({100 * score / most:.0f}%)" if most else ""
     print(
@@ -208,20 +216,3 @@ def junit(summary: dict) -> ET.ElementTree:
         suite.set("failures", str(cases.count("failure")))
         suite.set("errors", str(cases.count("error")))
     return ET.ElementTree(suites)
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` all at once: a reader sees the old file or the new one.
-
-    The temporary file has an unpredictable name (``mkstemp``), so nothing planted beside
-    ``path`` beforehand can take its place or make the write fail.
-    """
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise

@@ -17,7 +17,6 @@ Differences from torch: none (torch has no grader).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import os
 import shutil
@@ -26,34 +25,10 @@ import threading
 from pathlib import Path
 
 from course.grading.checker import Checker
+from course.grading.files import changed_files, package_digest
 from course.grading.processes import become_subreaper, descendants, end_processes
 
-__all__ = ["GradingSession", "changed_files", "open_session", "package_digest"]
-
-
-def package_digest() -> dict[str, str]:
-    """sha256 of every file of the ``course`` package (bytecode caches aside), by relative path."""
-    import course
-
-    root = Path(course.__file__).resolve().parent
-    digest = {}
-    for p in sorted(root.rglob("*")):
-        if p.is_file() and "__pycache__" not in p.parts:
-            try:
-                digest[p.relative_to(root).as_posix()] = hashlib.sha256(p.read_bytes()).hexdigest()
-            except OSError as e:
-                digest[p.relative_to(root).as_posix()] = f"unreadable: {type(e).__name__}"
-    return digest
-
-
-def changed_files(before: dict[str, str], after: dict[str, str]) -> list[str]:
-    """The paths whose digest differs between two :func:`package_digest` results.
-
-    Example:
-        >>> changed_files({"a.py": "1", "b.py": "2"}, {"a.py": "1", "c.py": "3"})
-        ['b.py', 'c.py']
-    """
-    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+__all__ = ["GradingSession", "open_session"]
 
 
 class GradingSession:
@@ -61,9 +36,11 @@ class GradingSession:
 
     ``sequential``: notebooks are graded one at a time, so the processes a notebook leaves
     behind are killed before the next one starts (with ``-j N`` they are killed at the end).
+    ``extra``: the instructor's extra cases (:mod:`course.checks.extra`), already applied in
+    this process; the checking server loads the same file (checked by its sha256).
     """
 
-    def __init__(self, lessons: set[int], sequential: bool = True):
+    def __init__(self, lessons: set[int], sequential: bool = True, extra=None):
         self.tmp = Path(tempfile.mkdtemp(prefix="course-grade-"))
         (self.tmp / "cwd").mkdir()  # where the grader's own processes start: nothing in it
         (self.tmp / "tmp").mkdir()  # TMPDIR of learner code: removed with the session
@@ -75,7 +52,8 @@ class GradingSession:
         self.tampered: list[str] = []
         self.judge_lock = threading.Lock()  # oracles and hint matching reseed global RNGs
         self.expected_outcomes: dict[str, list] = {}
-        self.checker = Checker(lessons, self.tmp) if hasattr(os, "fork") else None
+        self.extra = (extra.path, extra.sha256) if extra else None
+        self.checker = Checker(lessons, self.tmp, self.extra) if hasattr(os, "fork") else None
         try:
             self._prepare_judge(lessons)
         finally:
@@ -132,9 +110,9 @@ class GradingSession:
 
 
 @contextlib.contextmanager
-def open_session(lessons: set[int], sequential: bool = True):
+def open_session(lessons: set[int], sequential: bool = True, extra=None):
     """A :class:`GradingSession` for ``lessons``; closed on exit, ``session.tampered`` set then."""
-    session = GradingSession(lessons, sequential)
+    session = GradingSession(lessons, sequential, extra)
     try:
         yield session
     finally:

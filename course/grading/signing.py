@@ -35,7 +35,19 @@ import math
 import os
 import sys
 
-__all__ = ["KEY_ENV", "MAX_DEPTH", "notebook_hash", "parse", "problems", "read_key", "sign", "verify"]
+from course.grading.files import REPORT_FORMAT
+
+__all__ = [
+    "KEY_ENV",
+    "MAX_DEPTH",
+    "notebook_hash",
+    "parse",
+    "problems",
+    "read_key",
+    "rejected",
+    "sign",
+    "verify",
+]
 
 KEY_ENV = "COURSE_GRADE_KEY"
 MAX_DEPTH = 32  # a grade report nests 5 deep; anything far deeper is not one
@@ -118,6 +130,46 @@ def parse(text: str | bytes) -> object:
     return value
 
 
+def _git_problems(git: object, where: str) -> list[str]:
+    """What is wrong with a notebook's ``git`` record (absent or None: nothing)."""
+    if git is None:
+        return []
+    if not isinstance(git, dict):
+        return [f"{where}: not an object or null"]
+    bad = [
+        k for k in ("head", "commit", "commit_time", "path") if not isinstance(git.get(k), (str, type(None)))
+    ]
+    if not isinstance(git.get("modified", False), bool):
+        bad.append("modified")
+    return [
+        f"{where}.{k}: not a string or null" if k != "modified" else f"{where}.modified: not a boolean"
+        for k in bad
+    ]
+
+
+def rejected(report: object, key: bytes | None) -> str:
+    """Why ``report`` is not a grade the holder of ``key`` made ("" when it is one).
+
+    The checks every reader of a learner's report makes (the gradebook, ``course collect``):
+    it is a report (:func:`problems`), there is a key, and its signature checks with it::
+
+        >>> empty = {"format": "course-grade/1", "course_version": "0.1.0", "score": 0, "max_score": 0,
+        ...          "notebooks": []}
+        >>> rejected(sign(empty, b"k"), b"k"), rejected(empty, b"k")          # OK, BAD: unsigned
+        ('', 'its signature does not check')
+        >>> rejected({**empty, "notebooks": [{"path": "a", "exercises": [], "git": "HEAD"}]}, b"k")
+        'malformed (notebooks[0].git: not an object or null)'
+    """
+    found = problems(report)
+    if found:
+        return "malformed (" + "; ".join(found[:3]) + ")"
+    if key is None:
+        return "no instructor key to check its signature (--key-file or $COURSE_GRADE_KEY)"
+    if not verify(report, key):
+        return "its signature does not check"
+    return ""
+
+
 def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -131,8 +183,8 @@ def problems(report: object) -> list[str]:
     if not isinstance(report, dict):
         return ["not a JSON object"]
     found = []
-    if report.get("format") != "course-grade/1":
-        found.append("format: not course-grade/1")
+    if report.get("format") != REPORT_FORMAT:
+        found.append(f"format: not {REPORT_FORMAT}")
     if not isinstance(report.get("course_version"), str):
         found.append("course_version: not a string")
     for name in ("score", "max_score"):
@@ -149,6 +201,7 @@ def problems(report: object) -> list[str]:
             continue
         if not isinstance(nb.get("path"), str) or not isinstance(nb.get("error", ""), str):
             found.append(f"{where}: path or error not a string")
+        found += _git_problems(nb.get("git"), f"{where}.git")
         exercises = nb.get("exercises")
         if not isinstance(exercises, list):
             found.append(f"{where}.exercises: not a list")

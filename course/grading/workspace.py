@@ -70,11 +70,11 @@ import json
 import os
 import shlex
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from course import lessons as course_lessons
+from course.grading.files import write_atomically
 from course.grading.names import COURSE_LESSON, OFFERED_COPY, offered_name
 
 __all__ = [
@@ -178,34 +178,7 @@ def _lessons(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.is_file() and LESSON_RE.match(p.name))
 
 
-# --- writing: atomic, and the only place that writes -------------------------------------
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically: a crash leaves the old file or the new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.chmod(tmp, _mode_for(path))  # mkstemp makes 0o600; keep what the learner would get
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _mode_for(path: Path) -> int:
-    """The existing file's permissions, or what ``open()`` would give a new file."""
-    try:
-        return path.stat().st_mode & 0o777
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
+# --- writing: every write goes through course.grading.files.write_atomically -----------------
 
 
 def _shipped_copy(src: Path, lesson: str) -> bytes:

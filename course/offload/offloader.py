@@ -55,7 +55,7 @@ NOTE [Streams, events and who waits for whom] (``mode='stream'``)
 - a host buffer goes back to the pool when the graph lets go of it, tagged with its last
   event; the pool hands it out again only once that event has completed.
 
-What is whose: torch has no offloader class; this module is the course's own code. It
+What is ours and what is torch's: torch has no offloader class; this module is the course's own code. It
 plugs into torch's saved-tensor hooks (the C++ engine calls our pack and unpack) and uses
 torch's copies, streams, events and caching allocator as they are. Its starting point is
 torch's ``save_on_cpu`` (re-told in :mod:`course.autograd.saved_tensors`).

@@ -6,8 +6,9 @@ them. :func:`torch_descriptors` runs a program through torch; :func:`course_desc
 through :mod:`course.aot.joint` (which refuses, naming the case, what it does not build). For
 the Philox and Dummy classes, which no CPU graph shows, the descriptors are built by hand,
 with the reason. Lesson 07's zoo section prints them; tests/test_zoo.py compares torch,
-``from_torch`` and course.joint. Exercise 7.5 (:mod:`course.checks.lesson07`) predicts the
-outputs of one more such program.
+``from_torch`` and course.joint. Lessons 06 and 07 export their own programs with
+:func:`export_graph_module` and wrap plain functions in :class:`Fn`; exercise 7.5 predicts
+the outputs of one more such program.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from course.aot import descriptors as cd
 
 __all__ = [
     "ZOO",
+    "Fn",
     "ZooProgram",
     "course_descriptors",
     "export_graph_module",

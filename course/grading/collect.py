@@ -1,0 +1,286 @@
+"""``course collect``: a class's signed grade reports in one table, with late work marked.
+
+::
+
+    course collect REPORTS... [--deadline 2026-12-01T23:59:00+01:00] [--csv class.csv]
+
+``REPORTS`` are report files or folders searched for them (the artifacts a grading workflow
+uploaded, downloaded with ``gh run download``; clones that hold reports): every
+``course-grade/1`` JSON file below them counts, the rest is skipped. Each report is checked as
+the gradebook checks one (:func:`course.grading.signing.rejected`: a report, signed with the
+instructor's key, ``--key-file`` or ``$COURSE_GRADE_KEY``), then gives one row per learner::
+
+    learner        points  late  commit        committed              flags
+    autograd-ada   3/3     no    06d91c2421ff  2026-11-30T20:00:00Z
+    autograd-bob   0/3     yes   5b1e0c9a77d2  2026-12-01T12:00:00Z   graded by another grader (...): regrade
+    report-eve     -       -                                          report.json ignored: its signature does not check
+
+- the learner is the one the report names (``course grade --learner``, signed), else the
+  folder that holds the report; a learner with several reports gets the one graded last;
+- **late**: the report's latest notebook commit is after ``--deadline`` (``unknown`` when a
+  notebook was graded outside git or from uncommitted changes);
+- **flags**: a report made by another course version or another grader (its fingerprint
+  covers the checks' code: a fixed check changes it), which ``course regrade`` grades again;
+  notebooks that could not be graded; reports that were ignored, and why.
+
+Differences from torch: none (torch has no grader).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from course.grading.files import REPORT_FORMAT, grader_fingerprint
+from course.grading.gradebook import REPORT_LIMIT
+from course.grading.provenance import parse_utc
+from course.grading.signing import parse, read_key, rejected
+from course.grading.untrusted import Untrusted, clean_text, csv_cell, read_regular
+
+__all__ = ["Row", "collect", "find_reports", "instructor_key", "lateness", "main", "write_csv"]
+
+
+@dataclass
+class Row:
+    """One learner's line: the report taken (None when every report was ignored) and why not."""
+
+    learner: str
+    report: dict | None = None
+    source: str = ""  # the report file taken
+    late: str = ""  # "yes", "no", "unknown"; "" without a deadline
+    flags: list[str] = field(default_factory=list)
+
+    @property
+    def commit(self) -> dict:
+        """The git record of the notebook committed last (empty: none recorded)."""
+        records = [nb.get("git") or {} for nb in _graded(self.report)]
+        dated = [g for g in records if _when(g.get("commit_time"))]
+        return max(dated, key=lambda g: _when(g["commit_time"])) if dated else {}
+
+
+def _when(text: object):
+    """``text`` as an aware datetime, or None (absent, or not a time with a zone)."""
+    try:
+        return parse_utc(text) if isinstance(text, str) and text else None
+    except ValueError:
+        return None
+
+
+def _graded(report: dict | None) -> list[dict]:
+    """The notebooks a report graded (not the rows of lessons it found no notebook for)."""
+    return [nb for nb in (report or {}).get("notebooks", []) if not nb.get("note")]
+
+
+def find_reports(paths: list[Path]) -> list[Path]:
+    """Every ``*.json`` file given or below the folders given (hidden folders and symlinks skipped)."""
+    found = []
+    for path in paths:
+        if path.is_file():
+            found.append(path)
+            continue
+        for p in sorted(path.rglob("*.json")):
+            parts = p.relative_to(path).parts
+            if not any(part.startswith(".") for part in parts) and not p.is_symlink():
+                found.append(p)
+    return found
+
+
+def lateness(report: dict, deadline) -> str:
+    """``"yes"`` when a notebook of ``report`` was committed after ``deadline`` (an aware
+    datetime), ``"no"`` when every one was committed by then, ``"unknown"`` when a notebook
+    has no commit time or was graded from bytes no commit holds::
+
+        >>> report = {"notebooks": [{"git": {"commit_time": "2026-12-01T12:00:00Z", "modified": False}}]}
+        >>> lateness(report, parse_utc("2026-12-01T00:00Z")), lateness(report, parse_utc("2026-12-01T13:30+01:00"))
+        ('yes', 'no')
+        >>> lateness({"notebooks": [{"git": None}]}, parse_utc("2026-12-01T00:00:00Z"))   # graded outside git
+        'unknown'
+    """
+    times = []
+    for nb in _graded(report):
+        git = nb.get("git") or {}
+        when = _when(git.get("commit_time"))
+        if when is None or git.get("modified", True):
+            return "unknown"
+        times.append(when)
+    if not times:
+        return "unknown"
+    return "yes" if max(times) > deadline else "no"
+
+
+def _flags(report: dict) -> list[str]:
+    import course
+
+    flags = []
+    if report["course_version"] != course.__version__:
+        flags.append(f"graded by course {report['course_version']}, not {course.__version__}: regrade")
+    elif report.get("grader_fingerprint") != grader_fingerprint():
+        made = clean_text(report.get("grader_fingerprint") or "no fingerprint", 80)
+        flags.append(f"graded by another grader ({made}): regrade")
+    for nb in report["notebooks"]:
+        name = Path(nb["path"]).name
+        if nb.get("error"):
+            flags.append(f"{name}: {clean_text(nb['error'], 200)}")
+        elif not nb.get("note") and not nb.get("git"):
+            flags.append(f"{name}: graded outside git, no commit recorded")
+        elif not nb.get("note") and nb["git"].get("modified"):
+            flags.append(f"{name}: graded with changes its commit does not hold")
+    return flags
+
+
+def _graded_at(report: dict):
+    return _when(report.get("graded_at")) or parse_utc("1970-01-01T00:00:00Z")
+
+
+def collect(paths: list[Path], key: bytes | None, deadline=None) -> list[Row]:
+    """One :class:`Row` per learner, in name order, from the reports found below ``paths``."""
+    taken: dict[str, list[tuple[Path, dict]]] = {}
+    ignored: dict[Path, list[str]] = {}  # folder -> why its reports were not taken
+    whose: dict[Path, str] = {}  # folder -> the learner of a report taken from it
+    for path in find_reports(paths):
+        try:
+            data = parse(read_regular(path, REPORT_LIMIT))
+        except (OSError, Untrusted, ValueError) as e:
+            why = f"unreadable ({clean_text(e, 200)})"
+            ignored.setdefault(path.parent, []).append(f"{path.name} ignored: {why}")
+            continue
+        if not (isinstance(data, dict) and data.get("format") == REPORT_FORMAT):
+            continue  # some other JSON file
+        why = rejected(data, key)
+        if why:
+            ignored.setdefault(path.parent, []).append(f"{path.name} ignored: {why}")
+            continue
+        learner = data.get("learner") if isinstance(data.get("learner"), str) else path.parent.name
+        whose[path.parent] = learner = clean_text(learner, 200)
+        taken.setdefault(learner, []).append((path, data))
+    notes: dict[str, list[str]] = {}  # a folder's ignored reports go to its learner's row
+    for folder, why in ignored.items():
+        notes.setdefault(whose.get(folder, clean_text(folder.name, 200)), []).extend(why)
+    rows = []
+    for learner in sorted(set(taken) | set(notes)):
+        row = Row(learner, flags=list(notes.get(learner, [])))
+        if learner in taken:
+            reports = sorted(taken[learner], key=lambda pr: _graded_at(pr[1]))
+            path, row.report = reports[-1]
+            row.source = str(path)
+            row.flags = _flags(row.report) + row.flags
+            if len(reports) > 1:
+                row.flags.append(f"{len(reports)} reports: the one graded last is taken")
+            if deadline is not None:
+                row.late = lateness(row.report, deadline)
+        rows.append(row)
+    return rows
+
+
+_COLUMNS = [
+    "learner",
+    "score",
+    "max_score",
+    "late",
+    "commit",
+    "commit_time",
+    "graded_at",
+    "course_version",
+    "flags",
+    "report",
+]
+
+
+def _cells(row: Row) -> list[str]:
+    r, git = row.report or {}, row.commit
+    score = [f"{r['score']:g}", f"{r['max_score']:g}"] if r else ["", ""]
+    return [
+        row.learner,
+        *score,
+        row.late,
+        git.get("commit") or "",
+        git.get("commit_time") or "",
+        clean_text(r.get("graded_at") or "", 40),
+        clean_text(r.get("course_version") or "", 40),
+        "; ".join(row.flags),
+        row.source,
+    ]
+
+
+def write_csv(rows: list[Row], path: Path) -> None:
+    """One line per learner (the columns of :data:`_COLUMNS`), every cell spreadsheet-safe."""
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(_COLUMNS)
+        w.writerows([csv_cell(c) for c in _cells(row)] for row in rows)
+
+
+def print_rows(rows: list[Row]) -> None:
+    width = max([len(r.learner) for r in rows] + [8])
+    print(f"{'learner':<{width}}  {'points':>9}  {'late':<7}  {'commit':<12}  {'committed':<20}  flags")
+    for row in rows:
+        cells = dict(zip(_COLUMNS, _cells(row)))
+        points = f"{cells['score']}/{cells['max_score']}" if row.report else "-"
+        print(
+            f"{row.learner:<{width}}  {points:>9}  {row.late or '-':<7}  {cells['commit'][:12]:<12}  "
+            f"{cells['commit_time']:<20}  {cells['flags']}".rstrip()
+        )
+
+
+def instructor_key(command: str, key_file: str | None) -> bytes | None:
+    """The key reports are checked and signed with (``--key-file``, else ``$COURSE_GRADE_KEY``);
+    None, once the reason is on stderr, when there is none: nothing can be checked without it."""
+    try:
+        key = read_key(key_file)
+    except OSError as e:
+        print(f"{command}: --key-file: {e.strerror or e}", file=sys.stderr)
+        return None
+    if key is None:
+        print(
+            f"{command}: no instructor key (--key-file or $COURSE_GRADE_KEY): no report can be checked",
+            file=sys.stderr,
+        )
+    return key
+
+
+def deadline_arg(value: str):
+    try:
+        return parse_utc(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="course collect", description=__doc__.split("\n\n")[0])
+    parser.add_argument("reports", type=Path, nargs="+", help="report files, or folders holding them")
+    parser.add_argument(
+        "--deadline", type=deadline_arg, help="ISO 8601 with a time zone: later commits are late"
+    )
+    parser.add_argument("--csv", type=Path, help="write one row per learner here")
+    parser.add_argument(
+        "--key-file",
+        default=None,
+        help="the key CI signed reports with (-: stdin; default $COURSE_GRADE_KEY)",
+    )
+    args = parser.parse_args(argv)
+    missing = [str(p) for p in args.reports if not p.exists()]
+    if missing:
+        print(f"course collect: no such file or folder: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    key = instructor_key("course collect", args.key_file)
+    if key is None:
+        return 2
+    rows = collect(args.reports, key, args.deadline)
+    if not rows:
+        print("course collect: no grade reports found", file=sys.stderr)
+        return 2
+    print_rows(rows)
+    if args.csv is not None:
+        try:
+            write_csv(rows, args.csv)
+        except OSError as e:
+            print(f"course collect: cannot write {args.csv}: {e.strerror or e}", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,244 @@
+"""The ``course room`` command (:func:`main`) and what it shows: the grid as text, as a page that
+reloads itself, and what changed (the grid itself is :func:`course.grading.room.collect`'s).
+
+:func:`text` is the grid for a terminal, a summary of each exercise under it (how many are
+stuck, the misconception most of them met) and the hint of every misconception met;
+:func:`page` is the same as one HTML file with a ``<meta http-equiv="refresh">``;
+:func:`changes` is what ``--watch`` prints between two refreshes: only the learners whose
+cells (or note) changed.
+
+    >>> from course.grading.room import Cell, Room, Row
+    >>> room = Room(0, [("0.1", "cube_sum_grad"), ("0.2", "predicted_a_grad")], [
+    ...     Row("ada", {"0.1": Cell("passed"), "0.2": Cell("passed")}),
+    ...     Row("bob", {"0.1": Cell("failed", "forgot_backward", "call .backward()")}),
+    ...     Row("cy", note="no notebook of lesson 00")], graded=2, unchanged=0)
+    >>> print(text(room, width=100))
+    lesson 00: 3 learners; 2 graded, 0 unchanged (0.0 s)
+    <BLANKLINE>
+    learner   0.1                      0.2
+    ada       passed                   passed
+    bob       failed: forgot_backward  not attempted
+    cy        not attempted            not attempted  (no notebook of lesson 00)
+    stuck     1 of 3                   0 of 3
+    most met  forgot_backward (1)      -
+    <BLANKLINE>
+    0.1 cube_sum_grad, 0.2 predicted_a_grad
+    0.1 forgot_backward: call .backward()
+    >>> after = Room(0, room.exercises, [Row("ada", room.rows[0].cells), Row("bob", {"0.1": Cell("passed")}),
+    ...                                  room.rows[2]])
+    >>> changes(room, after)
+    ['bob: 0.1 failed: forgot_backward -> passed']
+
+Differences from torch: none (torch has no classroom).
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import shutil
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from course.grading import room
+from course.grading.files import write_atomically
+from course.grading.options import positive_seconds
+from course.grading.room import Room, Row
+from course.grading.untrusted import clean_text
+
+__all__ = ["changes", "main", "page", "summary", "text"]
+
+
+def summary(room: Room) -> list[tuple[int, str, int, str]]:
+    """Per exercise ``(stuck, most met misconception, its count, its hint)``; ``("", 0, "")``
+    when none is stuck on a catalogued one."""
+    out = []
+    for ex_id, _ in room.exercises:
+        cells = [row.cell(ex_id) for row in room.rows]
+        met = Counter(c.misconception for c in cells if c.stuck and c.misconception != "unrecognised")
+        name, count = min(met.items(), key=lambda kv: (-kv[1], kv[0])) if met else ("", 0)
+        hint = next((c.hint for c in cells if c.misconception == name and name), "")
+        out.append((sum(c.stuck for c in cells), name, count, hint))
+    return out
+
+
+def _headline(room: Room) -> str:
+    learners = f"{len(room.rows)} learner{'' if len(room.rows) == 1 else 's'}"
+    done = f"{room.graded} graded, {room.unchanged} unchanged ({room.seconds:.1f} s)"
+    return f"lesson {room.lesson:02d}: {learners}; {done}"
+
+
+def text(room: Room, width: int | None = None) -> str:
+    """The grid, one line per learner, cut to ``width`` columns (default: the terminal's)."""
+    width = width or shutil.get_terminal_size((120, 24)).columns
+    per = summary(room)
+    grid = [["learner", *(i for i, _ in room.exercises)]]
+    grid += [[clean_text(r.learner, 24), *(str(r.cell(i)) for i, _ in room.exercises)] for r in room.rows]
+    grid.append(["stuck", *(f"{s} of {len(room.rows)}" for s, *_ in per)])
+    grid.append(["most met", *(f"{name} ({n})" if name else "-" for _, name, n, _ in per)])
+    widths = [max(len(line[k]) for line in grid) for k in range(len(grid[0]))]
+    spare = width - sum(w + 2 for w in widths)
+    while spare < 0 and max(widths[1:], default=0) > len("not attempted"):  # cut the longest column
+        k = max(range(1, len(widths)), key=widths.__getitem__)
+        widths[k] -= 1
+        spare += 1
+    notes = {n: r.note for n, r in enumerate(room.rows, 1) if r.note}  # grid line n is row n - 1
+    lines = [_headline(room), ""]
+    for n, line in enumerate(grid):
+        cells = [_cut(c, w) for c, w in zip(line, widths)]
+        note = f"  ({clean_text(notes[n], 200)})" if n in notes else ""
+        lines.append(("  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip() + note).rstrip())
+    lines += ["", ", ".join(f"{i} {name}" for i, name in room.exercises)]
+    for (ex_id, _), (_, name, _, hint) in zip(room.exercises, per):
+        if name:
+            lines.append(_cut(f"{ex_id} {name}: {' '.join(hint.split())}", width))
+    return "\n".join(lines)
+
+
+def _cut(s: str, width: int) -> str:
+    return s if len(s) <= width else s[: max(1, width - 3)] + "..."
+
+
+_COLOURS = {"passed": "#c8e6c9", "failed": "#ffcdd2", "error": "#ffcc80", "revealed": "#e1bee7"}
+
+
+def page(room: Room, refresh: float) -> str:
+    """The grid as one HTML page that reloads itself every ``refresh`` seconds."""
+    esc = html.escape
+    per = summary(room)
+    head = "".join(
+        f"<th title='{esc(name)}'>{esc(i)}<br><small>{esc(name)}</small></th>" for i, name in room.exercises
+    )
+    body = "".join(_html_row(r, room) for r in room.rows)
+    stuck = "".join(f"<td>{s} of {len(room.rows)}</td>" for s, *_ in per)
+    most = "".join(f"<td title='{esc(h)}'>{esc(f'{m} ({n})') if m else '-'}</td>" for _, m, n, h in per)
+    legend = "".join(
+        f"<li><b>{esc(i)} {esc(m)}</b> ({n}): {esc(h)}</li>"
+        for (i, _), (_, m, n, h) in zip(room.exercises, per)
+        if m
+    )
+    return (
+        f"<!doctype html><meta charset='utf-8'><meta http-equiv='refresh' content='{max(1, round(refresh))}'>"
+        f"<title>Room: lesson {room.lesson:02d}</title>"
+        "<style>body{font-family:sans-serif;margin:1em}td,th{padding:.2em .5em;border:1px solid #ddd;"
+        "text-align:left;vertical-align:top}tfoot td{font-weight:bold}</style>"
+        f"<h1>Lesson {room.lesson:02d}: who is stuck on what</h1><p>{esc(_headline(room))}; "
+        f"made at {time.strftime('%H:%M:%S')}; this page reloads every {max(1, round(refresh))} s.</p>"
+        f"<table><thead><tr><th>learner</th>{head}<th>note</th></tr></thead><tbody>{body}</tbody>"
+        f"<tfoot><tr><td>stuck</td>{stuck}<td></td></tr><tr><td>most met</td>{most}<td></td></tr></tfoot></table>"
+        f"<h2>Misconceptions met</h2><ul>{legend or '<li>none</li>'}</ul>\n"
+    )
+
+
+def _html_row(row: Row, room: Room) -> str:
+    cells = []
+    for ex_id, _ in room.exercises:
+        cell = row.cell(ex_id)
+        colour = _COLOURS.get(cell.status, "#fff")
+        cells.append(
+            f"<td style='background:{colour}' title='{html.escape(cell.hint)}'>{html.escape(str(cell))}</td>"
+        )
+    return f"<tr><td>{html.escape(row.learner)}</td>{''.join(cells)}<td>{html.escape(row.note)}</td></tr>"
+
+
+def changes(before: Room, after: Room) -> list[str]:
+    """One line per learner whose cells or note differ between two refreshes (new and gone
+    learners too), in name order."""
+    old, new = {r.learner: r for r in before.rows}, {r.learner: r for r in after.rows}
+    lines = []
+    for learner in sorted(old.keys() | new.keys()):
+        if learner not in old or learner not in new:
+            lines.append(f"{learner}: {'joined' if learner in new else 'gone'}")
+            continue
+        a, b = old[learner], new[learner]
+        said = [f"{i} {a.cell(i)} -> {b.cell(i)}" for i, _ in after.exercises if a.cell(i) != b.cell(i)]
+        if a.note != b.note:
+            said.append(f"note: {b.note or 'none'}")
+        if said:
+            lines.append(f"{learner}: " + "; ".join(said))
+    return lines
+
+
+# --- the command ------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``course room HOMES --lesson N [--html FILE] [--watch S] [-j N] [--cache DIR] [-q]``."""
+    parser = argparse.ArgumentParser(prog="course room", description=room.__doc__.split("\n\n")[0])
+    parser.add_argument("homes", type=Path, help="a folder of learners' homes (or of learner folders)")
+    parser.add_argument("--lesson", type=int, required=True, help="the lesson on the board, e.g. 1")
+    parser.add_argument("--html", type=Path, help="also write the grid as a page that reloads itself")
+    parser.add_argument("--watch", type=positive_seconds, help="refresh every S seconds until Ctrl-C")
+    parser.add_argument(
+        "-j", "--jobs", type=int, default=None, help="notebooks graded at once (default: CPUs)"
+    )
+    parser.add_argument(
+        "--cache", type=Path, help=f"where verdicts are kept (default HOMES/{room.CACHE_DIR})"
+    )
+    parser.add_argument(
+        "--timeout", type=positive_seconds, default=300, help="seconds per notebook run (default 300)"
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    args = parser.parse_args(argv)
+    if not args.homes.is_dir():
+        print(f"course room: no such folder: {args.homes}", file=sys.stderr)
+        return 2
+    if args.jobs is not None and args.jobs < 1:
+        print("course room: -j needs a positive number", file=sys.stderr)
+        return 2
+    if args.html is not None and (args.html.is_dir() or not args.html.parent.is_dir()):
+        print(
+            f"course room: --html needs a file name in an existing folder, not {args.html}", file=sys.stderr
+        )
+        return 2
+
+    def progress_line(done: int, total: int, learner: str) -> None:
+        if not args.quiet:
+            print(f"graded {done}/{total} ({clean_text(learner, 40)})", file=sys.stderr, flush=True)
+
+    def refresh() -> Room:
+        now = room.collect(
+            args.homes, args.lesson, args.cache, args.jobs, args.timeout, on_graded=progress_line
+        )
+        if any(i.startswith("none") for i in now.isolation):
+            print(
+                "course room: WARNING: bubblewrap is not available here, so notebooks were graded WITHOUT a "
+                "sandbox (a separate process, a private copy and limits only); see docs/grading.md.",
+                file=sys.stderr,
+            )
+        if args.html is not None:
+            write_atomically(args.html, page(now, args.watch or 30))
+        return now
+
+    def failed(e: OSError) -> str:
+        return f"course room: {e.strerror or e}: {e.filename or ''} (a folder you cannot write? --cache DIR)"
+
+    try:
+        now = refresh()
+    except OSError as e:
+        print(failed(e), file=sys.stderr)
+        return 1
+    if not now.exercises:
+        print(f"course room: lesson {args.lesson:02d} has no exercises", file=sys.stderr)
+        return 2
+    if not now.rows:
+        print(f"course room: no learner folders in {args.homes}", file=sys.stderr)
+        return 2
+    print(text(now), flush=True)
+    try:
+        while args.watch:
+            time.sleep(args.watch)
+            try:
+                before, now = now, refresh()
+            except OSError as e:  # the homes' volume went away for a moment: say so, try again
+                print(failed(e), file=sys.stderr, flush=True)
+                continue
+            said = changes(before, now)
+            if said:  # only who changed: the grid itself is in --html, or one Ctrl-C and a rerun away
+                print(f"{time.strftime('%H:%M:%S')} ({now.graded} graded, {now.seconds:.1f} s)", flush=True)
+                print("\n".join(f"  {line}" for line in said), flush=True)
+    except KeyboardInterrupt:
+        print("", file=sys.stderr)
+    return 0
