@@ -230,6 +230,10 @@ def _laptop_check(page, stepper, shots: Path) -> dict:
             timeout=20_000,
         )
     expect(page.locator(".jp-StatusBar-Widget").first).to_contain_text("| Idle", timeout=30_000)
+    # A click makes the stepper's cell the active one, and JupyterLab may scroll that cell's top
+    # (its code) into view (a CI rehearsal, 2026-12-03: the drawing ended 22 px below the
+    # window); the learner scrolls back to the stepper, and so do we.
+    stepper.evaluate("el => el.scrollIntoView({block: 'start'})")
     image = stepper.locator("img").first
     page.wait_for_function(
         "el => el.complete && el.naturalHeight > 0", arg=image.element_handle(), timeout=10_000

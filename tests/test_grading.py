@@ -218,6 +218,19 @@ def test_the_checking_server_runs_no_backward_before_it_forks():
     assert _fork_then_backward(setup) == "ok"
 
 
+def test_the_checking_server_imports_the_drawing_libraries_before_it_forks():
+    """Every exercise's process runs the notebook's drawings again; it finds matplotlib and
+    ipywidgets imported already (worker._import_drawing_libraries)."""
+    program = (
+        "import sys\nfrom course.grading.worker import DRAWING_LIBRARIES, _prepare\n_prepare([1])\n"
+        "print([name for name in DRAWING_LIBRARIES if name not in sys.modules])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
+    assert out.stdout.strip() == "[]", out.stderr[-2000:]
+
+
 def test_a_definition_that_runs_a_backward_leaves_every_exercise_checkable(tmp_path):
     """Learner code runs only in a process that forks no further (worker.py's NOTE), so a
     top-level backward cannot stop the next exercise's backward (torch 2.14's CUDA wheel)."""
