@@ -1,10 +1,12 @@
 """Do the README, CI script, pyproject and Binder files agree with each other?"""
 
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import tomllib
 from packaging.requirements import Requirement
 from packaging.version import Version
@@ -30,6 +32,25 @@ def test_ci_runs_exactly_the_readme_test_command():
     assert "cmd=$(.ci/readme-test-command)" in (ROOT / ".ci/run").read_text()
     extracted = subprocess.run([ROOT / ".ci/readme-test-command"], capture_output=True, text=True, check=True)
     assert extracted.stdout.strip() == _block("test-command")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a child subreaper is Linux's alone")
+def test_ci_reaps_the_orphans_of_the_command_and_ends_what_it_left_running(tmp_path):
+    """.ci/reap adopts what the command orphans (5 exited, 1 still sleeping), reaps all,
+    ends the sleeper, and exits with the command's own status."""
+    script = "for i in 1 2 3 4 5; do (true &); done; (sleep 600 & echo $! > sleeper); exit 3"
+    done = subprocess.run(
+        [sys.executable, ROOT / ".ci/reap", "bash", "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 3, done.stderr
+    assert "reap: 6 orphaned processes reaped; 1 left running were ended" in done.stderr
+    sleeper = int((tmp_path / "sleeper").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(sleeper, 0)  # gone, and reaped: not even a zombie holds its PID
 
 
 def test_pinned_torch_everywhere_is_inside_the_supported_range():

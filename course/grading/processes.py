@@ -79,19 +79,37 @@ def end_processes(keep: set[int] = frozenset()) -> list[str]:
 
     First every one is stopped, round after round until a round finds no process that is not
     stopped yet: a stopped process cannot fork, so a process that keeps forking under new PIDs
-    is caught however fast it hops. Then all are killed. Returns one line per process killed
-    (``"pid 123: python -c ..."``), for the report.
+    is caught however fast it hops. Then all are killed, and we wait until they are gone. A scan
+    of the process table is not one instant: a process adopted while it ran can be missed three
+    rounds running. So the whole pass is repeated until one finds nothing left (within 30 s).
+    Returns one line per process killed (``"pid 123: python -c ..."``), for the report.
     """
+    deadline = time.monotonic() + 30
+    killed: list[str] = []
+    while True:
+        found = _stop_and_kill(keep, deadline)
+        killed += found
+        if not found or time.monotonic() > deadline:
+            return list(dict.fromkeys(killed))
+
+
+def _ours(keep: set[int]) -> list[int]:
+    """The living descendants that are not in ``keep`` nor below it."""
+    spared = set(keep)
+    for k in keep:
+        spared.update(descendants(k))
+    return [p for p in descendants() if p not in spared]
+
+
+def _stop_and_kill(keep: set[int], deadline: float) -> list[str]:
+    """One pass of :func:`end_processes`: stop all, kill all, wait until they are gone."""
     stop = getattr(signal, "SIGSTOP", None)
     stopped: list[int] = []
     killed: list[str] = []
-    deadline, quiet_rounds = time.monotonic() + 30, 0
+    quiet_rounds = 0
     while time.monotonic() < deadline and quiet_rounds < 3:  # a child being born may not show yet
         _reap(keep)
-        spared = set(keep)
-        for k in keep:
-            spared.update(descendants(k))
-        fresh = [p for p in descendants() if p not in spared and p not in stopped]
+        fresh = [p for p in _ours(keep) if p not in stopped]
         quiet_rounds = 0 if fresh else quiet_rounds + 1
         if not fresh:
             time.sleep(0.01)
@@ -108,9 +126,15 @@ def end_processes(keep: set[int] = frozenset()) -> list[str]:
     for pid in stopped:
         with contextlib.suppress(*_GONE):
             psutil.Process(pid).kill()
-    time.sleep(0.05)
+    # A killed process is gone once it is a zombie (then reaped) or no longer exists; on a
+    # busy machine that can take longer than one sleep.
+    while time.monotonic() < deadline:
+        _reap(keep)
+        if not set(stopped) & set(descendants()):
+            break
+        time.sleep(0.01)
     _reap(keep)
-    return list(dict.fromkeys(killed))
+    return killed
 
 
 def _reap(keep: set[int]) -> None:
@@ -127,16 +151,22 @@ def _reap(keep: set[int]) -> None:
 
 
 def command_seconds(fallback_start: float) -> float:
-    """Wall-clock seconds since this process started (``fallback_start``, a
-    ``time.monotonic()`` reading, where the start time cannot be read).
+    """Wall-clock seconds since this process started, never more than it really ran
+    (``fallback_start``, a ``time.monotonic()`` reading taken after the start, where the start
+    time cannot be read).
 
     On Linux a start time is counted in clock ticks from boot, and the wall-clock time of the
     boot is known to the second only: ``time.time() - create_time()`` came out 0.6 s too long
-    here. There we subtract on the boot clock instead, where both readings are exact."""
+    here. There we subtract on the boot clock instead. The tick count is rounded down, so the
+    start may lie up to one tick (10 ms) later than it says: we take the latest start it allows
+    (a reading 0.3 ms too long was seen here before we did)."""
+    since_fallback = max(0.0, time.monotonic() - fallback_start)
     try:
         started = psutil.Process().create_time()
         if hasattr(time, "CLOCK_BOOTTIME"):
-            return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - (started - psutil.boot_time()))
+            tick = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.0
+            since_boot = time.clock_gettime(time.CLOCK_BOOTTIME) - (started - psutil.boot_time()) - tick
+            return max(since_fallback, since_boot)
         return max(0.0, time.time() - started)
-    except _GONE:
-        return time.monotonic() - fallback_start
+    except (*_GONE, ValueError):
+        return since_fallback
