@@ -185,21 +185,18 @@ def test_the_page_reloads_itself_and_escapes_learner_text():
 def test_watch_prints_only_who_changed_and_ends_on_ctrl_c(tmp_path):
     homes, page = tmp_path / "homes", tmp_path / "room.html"
     _home(homes, "ada", UNTOUCHED.read_text())  # untouched copies: no grading, no torch
+    # Ctrl-C as a terminal delivers it: a process started from a background job inherits SIGINT
+    # ignored (CI's rehearsals were started so, and this test then waited 60 s for nothing), so
+    # the watcher is started with Python's own handler put back first.
+    args = ["room", str(homes), "--lesson", "0", "--watch", "0.5", "--html", str(page)]
+    start = (
+        "import runpy, signal, sys\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        f"sys.argv = ['course', *{args!r}]\n"
+        "runpy.run_module('course', run_name='__main__', alter_sys=True)\n"
+    )
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-I",
-            "-m",
-            "course",
-            "room",
-            homes,
-            "--lesson",
-            "0",
-            "--watch",
-            "0.5",
-            "--html",
-            page,
-        ],
+        [sys.executable, "-I", "-c", start],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
