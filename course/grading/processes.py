@@ -164,9 +164,9 @@ def command_seconds(fallback_start: float) -> float:
     try:
         started = psutil.Process().create_time()
         if hasattr(time, "CLOCK_BOOTTIME"):
-            tick = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.0
+            tick = 1.0 / os.sysconf("SC_CLK_TCK")  # Linux, like CLOCK_BOOTTIME
             since_boot = time.clock_gettime(time.CLOCK_BOOTTIME) - (started - psutil.boot_time()) - tick
             return max(since_fallback, since_boot)
         return max(0.0, time.time() - started)
-    except (*_GONE, ValueError):
+    except _GONE:
         return since_fallback
