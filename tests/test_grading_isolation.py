@@ -249,14 +249,18 @@ def test_an_outcome_fifo_is_refused_at_once(tmp_path):
 # --- processes: nothing outlives the grade -----------------------------------------------------
 
 _HOPPING = r"""
-import os, subprocess, sys, time
+import os, select, signal, subprocess, sys, time
+import psutil
 from course.grading.processes import become_subreaper, descendants, end_processes
 
 assert become_subreaper()
+trials, crowd = int(sys.argv[1]), int(sys.argv[2])
 # A hopper forks, its parent exits, again and again. It also ends by itself after 20 s, so that
 # if the grader ever misses one, the test fails without leaving a fork loop behind: on a machine
 # whose init reaps nothing, its zombies (one per hop) once filled every PID of the machine and
-# every test after it failed.
+# every test after it failed. It holds the write end of a pipe and never writes: the read end
+# reaches its end only once every process of the hopper is gone, the one proof no scan of the
+# process table can give (a scan is what misses a hopper).
 hopper = (
     "import os, time\n"
     "end = time.monotonic() + 20\n"
@@ -265,16 +269,38 @@ hopper = (
     "        os._exit(0)\n"
     "    time.sleep(0.005)\n"
 )
+# A crowd of sleepers that are not the grader's to end (like a busy machine's other processes):
+# with it, one scan of the whole table takes longer than a hop.
+sleepers = subprocess.Popen(
+    ["bash", "-c", f"for i in $(seq {crowd}); do sleep 600 & done; wait"], start_new_session=True
+)
+
+
+def sleeping():
+    return {p.pid for p in psutil.Process(sleepers.pid).children() if p.name() == "sleep"}
+
+
+while len(sleeping()) < crowd:
+    time.sleep(0.1)
+crowded = sleeping()
 missed = []
 try:
-    for trial in range(int(sys.argv[1])):
-        subprocess.Popen([sys.executable, "-c", hopper], start_new_session=True)
+    for trial in range(trials):
+        r, w = os.pipe()
+        subprocess.Popen([sys.executable, "-c", hopper], start_new_session=True, pass_fds=(w,))
+        os.close(w)
         time.sleep(0.2)  # it has hopped dozens of times by now
-        end_processes()
-        left = descendants()
-        if left:
-            missed.append((trial, left))
+        end_processes({sleepers.pid})
+        ended = select.select([r], [], [], 5)[0] and os.read(r, 1) == b""
+        os.close(r)
+        if not ended:
+            missed.append((trial, sorted(set(descendants()) - crowded - {sleepers.pid})))
+    assert sleeping() == crowded, "the crowd was not the grader's to end"
 finally:
+    try:
+        os.killpg(sleepers.pid, signal.SIGKILL)
+    except ProcessLookupError:  # no crowd: its shell has already been reaped
+        pass
     while descendants():  # nothing of ours outlives this script, whatever happened above
         end_processes()
     while True:  # and every zombie we adopted is reaped here, not left to init
@@ -288,11 +314,15 @@ print("none left")
 
 
 @pytest.mark.slow
-def test_a_process_that_keeps_forking_under_new_pids_is_ended_every_time():
+@pytest.mark.parametrize("crowd", [0, 1000])
+def test_a_process_that_keeps_forking_under_new_pids_is_ended_every_time(crowd):
     # 15 hoppers, one after another. Each hop leaves a zombie until the grader reaps it; a hop
     # every 5 ms keeps that to dozens, so the suite's other tests (running beside this one)
     # never find the machine out of process slots (at 1 ms they did: fork raised EAGAIN).
-    proc = subprocess.run([sys.executable, "-c", _HOPPING, "15"], capture_output=True, text=True, timeout=600)
+    # CI once found a hopper alive after the grader was done. With 1000 other processes, a
+    # scan of the table outlasts a hop: each scan missed the hopper, and it hopped on for 20 s.
+    args = [sys.executable, "-c", _HOPPING, "15", str(crowd)]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0 and "none left" in proc.stdout, proc.stderr
 
 

@@ -77,11 +77,13 @@ def _describe(pid: int) -> str:
 def end_processes(keep: set[int] = frozenset()) -> list[str]:
     """Kill every descendant of this process except ``keep`` (and theirs), and reap them.
 
-    First every one is stopped, round after round until a round finds no process that is not
-    stopped yet: a stopped process cannot fork, so a process that keeps forking under new PIDs
-    is caught however fast it hops. Then all are killed, and we wait until they are gone. A scan
-    of the process table is not one instant: a process adopted while it ran can be missed three
-    rounds running. So the whole pass is repeated until one finds nothing left (within 30 s).
+    First every one is stopped, round after round until three rounds running find no process
+    that is not stopped yet: a stopped process cannot fork, so a process that keeps forking
+    under new PIDs is caught. Reading the whole process table takes longer than a hop on a
+    busy machine, so rounds read the PIDs they have not seen first (see :func:`_stop_and_kill`);
+    and each hop leaves the PID it left as our zombie, so a round that reaps a zombie we did
+    not stop is not quiet either. Then all are killed, and we wait until they are gone. The
+    whole pass is repeated until one finds nothing left (within 30 s).
     Returns one line per process killed (``"pid 123: python -c ..."``), for the report.
     """
     deadline = time.monotonic() + 30
@@ -93,34 +95,83 @@ def end_processes(keep: set[int] = frozenset()) -> list[str]:
             return list(dict.fromkeys(killed))
 
 
-def _ours(keep: set[int]) -> list[int]:
-    """The living descendants that are not in ``keep`` nor below it."""
-    spared = set(keep)
-    for k in keep:
-        spared.update(descendants(k))
-    return [p for p in descendants() if p not in spared]
+def _read_parent(pid: int) -> tuple[int, bool] | None:
+    """``(parent PID, is a zombie)`` of ``pid``, or None when it is gone (one read)."""
+    try:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            return proc.ppid(), proc.status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except _GONE:
+        return None
+
+
+def _owner(pid: int, parents: dict[int, int], keep: set[int]) -> bool | None:
+    """Whether ``pid`` is below this process and not below ``keep``, following ``parents``;
+    None when the line of its ancestors breaks at a process that was not read."""
+    me = os.getpid()
+    if pid == me:
+        return False  # not below itself
+    seen = set()
+    while pid not in seen:
+        seen.add(pid)
+        if pid in keep:
+            return False
+        if pid == me:
+            return True
+        if pid not in parents:
+            return None if pid > 1 else False
+        pid = parents[pid]
+    return False  # a loop: PIDs reused while we read
 
 
 def _stop_and_kill(keep: set[int], deadline: float) -> list[str]:
-    """One pass of :func:`end_processes`: stop all, kill all, wait until they are gone."""
+    """One pass of :func:`end_processes`: stop all, kill all, wait until they are gone.
+
+    Each round lists the PIDs and reads the parent of each PID it has not read this pass
+    (the first round reads them all), newest first, and stops those that are ours. A process
+    that hops is new each time we look, so it is read within moments of the listing, however
+    many old processes the table holds (a scan of them all outlasts a hop on a busy machine,
+    and no hopper is ever seen by it)."""
     stop = getattr(signal, "SIGSTOP", None)
+    parents: dict[int, int] = {}
+    unsettled: dict[int, int] = {}  # PID -> parent, where the line of ancestors broke: read again
     stopped: list[int] = []
     killed: list[str] = []
     quiet_rounds = 0
     while time.monotonic() < deadline and quiet_rounds < 3:  # a child being born may not show yet
-        _reap(keep)
-        fresh = [p for p in _ours(keep) if p not in stopped]
-        quiet_rounds = 0 if fresh else quiet_rounds + 1
-        if not fresh:
-            time.sleep(0.01)
-            continue
+        # A hop that no round saw still leaves its trace: the parent it left is our zombie.
+        # So a round is quiet only if it found no new process and reaped no zombie we did not
+        # stop.
+        hopped = _reap(keep) - set(stopped)
+        try:
+            listed = psutil.pids()
+        except (IndexError, *_GONE):  # psutil's own error for an empty table (/proc hidden)
+            listed = []
+        new = sorted({p for p in listed if p not in parents} | set(unsettled), reverse=True)
+        living = []
+        for pid in new:
+            read = _read_parent(pid)
+            if read is not None:
+                parents[pid] = read[0]
+                if not read[1]:
+                    living.append(pid)
+        fresh, broken = [], {}
+        for pid in living:
+            owner = _owner(pid, parents, keep)
+            if owner is None and unsettled.get(pid) != parents[pid]:
+                broken[pid] = parents[pid]  # its parent may have died since: it has a new one
+            elif owner and pid not in stopped:
+                fresh.append(pid)
+        # (a line that breaks twice at the same parent is not ours: /proc hides that parent)
+        unsettled = broken
+        quiet_rounds = 0 if fresh or hopped or unsettled else quiet_rounds + 1
         for pid in fresh:
-            killed.append(f"pid {pid}: {_describe(pid)}")
             with contextlib.suppress(*_GONE):
                 if stop is not None:
                     os.kill(pid, stop)
                 else:  # no SIGSTOP (Windows): kill at once
                     psutil.Process(pid).kill()
+        killed += [f"pid {pid}: {_describe(pid)}" for pid in fresh]
         stopped += fresh
         time.sleep(0.01)
     for pid in stopped:
@@ -130,24 +181,28 @@ def _stop_and_kill(keep: set[int], deadline: float) -> list[str]:
     # busy machine that can take longer than one sleep.
     while time.monotonic() < deadline:
         _reap(keep)
-        if not set(stopped) & set(descendants()):
+        if all((_read_parent(pid) or (0, True))[1] for pid in stopped):
             break
         time.sleep(0.01)
     _reap(keep)
     return killed
 
 
-def _reap(keep: set[int]) -> None:
-    """Collect the exit status of our children that are zombies (not those in ``keep``):
-    as a subreaper we adopt every orphan, and a process that hops PIDs leaves one per hop."""
+def _reap(keep: set[int]) -> set[int]:
+    """Collect the exit status of our children that are zombies (not those in ``keep``), and
+    return their PIDs: as a subreaper we adopt every orphan, and a process that hops PIDs
+    leaves one per hop."""
+    reaped: set[int] = set()
     try:
         children = psutil.Process().children()
     except _GONE:
-        return
+        return reaped
     for child in children:
         with contextlib.suppress(ChildProcessError, *_GONE):
             if child.pid not in keep and child.status() == psutil.STATUS_ZOMBIE:
-                os.waitpid(child.pid, os.WNOHANG)
+                if os.waitpid(child.pid, os.WNOHANG)[0] == child.pid:
+                    reaped.add(child.pid)
+    return reaped
 
 
 def command_seconds(fallback_start: float) -> float:
