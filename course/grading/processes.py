@@ -130,8 +130,8 @@ def _stop_and_kill(keep: set[int], deadline: float) -> list[str]:
     Each round lists the PIDs and reads the parent of each PID it has not read this pass
     (the first round reads them all), newest first, and stops those that are ours. A process
     that hops is new each time we look, so it is read within moments of the listing, however
-    many old processes the table holds (a scan of them all outlasts a hop on a busy machine,
-    and no hopper is ever seen by it)."""
+    many old processes the table holds (a scan of them all can outlast a hop on a busy
+    machine: with 1000 other processes, such scans missed a hopper every time)."""
     stop = getattr(signal, "SIGSTOP", None)
     parents: dict[int, int] = {}
     unsettled: dict[int, int] = {}  # PID -> parent, where the line of ancestors broke: read again
