@@ -10,19 +10,19 @@ import sys
 # `course --version` stays fast and a broken lesson module cannot break `course doctor`.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("course.doctor", "check torch, the widgets extension, your course folder and a kernel"),
-    "assign": ("course.grading.assign", "generate notebooks/ (learner copies) from solutions/"),
+    "assign": ("course.house.assign", "generate notebooks/ (learner copies) from solutions/"),
     "grade": ("course.grading.grade", "grade a learner notebook (or a folder of them)"),
-    "gradebook": ("course.grading.gradebook", "grade a class: scores, pass rates and misconceptions met"),
-    "collect": ("course.grading.collect", "a class's signed CI reports in one table, late work marked"),
-    "regrade": ("course.grading.regrade", "grade signed reports again at their commits, after a check fix"),
-    "room": ("course.grading.room_view", "a live learner x exercise grid: who is stuck on what"),
+    "gradebook": ("course.classroom.gradebook", "grade a class: scores, pass rates and misconceptions met"),
+    "collect": ("course.classroom.collect", "a class's signed CI reports in one table, late work marked"),
+    "regrade": ("course.classroom.regrade", "grade signed reports again at their commits, after a check fix"),
+    "room": ("course.classroom.room_view", "a live learner x exercise grid: who is stuck on what"),
     "lab": ("course.lab", "open your copy of the course in JupyterLab (start or update it first)"),
-    "start": ("course.grading.workspace", "copy the learner notebooks into a folder you own"),
+    "start": ("course.learner.workspace", "copy the learner notebooks into a folder you own"),
     "update": (
-        "course.grading.workspace",
+        "course.learner.workspace",
         "bring new lessons into your folder without overwriting your work",
     ),
-    "progress": ("course.grading.progress", "a table of your exercises and their status"),
+    "progress": ("course.learner.progress", "a table of your exercises and their status"),
     "slides": ("course.slides", "a lesson's key cells as reveal.js slides, for the instructor"),
     "hub-start": ("course.hub", "JupyterHub start hook: start or update ~/autograd-course, never failing"),
 }

@@ -132,7 +132,7 @@ def check_widgets_extension() -> Finding:
 
 def check_lessons() -> Finding:
     """The learner notebooks this install carries (in the wheel, or a checkout's notebooks/)."""
-    from course.grading import workspace
+    from course.learner import workspace
 
     try:
         folder = workspace.find_source()
@@ -148,7 +148,7 @@ def check_workspace(root: Path) -> list[Finding]:
     Returns:
         One finding per problem (each with its fix), or one ``ok`` finding.
     """
-    from course.grading import workspace
+    from course.learner import workspace
     from course.lessons import LESSONS
 
     q = _quoted(root)
@@ -257,7 +257,7 @@ print("widget", type(stepper).__name__, "ipywidgets", ipywidgets.__version__, "p
 
 def first_lesson(root: Path) -> Path | None:
     """The learner's copy of the first lesson in ``root``, else the install's, else None."""
-    from course.grading import workspace
+    from course.learner import workspace
     from course.lessons import LESSONS
 
     name = LESSONS[0].notebook
@@ -351,7 +351,7 @@ def findings(root: Path | None = None, kernel: bool = True) -> list[Finding]:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from course.grading import workspace
+    from course.learner import workspace
 
     parser = argparse.ArgumentParser(prog="course doctor", description=__doc__.splitlines()[0])
     parser.add_argument(

@@ -35,7 +35,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from course.grading import workspace
+from course.learner import workspace
 
 __all__ = ["default_dir", "main", "sync"]
 

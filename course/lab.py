@@ -25,8 +25,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from course.grading import workspace
 from course.grading.files import write_atomically
+from course.learner import workspace
 
 # NOTE [Turning off the news question]
 #   1. The question is JupyterLab's announcements plugin asking for the setting `fetchNews` of

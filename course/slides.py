@@ -108,7 +108,7 @@ def slideshow_copy(nb, number: int):
 
 def _lesson_notebook(number: int) -> Path:
     """The solution notebook of a checkout (stored outputs), else the install's learner copy."""
-    from course.grading import workspace
+    from course.learner import workspace
 
     lesson = get(number)
     solved = ROOT / "solutions" / lesson.notebook

@@ -8,8 +8,8 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from course import checks
-from course.grading import assign
-from course.grading.assign import AssignError, clear_solutions, learner_copy
+from course.house import assign
+from course.house.assign import AssignError, clear_solutions, learner_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = assign.lesson_paths(ROOT / "solutions")

@@ -333,7 +333,7 @@ def test_an_answer_fitting_only_the_shipped_cases_fails_an_extra_case_and_the_re
 
 
 def test_the_gradebook_refuses_a_bad_extra_cases_file_before_grading_anyone(tmp_path, capsys):
-    from course.grading.gradebook import main as gradebook_main
+    from course.classroom.gradebook import main as gradebook_main
 
     (tmp_path / "roster" / "ada").mkdir(parents=True)
     path = _file(tmp_path, 'extra_cases("3.1", case(1))\n')

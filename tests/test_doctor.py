@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from course import doctor
-from course.grading import workspace
+from course.learner import workspace
 from course.lessons import LESSONS
 
 

@@ -281,7 +281,7 @@ def _one_learner(tmp_path: Path) -> Path:
 
 
 def test_a_grader_that_fails_costs_its_row_and_the_note_says_what_it_said_last(tmp_path, monkeypatch):
-    from course.grading import gradebook
+    from course.classroom import gradebook
 
     said = "the grader fell over: no such thing"
     fails = [sys.executable, "-c", f"import sys; print('noise', file=sys.stderr); sys.exit({said!r})"]
@@ -294,7 +294,8 @@ def test_a_grader_that_fails_costs_its_row_and_the_note_says_what_it_said_last(t
     shutil.which("bwrap") is None, reason="bubblewrap is not installed (apt-get install bubblewrap)"
 )
 def test_a_sandbox_that_cannot_start_the_grader_costs_the_row_with_the_reason(tmp_path, monkeypatch):
-    from course.grading import gradebook, isolation
+    from course.classroom import gradebook
+    from course.grading import isolation
 
     if isolation.sandbox_command(["true"], tmp_path, []) is None:
         pytest.skip("bubblewrap cannot make namespaces here")

@@ -383,7 +383,7 @@ def test_a_problem_in_an_unrelated_cell_is_not_repeated_under_a_wrong_answer(tmp
 def test_grade_and_gradebook_agree_on_which_notebook_is_which_lesson(tmp_path, name, lesson):
     """One fact, one home (course.grading.names): ``course grade``'s folder plan and
     ``course gradebook``'s notebook list take and skip the same files (issue 28, section 3)."""
-    from course.grading import gradebook
+    from course.classroom import gradebook
     from course.grading.plan import plan_folder
 
     (tmp_path / name).write_text(

@@ -33,7 +33,8 @@ import torch
 
 import course
 from course import checks
-from course.grading import classroom, collect, provenance, signing
+from course.classroom import collect
+from course.grading import github_classroom, provenance, signing
 from course.grading.files import grader_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,7 +92,7 @@ def _workflow():
 def _grading_step() -> tuple[dict, dict]:
     """(the job's env, the step with id ``course``) of the Classroom workflow."""
     job = _workflow()["jobs"]["run-autograding-tests"]
-    (step,) = [s for s in job["steps"] if s.get("id") == classroom.RUNNER_ID]
+    (step,) = [s for s in job["steps"] if s.get("id") == github_classroom.RUNNER_ID]
     return job["env"], step
 
 
@@ -410,9 +411,9 @@ def test_the_classroom_result_reports_errors_and_tampering_as_errors():
             }
         ],
     }
-    result = classroom.runner_result(summary)
+    result = github_classroom.runner_result(summary)
     assert result["status"] == "error" and [t["status"] for t in result["tests"]] == ["error"] * 3
-    empty = classroom.placeholder()
+    empty = github_classroom.placeholder()
     assert empty["max_score"] == 0 and empty["status"] == "error"  # the reporter posts no points for it
 
 
@@ -446,8 +447,10 @@ def test_the_workflows_pin_the_course_version_and_use_real_grade_options(name):
 def test_the_classroom_workflow_feeds_the_reporter_what_the_grader_writes():
     job = _workflow()["jobs"]["run-autograding-tests"]
     (reporter,) = [s for s in job["steps"] if "autograding-grading-reporter" in s.get("uses", "")]
-    assert reporter["with"]["runners"] == classroom.RUNNER_ID
-    assert reporter["env"] == {f"{classroom.RUNNER_ID.upper()}_RESULTS": "${{ steps.course.outputs.result }}"}
+    assert reporter["with"]["runners"] == github_classroom.RUNNER_ID
+    assert reporter["env"] == {
+        f"{github_classroom.RUNNER_ID.upper()}_RESULTS": "${{ steps.course.outputs.result }}"
+    }
     _, step = _grading_step()
     assert "--classroom reports/classroom.b64" in step["run"]
     assert 'echo "result=$(cat reports/classroom.b64)" >> "$GITHUB_OUTPUT"' in step["run"]

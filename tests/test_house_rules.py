@@ -19,7 +19,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from course.checks import Exercise, case, wrong
-from course.grading import assign
+from course.house import assign
 from course.house import notebooks as house_notebooks
 from course.house import sources as house_sources
 from course.house.rules import PROVENANCE_HEADING, RULES
@@ -231,6 +231,13 @@ def _layering(tmp: Path):
     )
 
 
+def _package_index(tmp: Path):
+    docstring = "The reference.\n\n- :mod:`course.autograd.graph`: the graph;\n"
+    offences = house_sources.index_offences("course.autograd", docstring, ["graph", "hooks"])
+    assert house_sources.index_offences("course.content", ":mod:`course.content.lessonNN`", ["lesson03"]) == []
+    return offences, "course/autograd/__init__.py", "add a line for course.autograd.hooks"
+
+
 def _learner_copy(tmp: Path, capsys):
     _notebook(tmp, "solutions/09_demo.ipynb", new_code_cell("x = 1"))
     _notebook(tmp, "notebooks/09_demo.ipynb", new_code_cell("x = 2"))
@@ -293,6 +300,7 @@ PROOFS = {
     "no-cycles": _no_cycles,
     "private-names": _private_names,
     "layering": _layering,
+    "package-index": _package_index,
     "learner-copy": _learner_copy,
     "generated-docs": _generated_docs,
     "instructor-notes": _instructor_notes,

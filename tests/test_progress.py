@@ -12,8 +12,9 @@ import nbformat
 import pytest
 
 from course import cli
-from course.grading import files, progress, workspace
-from course.grading.progress import Row
+from course.grading import files
+from course.learner import progress, workspace
+from course.learner.progress import Row
 
 STUB = "raise NotImplementedError('exercise {}')"
 

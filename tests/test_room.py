@@ -23,7 +23,8 @@ import pytest
 
 import course
 from course import checks
-from course.grading import gradebook, room, room_view, signing
+from course.classroom import gradebook, room, room_view
+from course.grading import signing
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLVED, UNTOUCHED = ROOT / "solutions" / "00_warmup.ipynb", ROOT / "notebooks" / "00_warmup.ipynb"

@@ -195,6 +195,47 @@ def test_lesson_content_imports_nothing_that_judges_or_grades():
     assert offences == [], "\n".join(offences)
 
 
+@pytest.mark.parametrize(
+    "layer, above",
+    [
+        ("course.grading", ("course.classroom", "course.learner", "course.house")),
+        ("course.learner", ("course.classroom", "course.house")),
+        ("course.classroom", ("course.house",)),
+    ],
+)
+def test_each_floor_of_the_machinery_imports_only_the_floors_below_it(layer, above):
+    """Scoring one notebook (grading) sits below the learner's folder and the instructor's class,
+    and the author's tools (house) sit on top: an import the other way is an arrow back up."""
+    offences = layer_offences(layer, above)
+    assert offences == [], "\n".join(offences)
+
+
+#: Every folder of course/ with an __init__.py, as a dotted package name (lessons_data holds only
+#: notebooks).
+SUBPACKAGES = sorted(
+    "course." + p.parent.relative_to(PACKAGE).as_posix().replace("/", ".")
+    for p in PACKAGE.rglob("__init__.py")
+    if p.parent != PACKAGE and p.parent.name != "lessons_data"
+)
+
+
+@pytest.mark.parametrize("package", SUBPACKAGES)
+def test_each_package_index_names_every_module_in_its_folder(package):
+    """A maintainer finds a file from its package's index: a module the index leaves out is a
+    module nobody is told about."""
+    from course.house.sources import index_offences
+
+    folder = PACKAGE / package.removeprefix("course.").replace(".", "/")
+    modules = sorted(
+        p.stem if p.is_file() else p.name
+        for p in folder.iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file()
+    )
+    docstring = ast.get_docstring(ast.parse((folder / "__init__.py").read_text())) or ""
+    offences = index_offences(package, docstring, modules)
+    assert offences == [], "\n".join(offences)
+
+
 def test_the_public_import_paths_of_design_md_still_import():
     import importlib
 

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from course import cli
-from course.grading import workspace
-from course.grading.workspace import Change, WorkspaceError, notebook_hash
+from course.learner import workspace
+from course.learner.workspace import Change, WorkspaceError, notebook_hash
 
 
 def write_lesson(folder: Path, name: str, *sources: str) -> Path:
@@ -544,7 +544,7 @@ def test_course_lab_starts_then_updates_then_execs_jupyter_on_the_folder(tmp_pat
 
 KILLER = """
 import os, signal, sys
-from course.grading import workspace
+from course.learner import workspace
 
 stop_at, written, real = int(sys.argv[1]), [], workspace.write_atomically
 

@@ -15,7 +15,9 @@
   with :mod:`course.autograd.checkpoint_state` (RNG and autocast state carried into the
   recomputation) and :mod:`course.autograd.checkpoint_debug` (``debug=True``'s op lists);
 - :mod:`course.autograd.selective`: ``create_selective_checkpoint_contexts`` and torch's
-  ``CheckpointPolicy`` (lesson 09).
+  ``CheckpointPolicy`` (lesson 09);
+- :mod:`course.autograd.overlap`: whether two strided views of one storage share an element,
+  from sizes and strides alone (``allow_mutation_on_saved_tensors``'s question, lesson 05).
 
 :mod:`course.checkpoint` gathers the checkpoint names under ``torch.utils.checkpoint``'s.
 

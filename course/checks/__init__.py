@@ -31,6 +31,15 @@ The grader runs step 1 in a separate process against the learner's definitions a
 Lesson authors register exercises in ``course/checks/lessonNN.py`` with :func:`exercise` and
 :func:`predict`; ``docs/authoring.md`` walks through a complete example.
 
+The modules:
+
+- :mod:`course.checks.registry`: the :class:`Exercise` record and the registry of every exercise;
+- :mod:`course.checks.outcomes`: what running an answer produced, as plain data two processes share;
+- :mod:`course.checks.leftovers`: what an answer leaves behind in the learner's kernel;
+- :mod:`course.checks.extra`: an instructor's extra hidden cases for one grading run;
+- :mod:`course.checks.descriptor_answers`: descriptor predictions read in any spelling;
+- :mod:`course.checks.lessonNN`: one lesson's answer keys, one section per exercise.
+
 Example:
     >>> ex = Exercise(id="9.1", name="double", title="Double it", solution=lambda x: 2 * x,
     ...               cases=[case(3)], wrong=[wrong(lambda x: x + 1, "add, don't multiply?")])

@@ -32,8 +32,6 @@ What the file gets wrong is an :class:`ExtraCasesError` that says how to put it 
     extra_cases("3.9", case(1))       # BAD: no exercise '3.9' (the message lists lesson 3's)
     extra_cases("3.1", case(1))       # BAD: 3.1 is a prediction, it has no cases
     extra_cases("3.3", [torch.ones(2)])  # BAD: give each case as case(...)
-
-Differences from torch: none (torch has no grader).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """What the lessons run: the programs, models and settings each lesson's notebook imports.
 
-One module per lesson (``course/content/lessonNN.py``), beside the lesson list in
-``course/lessons.py``, plus ``zoo.py`` (which program gives which descriptor, lessons 06-07).
+One module per lesson (:mod:`course.content.lessonNN`), beside the lesson list in
+``course/lessons.py``, plus :mod:`course.content.zoo` (which program gives which descriptor,
+lessons 06-07).
 A notebook imports its demonstrations from here; the checks import the same programs, so a
 notebook runs exactly what its exercise's check judges. What judges an answer (truths,
 oracles, hidden cases, known wrong answers) lives in ``course/checks/lessonNN.py`` and never

@@ -1,8 +1,7 @@
-"""The course's machinery: learner copies, grading, progress and the learner's workspace.
+"""Scoring one notebook: ``course grade``, its reports, and the processes that run learner code.
 
 - :mod:`course.grading.names`: which file is a lesson notebook, which an offered copy (torch-free);
 - :mod:`course.grading.files`: the grader's fingerprint, atomic writes, the report formats (torch-free);
-- :mod:`course.grading.assign`: generate ``notebooks/`` from ``solutions/``;
 - :mod:`course.grading.grade`: ``course grade``: ties the jobs below together, writes the reports;
 - :mod:`course.grading.options`: ``course grade``'s options, checked as they are read;
 - :mod:`course.grading.plan`: which notebooks of a folder are graded, and why the rest are not;
@@ -18,11 +17,10 @@
 - :mod:`course.grading.kernel`: run a notebook in a fresh kernel (grading and ``assign --execute``);
 - :mod:`course.grading.worker`: the checking server: a fork per notebook, and of it one per
   exercise that runs the definitions and the answer; no judgement happens there;
-- :mod:`course.grading.gradebook`: ``course gradebook``, a class's scores and misconceptions;
-- :mod:`course.grading.room`: ``course room``'s grid of one lesson, regraded only where a notebook changed;
-- :mod:`course.grading.room_view`: the ``course room`` command: that grid as text and as a page;
-- :mod:`course.grading.progress`: ``course progress``, cached per notebook content;
-- :mod:`course.grading.workspace`: ``course start`` / ``course update``, never overwriting an edit.
+- :mod:`course.grading.feedback`: the learner's feedback file, one section per exercise;
+- :mod:`course.grading.github_classroom`: the grade as GitHub Classroom's autograder reads it;
+- :mod:`course.grading.provenance`: which commit a notebook came from, and when.
 
-None of this is imported by the reference implementation.
+The learner's folder (:mod:`course.learner`) and the instructor's class (:mod:`course.classroom`)
+build on this floor; the reference implementation imports none of it.
 """

@@ -16,8 +16,6 @@ checked before ``torch.load(weights_only=True)`` sees it: stored, never compress
 
     read_outcomes(Path("0.1.pt"))   # OK: {"yours": [...], ...}
     read_outcomes(Path("fifo.pt"))  # BAD input, fine answer: {"failure": "... not a regular file ..."}
-
-Differences from torch: none (``torch.load`` is used as is, on bytes we checked).
 """
 
 from __future__ import annotations

@@ -18,8 +18,6 @@ What it never holds (a learner may pass the file on)::
     expected: 12                 # OK: what the oracle returns on a case, as check() prints it
     answer:   (1, 2, 3)          # BAD: a prediction's truth, even when the learner revealed it
     return sum(sizes.values())   # BAD: a line of the reference solution (no field carries it)
-
-Differences from torch: none (torch has no grader).
 """
 
 from __future__ import annotations

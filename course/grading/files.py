@@ -20,8 +20,6 @@ Three facts used to be spelled in several modules, slightly differently each tim
 
     # OK:  write_atomically(path, text)        temp file beside it, fsync, os.replace
     # BAD: path.write_text(text)               a crash or a full disk leaves half a report
-
-Differences from torch: none (torch has no grader).
 """
 
 from __future__ import annotations

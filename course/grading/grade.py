@@ -4,7 +4,7 @@
 
     course grade PATH.ipynb [--json OUT] [--junit OUT] [--timeout S] [--cell-timeout S] [--min-score X]
     course grade DIR [--lessons 00,01] [-j N] [...]   # the course's lessons, found in DIR, then a table
-    course grade DIR --classroom OUT --learner NAME   # GitHub Classroom's points (course.grading.classroom)
+    course grade DIR --classroom OUT --learner NAME   # GitHub Classroom's points (course.grading.github_classroom)
     course grade PATH [--extra-cases FILE.py] [--feedback [FILE_OR_DIR]]  # instructor's cases, learner's feedback
 
 Before any learner code runs, the grading process fingerprints the files of the ``course``
@@ -53,7 +53,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from course.grading import classroom, provenance, signing
+from course.grading import github_classroom, provenance, signing
 from course.grading import report as reporting
 from course.grading.feedback import feedback_markdown, feedback_name, feedback_target
 from course.grading.files import grader_fingerprint, write_atomically
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     placeholders = {
         args.json: json.dumps(reporting.placeholder()) + "\n",
         args.junit: reporting.junit_placeholder(),
-        args.classroom: classroom.encode(classroom.placeholder()) + "\n",
+        args.classroom: github_classroom.encode(github_classroom.placeholder()) + "\n",
     }
     for out in (args.json, args.junit, args.classroom):  # from now on a planted file counts for nothing
         if out not in (None, "-"):
@@ -214,7 +214,7 @@ def _write_reports(summary: dict, reports: list[NotebookReport], args) -> None:
         if args.json == "-":
             sys.stdout.write(json.dumps(summary, indent=2) + "\n")
         elif args.classroom == "-":
-            sys.stdout.write(classroom.encode(classroom.runner_result(summary)) + "\n")
+            sys.stdout.write(github_classroom.encode(github_classroom.runner_result(summary)) + "\n")
         elif args.path.is_dir():
             reporting.print_table(reports)
         else:
@@ -229,7 +229,9 @@ def _write_reports(summary: dict, reports: list[NotebookReport], args) -> None:
     if args.json and args.json != "-":
         write_atomically(args.json, json.dumps(summary, indent=2) + "\n")
     if args.classroom and args.classroom != "-":
-        write_atomically(args.classroom, classroom.encode(classroom.runner_result(summary)) + "\n")
+        write_atomically(
+            args.classroom, github_classroom.encode(github_classroom.runner_result(summary)) + "\n"
+        )
     if args.junit and args.junit != "-":
         buffer = io.StringIO()
         reporting.junit(summary).write(buffer, encoding="unicode", xml_declaration=True)

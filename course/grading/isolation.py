@@ -26,8 +26,6 @@ Two levels, one per command:
   Where bubblewrap cannot run, :func:`sandbox_command` returns None and the caller says so
   loudly and falls back to :func:`limits` (a separate process, a private copy, resource
   limits): the strongest isolation left to an unprivileged process.
-
-Differences from torch: none (torch runs only its own code).
 """
 
 from __future__ import annotations

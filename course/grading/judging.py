@@ -11,8 +11,6 @@ answer gets the hint of the misconception it matches. Nothing here raises: a com
 that fails makes that exercise an ``error`` with the reason::
 
     judge_outcomes(session, ex, {"failure": "timeout: ..."}, 1.0)   # OK: {"status": "error", ...}
-
-Differences from torch: none (torch has no grader).
 """
 
 from __future__ import annotations

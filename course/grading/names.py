@@ -16,8 +16,6 @@ Every command asks these (``course grade``, ``course gradebook``, ``course start
     # OK:  03_saved_tensors.updated.ipynb      the same, as older versions named it
     # OK:  03_x.updated_notes.ipynb            lesson 3 for grade and gradebook alike
     # BAD: ".updated" in name                  (the old gradebook test: skipped the file above)
-
-Differences from torch: none (torch has no lessons).
 """
 
 from __future__ import annotations

@@ -10,8 +10,6 @@ session (:mod:`course.grading.session`) passed explicitly.
 The file is only ever read. The kernel run and the checking go side by side; the kernel run
 reports the cells that raised or timed out and never decides the score. A notebook graded
 while the ``course`` package changed is void (tampering).
-
-Differences from torch: none (torch has no grader).
 """
 
 from __future__ import annotations

@@ -15,8 +15,6 @@ A limit that would turn itself off is a usage error naming its flag (exit 2)::
     must be a finite number of seconds above 0, not '-1'
     >>> fraction("0.8"), sorted(lesson_list("01,00"))
     (0.8, [0, 1])
-
-Differences from torch: none (torch has no command line of this kind).
 """
 
 from __future__ import annotations

@@ -6,8 +6,6 @@
     # plan: [(path, text, lesson), ...] one notebook per lesson, in lesson order
     # missing: lessons with no notebook (every exercise counts as not attempted)
     # ignored: [{"path", "reason"}] offered copies, other notebooks, lessons not asked for
-
-Differences from torch: none (torch has no grader).
 """
 
 from __future__ import annotations

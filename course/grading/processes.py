@@ -11,8 +11,6 @@ init, so it stays among the grader's descendants, where :func:`descendants` find
 
 The process table comes from psutil, so this works where there is no ``/proc`` (macOS,
 Windows); only the subreaper is Linux's alone.
-
-Differences from torch: none (torch starts no processes to end).
 """
 
 from __future__ import annotations

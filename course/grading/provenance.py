@@ -29,8 +29,6 @@ Git runs with the repository's hooks and file-system monitor switched off, so a 
 learner prepared cannot make the grader run a program of its choosing while it is asked.
 The commit time is the one in the commit, which its author's clock (or ``git commit
 --date``) set: docs/grading.md says what that proves and what it does not.
-
-Differences from torch: none (torch records no provenance).
 """
 
 from __future__ import annotations

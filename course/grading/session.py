@@ -10,8 +10,6 @@ Everything a session holds is passed explicitly (no module keeps it): the privat
 checking server (:class:`course.grading.checker.Checker`), the fingerprint of the ``course``
 package, the oracles' outcomes computed once, and the lock that serialises judging (oracles
 and hint matching reseed global RNGs: one at a time).
-
-Differences from torch: none (torch has no grader).
 """
 
 from __future__ import annotations

@@ -22,8 +22,6 @@ passes :func:`problems` and its signature checks with the instructor's key::
 
 :func:`parse` reads untrusted JSON: ``NaN``/``Infinity`` refused, nesting deeper than
 :data:`MAX_DEPTH` refused, never a ``RecursionError``.
-
-Differences from torch: none (torch signs nothing).
 """
 
 from __future__ import annotations

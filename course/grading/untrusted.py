@@ -20,8 +20,6 @@ a spreadsheet or a web page. This module owns both directions::
 
     read_regular(Path("00_warmup.ipynb"), limit=64 << 20)   # OK: bytes
     read_regular(Path("link-to-classmate.ipynb"))          # BAD: Untrusted("a symbolic link ...")
-
-Differences from torch: none; torch has no part in this (it reads only files it trusts).
 """
 
 from __future__ import annotations

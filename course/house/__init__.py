@@ -3,7 +3,8 @@
 - :mod:`course.house.rules`: each rule's name, the test that enforces it and its fix, and
   :func:`~course.house.rules.offence`, how every failure reads;
 - :mod:`course.house.notebooks`: the finders that read lesson notebooks;
-- :mod:`course.house.sources`: the finders that read registrations, docstrings and generated docs.
+- :mod:`course.house.sources`: the finders that read registrations, docstrings and generated docs;
+- :mod:`course.house.assign`: ``course assign``, the learner copies in ``notebooks/`` made from ``solutions/``.
 
 ``docs/authoring.md`` ("Adding a lesson, end to end") walks through the rules in order;
 ``tests/test_house_rules.py`` breaks each one on purpose and reads its message.

@@ -130,6 +130,12 @@ RULES: dict[str, Rule] = {
         "move what {layer} needs from {above} down into {layer} (or below it), and let {above} "
         "import it from there",
     ),
+    "package-index": Rule(
+        "a package index names every module",
+        "tests/test_structure.py",
+        "add a line for {module} to the module list in {package}'s docstring "
+        "(course/{folder}/__init__.py): what it does, in a phrase",
+    ),
     "learner-copy": Rule(
         "byte-equal learner copies",
         "tests/test_assign.py",

@@ -146,6 +146,33 @@ def provenance_offences(relpath: str, docstring: str) -> list[str]:
     return found
 
 
+def index_offences(package: str, docstring: str, modules: list[str]) -> list[str]:
+    """Rule ``package-index``: the docstring of ``package`` (``course.grading``, say) names each
+    of its ``modules`` as ``:mod:`package.module```, so its index is the map of the folder.
+
+    A family of modules named alike (``lesson00`` ... ``lesson09``) may be named once by its
+    pattern with ``NN`` for the digits (``:mod:`course.content.lessonNN```)."""
+    folder = package.removeprefix("course.").replace(".", "/")
+    named = set(re.findall(r":mod:`~?([\w.]+)`", docstring or ""))
+
+    def is_named(module: str) -> bool:
+        family = re.sub(r"\d+$", "NN", module)  # lesson03 -> lessonNN
+        return f"{package}.{module}" in named or f"{package}.{family}" in named
+
+    return [
+        offence(
+            "package-index",
+            f"course/{folder}/__init__.py",
+            f"its index does not name {package}.{module}",
+            module=f"{package}.{module}",
+            package=package,
+            folder=folder,
+        )
+        for module in modules
+        if not is_named(module)
+    ]
+
+
 def stale_generated_docs(files: dict[Path, str], root: Path) -> list[str]:
     """Rule ``generated-docs``: each generated file (``{path: what it should hold}``, from
     :func:`course.guide.generated`) holds that text."""

@@ -14,7 +14,9 @@ streams and memory over time      :func:`timeline_text`, `memory_text`   :func:`
 The code lives in :mod:`course.show.graph`, :mod:`course.show.fx` and
 :mod:`course.show.timeline`; the layered layout they share in :mod:`course.show.layout`
 (drawn by :mod:`course.show.boxes`); :func:`show_source` (the course's source beside
-torch's, :mod:`course.show.source`). Frames and steppers are imported from
+torch's, :mod:`course.show.source`); deep drawings folded into side-by-side bands by
+:mod:`course.show.fold`. Frames (:mod:`course.show.frames`, the states a lesson steps through)
+and their ipywidgets steppers (:mod:`course.show.widgets`) are imported from
 :mod:`course.widgets`. This module only re-exports. Nothing printed holds a memory
 address: autograd nodes are named ``n0, n1, ...`` in topological order and FX nodes by
 their FX names.

@@ -24,8 +24,8 @@ column says so::
     >>> print(show_source(cg.GradientEdge, torch.mul).torch_note)
     torch.mul has no Python source: it is a builtin written in C++ (torch/csrc, aten/src/ATen)
 
-Differences from torch: none to mirror; this is a viewer. Lines are compared without their
-indentation, so a method moved into a class still counts as the same line.
+Lines are compared without their indentation, so a method moved into a class still counts as
+the same line.
 """
 
 from __future__ import annotations

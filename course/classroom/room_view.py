@@ -1,5 +1,5 @@
 """The ``course room`` command (:func:`main`) and what it shows: the grid as text, as a page that
-reloads itself, and what changed (the grid itself is :func:`course.grading.room.collect`'s).
+reloads itself, and what changed (the grid itself is :func:`course.classroom.room.collect`'s).
 
 :func:`text` is the grid for a terminal, a summary of each exercise under it (how many are
 stuck, the misconception most of them met) and the hint of every misconception met;
@@ -7,7 +7,7 @@ stuck, the misconception most of them met) and the hint of every misconception m
 :func:`changes` is what ``--watch`` prints between two refreshes: only the learners whose
 cells (or note) changed.
 
-    >>> from course.grading.room import Cell, Room, Row
+    >>> from course.classroom.room import Cell, Room, Row
     >>> room = Room(0, [("0.1", "cube_sum_grad"), ("0.2", "predicted_a_grad")], [
     ...     Row("ada", {"0.1": Cell("passed"), "0.2": Cell("passed")}),
     ...     Row("bob", {"0.1": Cell("failed", "forgot_backward", "call .backward()")}),
@@ -28,8 +28,6 @@ cells (or note) changed.
     ...                                  room.rows[2]])
     >>> changes(room, after)
     ['bob: 0.1 failed: forgot_backward -> passed']
-
-Differences from torch: none (torch has no classroom).
 """
 
 from __future__ import annotations
@@ -42,10 +40,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from course.grading import room
+from course.classroom import room
+from course.classroom.room import Room, Row
 from course.grading.files import write_atomically
 from course.grading.options import positive_seconds
-from course.grading.room import Room, Row
 from course.grading.untrusted import clean_text
 
 __all__ = ["changes", "main", "page", "summary", "text"]

@@ -47,8 +47,6 @@ NOTE [A refresh grades only what changed]
 ``--watch S`` refreshes every S seconds until Ctrl-C and then prints only the learners whose
 cells changed; ``--html FILE`` writes the grid as a page that reloads itself. This module makes
 the grid (:func:`collect`); ``room_view`` draws it and is the command.
-
-Differences from torch: none (torch has no classroom).
 """
 
 from __future__ import annotations
@@ -63,10 +61,12 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course.grading import gradebook, notebook, progress, workspace
+from course.classroom import gradebook
+from course.grading import notebook
 from course.grading.files import grader_fingerprint, write_atomically
 from course.grading.signing import notebook_hash, parse, sign, verify
 from course.grading.untrusted import Untrusted, clean_text, read_regular
+from course.learner import progress, workspace
 
 __all__ = ["CACHE_DIR", "Cell", "Room", "Row", "collect", "learner_folders", "misconception_names"]
 

@@ -22,8 +22,6 @@ exercise, its points as the test's score::
 A workflow step sets it as its ``result`` output (``echo "result=$(cat OUT)" >>
 "$GITHUB_OUTPUT"``) and passes it to the reporter as ``COURSE_RESULTS``
 (docs/classroom-autograding.yml).
-
-Differences from torch: none (torch has no grader).
 """
 
 from __future__ import annotations

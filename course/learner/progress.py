@@ -58,8 +58,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from course.grading import workspace
 from course.grading.files import grader_fingerprint, write_atomically
+from course.learner import workspace
 
 __all__ = [
     "CACHE",

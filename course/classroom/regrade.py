@@ -19,8 +19,6 @@ report's git record (so lateness is unchanged) and says what it replaced (``regr
 ``--only-flagged`` regrades only the reports ``course collect`` flags as made by another
 course version or grader. Exit status: 0 when every learner was regraded, 1 when one could
 not be (the line says why), 2 for a usage error.
-
-Differences from torch: none (torch has no grader).
 """
 
 from __future__ import annotations
@@ -30,9 +28,9 @@ import json
 import sys
 from pathlib import Path
 
-from course.grading.collect import Row, collect, instructor_key
+from course.classroom.collect import Row, collect, instructor_key
+from course.classroom.gradebook import grade_sandboxed
 from course.grading.files import write_atomically
-from course.grading.gradebook import grade_sandboxed
 from course.grading.isolation import no_dump
 from course.grading.options import positive_seconds
 from course.grading.provenance import committed_bytes

@@ -22,8 +22,6 @@ instructor's key, ``--key-file`` or ``$COURSE_GRADE_KEY``), then gives one row p
 - **flags**: a report made by another course version or another grader (its fingerprint
   covers the checks' code: a fixed check changes it), which ``course regrade`` grades again;
   notebooks that could not be graded; reports that were ignored, and why.
-
-Differences from torch: none (torch has no grader).
 """
 
 from __future__ import annotations
@@ -34,8 +32,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from course.classroom.gradebook import REPORT_LIMIT
 from course.grading.files import REPORT_FORMAT, grader_fingerprint
-from course.grading.gradebook import REPORT_LIMIT
 from course.grading.provenance import parse_utc
 from course.grading.signing import parse, read_key, rejected
 from course.grading.untrusted import Untrusted, clean_text, csv_cell, read_regular

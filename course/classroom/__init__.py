@@ -1,0 +1,13 @@
+"""The instructor's class: a roster graded as one table, a live room, homework collected.
+
+- :mod:`course.classroom.gradebook`: ``course gradebook``, a class's scores and misconceptions;
+- :mod:`course.classroom.room`: ``course room``'s grid of one lesson, regraded only where a
+  notebook changed;
+- :mod:`course.classroom.room_view`: the ``course room`` command: that grid as text and as a page;
+- :mod:`course.classroom.collect`: ``course collect``, the signed reports of a class's CI runs;
+- :mod:`course.classroom.regrade`: ``course regrade``, grading again the commit a report names.
+
+Everything here grades through :mod:`course.grading`; nothing below this floor imports it.
+"""
+
+__all__: list[str] = []
