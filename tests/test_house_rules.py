@@ -234,7 +234,9 @@ def _layering(tmp: Path):
 def _package_index(tmp: Path):
     docstring = "The reference.\n\n- :mod:`course.autograd.graph`: the graph;\n"
     offences = house_sources.index_offences("course.autograd", docstring, ["graph", "hooks"])
-    assert house_sources.index_offences("course.content", ":mod:`course.content.lessonNN`", ["lesson03"]) == []
+    assert (
+        house_sources.index_offences("course.content", ":mod:`course.content.lessonNN`", ["lesson03"]) == []
+    )
     return offences, "course/autograd/__init__.py", "add a line for course.autograd.hooks"
 
 
