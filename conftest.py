@@ -56,14 +56,14 @@ def _nbval_flag(config: pytest.Config) -> bool:
     return bool(getattr(config.option, "nbval", False) or getattr(config.option, "nbval_lax", False))
 
 
-def _lesson_markers() -> dict[str, str]:
+def lesson_markers() -> dict[str, str]:
     """``{"lesson03": "Saved tensors", ...}``: one marker per lesson of the registry."""
     from course.lessons import LESSONS  # torch-free
 
     return {f"lesson{lesson.number:02d}": lesson.title for lesson in LESSONS}
 
 
-def _lesson_of_path(path: str) -> str | None:
+def lesson_of_path(path: str) -> str | None:
     """The lesson marker a collected path belongs to, from its file name alone."""
     name = path.rsplit("/", 1)[-1]
     found = re.fullmatch(r"test_lesson(\d\d)\.py", name) or re.fullmatch(r"(\d\d)_\w+\.ipynb", name)
@@ -71,7 +71,7 @@ def _lesson_of_path(path: str) -> str | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    for marker, title in _lesson_markers().items():
+    for marker, title in lesson_markers().items():
         config.addinivalue_line("markers", f"{marker}: lesson {marker[-2:]}, {title.lower()}")
     opt = config.option
     if hasattr(opt, "nbval_sanitize_with") and not opt.nbval_sanitize_with:
@@ -142,11 +142,11 @@ def _work_rank(item: pytest.Item, together: set[str]) -> int:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    known = _lesson_markers()
+    known = lesson_markers()
     for item in items:
         if type(item).__name__ == "IPyNbCell":
             item.add_marker(pytest.mark.notebook)
-        marker = _lesson_of_path(item.nodeid.split("::", 1)[0])
+        marker = lesson_of_path(item.nodeid.split("::", 1)[0])
         if marker in known and item.get_closest_marker(marker) is None:
             item.add_marker(getattr(pytest.mark, marker))
     if hasattr(config, "workerinput"):  # an xdist worker: hand the longest work out first

@@ -18,10 +18,24 @@ from course import checks
 pytestmark = [pytest.mark.notebook]
 
 
+def _lessons_asked_for(request) -> list[Path]:
+    """The solutions whose tests this run selected (``-k 03`` grades lesson 3 alone); every
+    lesson when the folder-wide tests run, or when no per-lesson test is selected."""
+    here = [item for item in request.session.items if item.module is request.module]
+    asked = {
+        item.callspec.params["solution"]
+        for item in here
+        if hasattr(item, "callspec") and "solution" in item.callspec.params
+    }
+    folder_wide = any(hasattr(item, "callspec") and "kind" in item.callspec.params for item in here)
+    return SOLUTIONS if folder_wide or not asked else sorted(asked)
+
+
 @pytest.fixture(scope="module")
-def lessons(tmp_path_factory):
-    """Every lesson's solutions (one folder) and learner copies (another), each scored as a
-    folder with -j 2 (a folder holds one notebook per lesson: two copies of one are refused).
+def lessons(request, tmp_path_factory):
+    """The lessons asked for (every lesson in the full suite): their solutions (one folder) and
+    learner copies (another), each scored as a folder with -j 2 (a folder holds one notebook per
+    lesson: two copies of one are refused).
 
     --no-run: the score never depends on the headless run, and nbval already runs every
     solution (strict) and learner copy (lax) in the same pytest session; the full run is
@@ -29,7 +43,7 @@ def lessons(tmp_path_factory):
     result = {"by_name": {}, "runs": {}}
     for kind, source in (("solution", ROOT / "solutions"), ("learner", ROOT / "notebooks")):
         folder = tmp_path_factory.mktemp(kind)
-        for sol in SOLUTIONS:
+        for sol in _lessons_asked_for(request):
             if (source / sol.name).exists():  # a missing learner copy fails its own test below
                 shutil.copy2(source / sol.name, folder / sol.name)
         before = {p.name: _stat(p) for p in folder.glob("*.ipynb")}

@@ -77,43 +77,28 @@ def test_no_stored_output_holds_what_changes_from_run_to_run(lesson):
     assert offences == [], "\n".join(offences)
 
 
-def test_every_lesson_has_a_pytest_marker_that_selects_its_notebooks_and_tests():
+def test_every_lesson_has_a_pytest_marker_that_selects_its_notebooks_and_tests(request):
     """``pytest -m lessonNN`` comes from the registry (conftest.py), never from a hand-typed list:
     a new lesson gets its marker, and the marker reaches its notebooks and its own test file."""
-    import subprocess
-    import sys
-
-    root = Path(__file__).resolve().parents[1]
     import re
 
+    import conftest  # the repository's own, which pytest has loaded (rootdir is on sys.path)
+
+    root = Path(__file__).resolve().parents[1]
     assert not re.search(r'"lesson\d+:', (root / "pyproject.toml").read_text()), (
         "pyproject.toml types a lesson marker by hand; conftest.py derives them from course.lessons: delete the line"
     )
-    newest = LESSONS[-1]
-    marker = f"lesson{newest.number:02d}"
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--collect-only",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:randomly",
-            "-m",
-            marker,
-        ],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    files = {line.split("::", 1)[0] for line in run.stdout.splitlines() if "::" in line}
-    expected = {f"solutions/{newest.notebook}", f"notebooks/{newest.notebook}"}
-    own_tests = root / "tests" / f"test_lesson{newest.number:02d}.py"
-    if own_tests.exists():
-        expected.add(f"tests/{own_tests.name}")
-    assert expected <= files, f"`pytest -m {marker}` missed {sorted(expected - files)}"
+    markers = conftest.lesson_markers()
+    assert list(markers) == [f"lesson{lesson.number:02d}" for lesson in LESSONS]
+    registered = {line.split(":", 1)[0] for line in request.config.getini("markers")}
+    assert set(markers) <= registered, "conftest.py did not register every lesson's marker"
+    for lesson in LESSONS:
+        marker = f"lesson{lesson.number:02d}"
+        for path in (
+            f"solutions/{lesson.notebook}",
+            f"notebooks/{lesson.notebook}",
+            f"tests/test_{marker}.py",
+        ):
+            assert conftest.lesson_of_path(path) == marker, path
+    for path in ("tests/test_hooks.py", "tests/data/lesson.ipynb", "solutions/README.md"):
+        assert conftest.lesson_of_path(path) is None, path
