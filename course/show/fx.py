@@ -368,6 +368,15 @@ def _input_note(desc) -> str:
     return "" if desc is None else kind
 
 
+# NOTE [Placeholder order costs crossings]
+#     ``input_order="placeholder"`` keeps the top row as the graph lists its placeholders, which a
+#     learner matches with the descriptors; ``"layout"`` lets the layout reorder that row. On a
+#     2-layer MLP the fixed order draws 9 crossings where a free order draws 4, and 9 is the least
+#     any drawing has with both rows fixed and every edge pointing down: an exact search over our
+#     layering found no fewer, and graphviz's ``dot``, held to the same two rows, also draws 9
+#     (tests/test_show.py compares our counts with dot's).
+
+
 def draw_joint_graph(
     g,
     ax=None,
@@ -397,10 +406,8 @@ def draw_joint_graph(
             object, a ``GraphModule`` or a ``Graph`` (see :func:`as_fx_graph`).
         input_order: ``"placeholder"`` (default) keeps the top row in placeholder order;
             ``"layout"`` lets the layout reorder it to cut crossings, each input's box
-            showing its placeholder index (``in 0``). On a 2-layer MLP that is 9 crossings
-            rather than 4: with both rows in their given order and every edge pointing
-            down, no drawing has fewer (an exact search on our layering found none, and
-            graphviz's dot, held to the same two rows, also draws 9).
+            showing its placeholder index (``in 0``); NOTE [Placeholder order costs
+            crossings] says what the fixed order costs.
 
     Returns:
         The matplotlib Figure.
@@ -409,14 +416,12 @@ def draw_joint_graph(
         TypeError: ``g`` holds no FX graph.
     """
     import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
 
+    if input_order not in ("layout", "placeholder"):
+        raise ValueError(f"input_order must be 'layout' or 'placeholder', not {input_order!r}")
     graph = as_fx_graph(g)
     full = joint_nx_graph(graph)
-    d = collapse_chains(full) if len(full) > collapse_above else full
-    if len(d) > collapse_above:  # still big: forward and backward as one box each, and
-        d = group_ends(summarise_joint(d))  # the inputs and outputs one box per kind
+    d = _graph_to_draw(full, collapse_above)
     if len(d) > max_nodes:
         fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(8, 2))
         ax.set_axis_off()
@@ -425,35 +430,8 @@ def draw_joint_graph(
             0.5, 0.5, f"too large to draw: {len(full)} nodes ({', '.join(kinds)})", ha="center", va="center"
         )
         return fig
-    cut = partition_cut(graph) if d is full else None
-    backward = (
-        {n for n in cut[1] if n in d} | (_backward_nodes(d) & {n for n in d if d.nodes[n]["op"] == "output"})
-        if cut
-        else _backward_nodes(d)
-    )
-    cut_edges = {(a, b) for a, b in d.edges if cut and a in cut[0] and b in backward}
-    labels = {n: d.nodes[n].get("label", n) for n in d}
-    for n in d:  # ops: name and aten target
-        target = d.nodes[n].get("target")
-        if d.nodes[n]["op"] == "call_function" and target and not d.nodes[n].get("collapsed"):
-            labels[n] = n if n.startswith(target.split(".")[0]) else f"{n}\n{target}"
-    edge_colors, colour_of = {}, {}
-    for k, (a, b, how) in enumerate(p for p in full.graph["pairs"] if p[0] in d and p[1] in d):
-        colour = PAIR_COLORS[k % len(PAIR_COLORS)]
-        edge_colors[a] = edge_colors[b] = colour
-        if how == "grad":
-            labels[b] += f"\ngrad of {a}"
-        else:
-            labels[a] += f"\ntangent {b}"
-        colour_of[a] = colour
-    if input_order not in ("layout", "placeholder"):
-        raise ValueError(f"input_order must be 'layout' or 'placeholder', not {input_order!r}")
-    for i, n in enumerate(n for n in graph.nodes if n.op == "placeholder"):
-        if n.name in d:
-            note = _input_note(n.meta.get("desc"))
-            labels[n.name] = (
-                f"{n.name} (in {i})" + (f"\n{note}" if note else "") + labels[n.name][len(n.name) :]
-            )
+    backward, cut_edges = _backward_and_cut(graph, d, full)
+    labels, edge_colors = _joint_labels(graph, d, full)
     first, last = (
         sorted((n for n in d if d.nodes[n]["op"] == op), key=lambda n: d.nodes[n]["index"])
         for op in ("placeholder", "output")
@@ -465,7 +443,6 @@ def draw_joint_graph(
     )
     fig, ax, font = new_figure_for(layout, font, ax=ax, extra_height=0.9)
     fills = {n: KIND_COLORS.get(d.nodes[n]["kind"], "#fde2c8" if n in backward else "#ffffff") for n in d}
-    styles = {n: {"linewidth": 2.2} for n in edge_colors}
     draw_boxes(
         d,
         layout,
@@ -474,9 +451,70 @@ def draw_joint_graph(
         fills,
         font_size=font,
         edge_colors=edge_colors,
-        styles=styles,
+        styles={n: {"linewidth": 2.2} for n in edge_colors},
         edge_styles={e: CUT_STYLE for e in cut_edges},
     )
+    _joint_legend(fig, d, backward, bool(edge_colors), bool(cut_edges))
+    if title is None:
+        title = (
+            "joint graph: inputs (top"
+            + (", placeholder order" if input_order == "placeholder" else "")
+            + ") to outputs (bottom, output order)"
+            + ("; chains folded" if d is not full else "")
+        )
+    if title:
+        fig.text(0.5, 1.0, title, ha="center", va="bottom", fontsize=9)
+    return fig
+
+
+def _graph_to_draw(full: nx.DiGraph, collapse_above: int) -> nx.DiGraph:
+    """``full`` itself when small; else its chains folded and, if still big, the forward and the
+    backward one box each, and the inputs and outputs one box per kind."""
+    d = collapse_chains(full) if len(full) > collapse_above else full
+    return group_ends(summarise_joint(d)) if len(d) > collapse_above else d
+
+
+def _backward_and_cut(graph, d: nx.DiGraph, full: nx.DiGraph) -> tuple[set, set]:
+    """The nodes drawn as backward, and the edges drawn as the cut (saved value -> backward):
+    from torch's partition where it splits the graph, else everything below a tangent."""
+    cut = partition_cut(graph) if d is full else None
+    if not cut:
+        return _backward_nodes(d), set()
+    outputs = {n for n in d if d.nodes[n]["op"] == "output"}
+    backward = {n for n in cut[1] if n in d} | (_backward_nodes(d) & outputs)
+    return backward, {(a, b) for a, b in d.edges if a in cut[0] and b in backward}
+
+
+def _joint_labels(graph, d: nx.DiGraph, full: nx.DiGraph) -> tuple[dict, dict]:
+    """Each box's label (an op's aten target, a partner's name, an input's index and note),
+    and the outline colour each paired box shares with its partner."""
+    labels = {n: d.nodes[n].get("label", n) for n in d}
+    for n in d:  # ops: name and aten target
+        target = d.nodes[n].get("target")
+        if d.nodes[n]["op"] == "call_function" and target and not d.nodes[n].get("collapsed"):
+            labels[n] = n if n.startswith(target.split(".")[0]) else f"{n}\n{target}"
+    edge_colors = {}
+    for k, (a, b, how) in enumerate(p for p in full.graph["pairs"] if p[0] in d and p[1] in d):
+        edge_colors[a] = edge_colors[b] = PAIR_COLORS[k % len(PAIR_COLORS)]
+        if how == "grad":
+            labels[b] += f"\ngrad of {a}"
+        else:
+            labels[a] += f"\ntangent {b}"
+    for i, n in enumerate(n for n in graph.nodes if n.op == "placeholder"):
+        if n.name in d:
+            note = _input_note(n.meta.get("desc"))
+            labels[n.name] = (
+                f"{n.name} (in {i})" + (f"\n{note}" if note else "") + labels[n.name][len(n.name) :]
+            )
+    return labels, edge_colors
+
+
+def _joint_legend(fig, d: nx.DiGraph, backward: set, paired: bool, cut: bool) -> None:
+    """One legend entry per descriptor kind drawn, per side of ops present, and for the outline
+    pairs and the cut when the drawing has them."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
     used = [k for k in KIND_COLORS if any(d.nodes[n]["kind"] == k for n in d)]
     handles = [Patch(facecolor=KIND_COLORS[k], edgecolor="#333333", label=k) for k in used]
     ops = [n for n in d if d.nodes[n]["op"] == "call_function"]
@@ -488,16 +526,10 @@ def draw_joint_graph(
         )
         if present
     ]
-    if edge_colors:
-        handles.append(
-            Patch(
-                facecolor="none",
-                edgecolor=PAIR_COLORS[0],
-                linewidth=2.2,
-                label="same outline: param/grad or output/tangent",
-            )
-        )
-    if cut_edges:
+    if paired:
+        label = "same outline: param/grad or output/tangent"
+        handles.append(Patch(facecolor="none", edgecolor=PAIR_COLORS[0], linewidth=2.2, label=label))
+    if cut:
         handles.append(Line2D([], [], **CUT_STYLE, label="saved for backward (the cut)"))
     fig.legend(
         handles=handles,
@@ -507,13 +539,3 @@ def draw_joint_graph(
         frameon=False,
         bbox_to_anchor=(0.5, 1.0),
     )
-    if title is None:
-        title = (
-            "joint graph: inputs (top"
-            + (", placeholder order" if input_order == "placeholder" else "")
-            + ") to outputs (bottom, output order)"
-            + ("; chains folded" if d is not full else "")
-        )
-    if title:
-        fig.text(0.5, 1.0, title, ha="center", va="bottom", fontsize=9)
-    return fig
