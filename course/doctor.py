@@ -149,93 +149,92 @@ def check_workspace(root: Path) -> list[Finding]:
         One finding per problem (each with its fix), or one ``ok`` finding.
     """
     from course.learner import workspace
-    from course.lessons import LESSONS
 
-    q = _quoted(root)
-    if not root.exists():
-        return [
-            Finding(
-                "workspace",
-                False,
-                f"{root} does not exist",
-                f"course start {q} (or name your folder: course doctor PATH)",
-            )
-        ]
-    if not root.is_dir():
-        return [
-            Finding(
-                "workspace",
-                False,
-                f"{root} is a file, not a folder",
-                "name your course folder: course doctor PATH",
-            )
-        ]
-    if not (root / workspace.MANIFEST).is_file():
-        has_notebooks = any(root.glob("*.ipynb"))
-        return [
-            Finding(
-                "workspace",
-                False,
-                f"{root} is not a course folder (no {workspace.MANIFEST})",
-                f"course update {q} --adopt (keeps your notebooks)" if has_notebooks else f"course start {q}",
-            )
-        ]
+    not_a_folder = _not_a_course_folder(root)
+    if not_a_folder:
+        return [not_a_folder]
     try:
         where = dict(workspace.locate(root))
     except workspace.WorkspaceError as exc:
         return [Finding("workspace", False, str(exc).splitlines()[0], str(exc).splitlines()[-1])]
     manifest = json.loads((root / workspace.MANIFEST).read_text())["lessons"]
-    problems = []  # a lesson is missing if the source `course update` reads has it and the folder does not
+    problems = _missing_lessons(root, manifest) + [
+        finding
+        for lesson, path in sorted(where.items())
+        if (finding := _stale_lesson(root, lesson, path, manifest[lesson])) is not None
+    ]
+    return problems or [Finding("workspace", True, f"{root}: {len(where)} lessons, none missing or stale")]
+
+
+def _not_a_course_folder(root: Path) -> Finding | None:
+    """A finding when ``root`` is missing, a file, or a folder without the course's manifest."""
+    from course.learner import workspace
+
+    q = _quoted(root)
+    if not root.exists():
+        return Finding(
+            "workspace",
+            False,
+            f"{root} does not exist",
+            f"course start {q} (or name your folder: course doctor PATH)",
+        )
+    if not root.is_dir():
+        return Finding(
+            "workspace",
+            False,
+            f"{root} is a file, not a folder",
+            "name your course folder: course doctor PATH",
+        )
+    if not (root / workspace.MANIFEST).is_file():
+        has_notebooks = any(root.glob("*.ipynb"))
+        return Finding(
+            "workspace",
+            False,
+            f"{root} is not a course folder (no {workspace.MANIFEST})",
+            f"course update {q} --adopt (keeps your notebooks)" if has_notebooks else f"course start {q}",
+        )
+    return None
+
+
+def _missing_lessons(root: Path, manifest: dict) -> list[Finding]:
+    """One finding naming the lessons that the source ``course update`` reads has and the
+    folder's manifest does not."""
+    from course.learner import workspace
+    from course.lessons import LESSONS
+
     missing = [
         lesson.notebook
         for lesson in LESSONS
         if lesson.notebook not in manifest and workspace.pristine(root, lesson.notebook) is not None
     ]
-    if missing:
-        problems.append(
-            Finding(
-                "workspace",
-                False,
-                f"{len(missing)} lesson(s) not in {root}: {', '.join(missing)}",
-                f"course update {q}",
-            )
+    if not missing:
+        return []
+    what = f"{len(missing)} lesson(s) not in {root}: {', '.join(missing)}"
+    return [Finding("workspace", False, what, f"course update {_quoted(root)}")]
+
+
+def _stale_lesson(root: Path, lesson: str, path: Path | None, entry: dict) -> Finding | None:
+    """A finding when the lesson was deleted, or is an older version than the course ships
+    (edited or not); None when it is the newest version or was retired from the course."""
+    from course.learner import workspace
+
+    q = _quoted(root)
+    if path is None:
+        return Finding(
+            "workspace", False, f"{lesson} was deleted from {root}", f"course update {q} --restore {lesson}"
         )
-    for lesson, path in sorted(where.items()):
-        if path is None:
-            problems.append(
-                Finding(
-                    "workspace",
-                    False,
-                    f"{lesson} was deleted from {root}",
-                    f"course update {q} --restore {lesson}",
-                )
-            )
-            continue
-        upstream = workspace.pristine(root, lesson)
-        shipped = manifest[lesson]["shipped"]
-        if upstream is None or workspace.notebook_hash(upstream) == shipped:
-            continue  # retired from the course, or the newest version
-        if workspace.notebook_hash(path) == shipped:
-            problems.append(
-                Finding(
-                    "workspace",
-                    False,
-                    f"{path.name} is an older version of the lesson (you have not edited it)",
-                    f"course update {q} replaces it",
-                )
-            )
-        elif manifest[lesson].get("offered", {}).get("hash") != workspace.notebook_hash(upstream):
-            problems.append(
-                Finding(
-                    "workspace",
-                    False,
-                    f"{path.name} is an older version, edited by you",
-                    f"course update {q} keeps yours and saves the new one beside it",
-                )
-            )
-    if problems:
-        return problems
-    return [Finding("workspace", True, f"{root}: {len(where)} lessons, none missing or stale")]
+    upstream = workspace.pristine(root, lesson)
+    if upstream is None or workspace.notebook_hash(upstream) == entry["shipped"]:
+        return None  # retired from the course, or the newest version
+    if workspace.notebook_hash(path) == entry["shipped"]:
+        what = f"{path.name} is an older version of the lesson (you have not edited it)"
+        return Finding("workspace", False, what, f"course update {q} replaces it")
+    if entry.get("offered", {}).get("hash") != workspace.notebook_hash(upstream):
+        what = f"{path.name} is an older version, edited by you"
+        return Finding(
+            "workspace", False, what, f"course update {q} keeps yours and saves the new one beside it"
+        )
+    return None
 
 
 def _quoted(path: Path) -> str:
