@@ -53,6 +53,14 @@ def _prediction(solution, name="predicted_order"):
 # --- one proof per rule: (the offences it reports, the file they must name, words of the fix) --
 
 
+def _lesson_forms(tmp: Path):
+    _notebook(tmp, "notebooks/09_demo.ipynb", new_code_cell("x = 1"))
+    lesson = Lesson(9, "09_demo", "Demo", (40, 50), ("learn",), (), ())
+    offences = house_sources.missing_forms(lesson, tmp, exercises=1)
+    assert len(offences) == 1, offences  # the learner copy is there; only the source is missing
+    return offences, "solutions/09_demo.ipynb", "write solutions/09_demo.ipynb, the lesson's source"
+
+
 def _top_level(tmp: Path):
     path = _notebook(
         tmp,
@@ -289,6 +297,7 @@ def _key_cells(tmp: Path):
 
 
 PROOFS = {
+    "lesson-forms": _lesson_forms,
     "top-level": _top_level,
     "prediction-literal": _prediction_literal,
     "deterministic": _deterministic,

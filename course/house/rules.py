@@ -48,6 +48,11 @@ class Rule:
 PROVENANCE_HEADING = "What is ours and what is torch's:"
 
 RULES: dict[str, Rule] = {
+    "lesson-forms": Rule(
+        "a lesson in all its forms",
+        "tests/test_lessons.py",
+        "{fix_what}",
+    ),
     "top-level": Rule(
         "top-level definitions only",
         "tests/test_lessons.py",

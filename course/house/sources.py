@@ -146,6 +146,37 @@ def provenance_offences(relpath: str, docstring: str) -> list[str]:
     return found
 
 
+def missing_forms(lesson, root: Path, exercises: int) -> list[str]:
+    """Rule ``lesson-forms``: a registered lesson has its solution notebook (the source), its
+    learner copy made from it, at least one registered exercise (``exercises`` is how many),
+    and every file its entry says it ``reads``."""
+    number = f"{lesson.number:02d}"
+    solution, copy = f"solutions/{lesson.notebook}", f"notebooks/{lesson.notebook}"
+    wants = [
+        (
+            solution,
+            not (root / solution).exists(),
+            f"write {solution}, the lesson's source (docs/authoring.md, step 2)",
+        ),
+        (copy, not (root / copy).exists(), f"run `course assign {number}` and commit {copy}"),
+        (
+            f"course/checks/lesson{number}.py",
+            exercises == 0,
+            f"register the lesson's exercises in course/checks/lesson{number}.py (docs/authoring.md, step 4)",
+        ),
+    ] + [
+        (path, not (root / path).exists(), f"write {path} or drop it from the lesson's reads=")
+        for path in lesson.reads
+    ]
+    return [
+        offence(
+            "lesson-forms", where, f"lesson {lesson.number} is registered but this is missing", fix_what=fix
+        )
+        for where, missing, fix in wants
+        if missing
+    ]
+
+
 def index_offences(package: str, docstring: str, modules: list[str]) -> list[str]:
     """Rule ``package-index``: the docstring of ``package`` (``course.grading``, say) names each
     of its ``modules`` as ``:mod:`package.module```, so its index is the map of the folder.
