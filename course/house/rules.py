@@ -21,7 +21,7 @@ in the order an author meets them (``docs/authoring.md``, "Adding a lesson, end 
 walks through them in this order):
 
     >>> [rule.name for rule in RULES.values()][:3]
-    ['top-level definitions only', 'no literal of a prediction in the notebook', 'deterministic outputs']
+    ['a lesson in all its forms', 'top-level definitions only', 'no literal of a prediction in the notebook']
 
 What is ours and what is torch's: all of it is ours (torch has no lessons).
 """
