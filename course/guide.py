@@ -188,6 +188,20 @@ def _notes_files() -> list[tuple[Path, int]]:
     ]
 
 
+def write_notes_stubs() -> list[Path]:
+    """Write the instructor-notes page of every lesson that has none yet (headings and
+    placeholder lines, :func:`course.house.sources.notes_stub`); return the pages written."""
+    from course.house.sources import notes_stub
+
+    written = []
+    for lesson in LESSONS:
+        path = NOTES_DIR / f"{lesson.slug}.md"
+        if not path.exists():
+            path.write_text(notes_stub(f"Lesson {lesson.number:02d}, {lesson.title}"))
+            written.append(path)
+    return written
+
+
 def generated() -> dict[Path, str]:
     """Every generated file and what it should hold now."""
     files = {
@@ -221,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
         for problem in bad:
             print(problem, file=sys.stderr)
         return 1 if bad else 0
+    for path in write_notes_stubs():
+        print(f"wrote {path.relative_to(ROOT)}: fill in each section in place of its placeholder line")
     files = generated()
     EXERCISES_DOC.parent.mkdir(exist_ok=True)
     for path, text in files.items():

@@ -274,8 +274,19 @@ def _instructor_notes(tmp: Path):
     return (
         offences,
         "docs/instructor-notes/10_demo.md",
-        "write docs/instructor-notes/10_demo.md under the headings",
+        "run `python -m course.guide`: it writes docs/instructor-notes/10_demo.md with the headings",
     )
+
+
+def test_the_guide_writes_a_new_lessons_notes_with_every_heading_and_they_fail_until_written(tmp_path):
+    notes = tmp_path / "docs" / "instructor-notes"
+    notes.mkdir(parents=True)
+    (notes / "10_demo.md").write_text(house_sources.notes_stub("Lesson 10, Demo"))
+    (offence,) = house_sources.notes_offences(Path("docs/instructor-notes/10_demo.md"), tmp_path)
+    assert "still holds the placeholder line" in offence, offence
+    text = (notes / "10_demo.md").read_text().replace(house_sources.NOTES_PLACEHOLDER, "Show the graph.")
+    (notes / "10_demo.md").write_text(text)
+    assert house_sources.notes_offences(Path("docs/instructor-notes/10_demo.md"), tmp_path) == []
 
 
 def _key_cells(tmp: Path):

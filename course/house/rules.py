@@ -155,10 +155,9 @@ RULES: dict[str, Rule] = {
     "instructor-notes": Rule(
         "instructor notes per lesson",
         "tests/test_instructor_notes.py",
-        "write {path} under the headings {sections}, with an empty <!-- wrong-answers --> "
-        "<!-- /wrong-answers --> block under the last (docs/instructor-notes/00_warmup.md is the "
-        "shape), then run `python -m course.guide`: it fills that block from the checks and links "
-        "the page from docs/instructor-notes/README.md",
+        "run `python -m course.guide`: it writes {path} with the headings {sections} and fills its "
+        "<!-- wrong-answers --> block from the checks; then write each section in place of its "
+        "placeholder line (docs/instructor-notes/00_warmup.md is a finished page)",
     ),
     "key-cells": Rule(
         "key cells for the slides",

@@ -230,6 +230,18 @@ NOTES_SECTIONS = (
 )
 
 
+#: The line ``python -m course.guide`` writes under each heading of a new lesson's notes.
+NOTES_PLACEHOLDER = "(to write: see docs/authoring.md, step 8)"
+
+
+def notes_stub(title: str) -> str:
+    """A new lesson's instructor notes: its title, each heading of :data:`NOTES_SECTIONS` with a
+    placeholder line, and the block the guide fills under the last."""
+    sections = [f"{heading}\n\n{NOTES_PLACEHOLDER}\n" for heading in NOTES_SECTIONS[:-1]]
+    last = f"{NOTES_SECTIONS[-1]}\n\n<!-- wrong-answers -->\n<!-- /wrong-answers -->\n"
+    return f"# {title}: instructor notes\n\n" + "\n".join([*sections, last])
+
+
 def notes_offences(path: Path, root: Path) -> list[str]:
     """Rule ``instructor-notes``: the lesson's notes page exists, has every heading of
     :data:`NOTES_SECTIONS` in order and the block the guide fills.
@@ -244,6 +256,8 @@ def notes_offences(path: Path, root: Path) -> list[str]:
     found = [s for s in NOTES_SECTIONS if s in (text or "")]
     if text is None:
         what = "the lesson has no instructor notes"
+    elif NOTES_PLACEHOLDER in text:
+        what = "a section still holds the placeholder line the guide wrote"
     elif found != list(NOTES_SECTIONS) or [text.index(s) for s in found] != sorted(
         text.index(s) for s in found
     ):
