@@ -29,6 +29,25 @@ def test_the_committed_learner_copies_are_up_to_date(capsys):
 
 
 @pytest.mark.parametrize("solution", SOLUTIONS, ids=[p.stem for p in SOLUTIONS])
+def test_is_every_reference_solution_written_once_in_its_notebook(solution):
+    """The answer keys take each solution from the copy ``course assign`` makes of the
+    notebook's region, and define no second one of their own."""
+    import ast
+    import importlib
+
+    from course import checks
+
+    lesson = int(solution.name[:2])
+    copied = importlib.import_module(f"course.checks.solutions.lesson{lesson:02d}")
+    keys = ROOT / "course" / "checks" / f"lesson{lesson:02d}.py"
+    own = {n.name for n in ast.parse(keys.read_text()).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    checks.load_all()
+    for ex in checks.all_exercises(lesson):
+        assert ex.name not in own, f"{keys.name} defines {ex.name} again: import it from {copied.__name__}"
+        assert ex.solution is getattr(copied, ex.name), f"{ex.id}: the solution is not the notebook's"
+
+
+@pytest.mark.parametrize("solution", SOLUTIONS, ids=[p.stem for p in SOLUTIONS])
 def test_every_registered_exercise_has_a_stub_in_its_lesson(solution):
     lesson = int(solution.name[:2])
     text = (ROOT / "notebooks" / solution.name).read_text()

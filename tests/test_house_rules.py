@@ -256,6 +256,20 @@ def _learner_copy(tmp: Path, capsys):
     return offences, "notebooks/09_demo.ipynb", "run `course assign 09`"
 
 
+def _solutions_once(tmp: Path, capsys):
+    region = "def double(x):\n    ### BEGIN SOLUTION 9.1\n    return 2 * x\n    ### END SOLUTION"
+    _notebook(tmp, "solutions/09_demo.ipynb", new_code_cell(region))
+    (tmp / "course" / "checks").mkdir(parents=True)
+    assert assign.main(["--root", str(tmp)]) == 0  # writes the learner copy and the solutions' copy
+    copy = tmp / "course" / "checks" / "solutions" / "lesson09.py"
+    assert "def double(x):\n    return 2 * x\n" in copy.read_text()
+    copy.write_text(copy.read_text().replace("2 * x", "x + x"))  # edited by hand: the second copy
+    capsys.readouterr()
+    assert assign.main(["--check", "--root", str(tmp)]) == 1
+    offences = capsys.readouterr().err.splitlines()
+    return offences, "course/checks/solutions/lesson09.py", "edit the solution region in solutions/09_*.ipynb"
+
+
 def _generated_docs(tmp: Path):
     doc = tmp / "docs" / "exercises.md"
     doc.parent.mkdir()
@@ -324,6 +338,7 @@ PROOFS = {
     "layering": _layering,
     "package-index": _package_index,
     "learner-copy": _learner_copy,
+    "solutions-once": _solutions_once,
     "generated-docs": _generated_docs,
     "instructor-notes": _instructor_notes,
     "key-cells": _key_cells,
@@ -333,7 +348,9 @@ PROOFS = {
 @pytest.mark.parametrize("key", list(RULES))
 def test_a_broken_rule_fails_naming_the_rule_the_file_and_the_fix(key, tmp_path, capsys):
     proof = PROOFS[key]  # a rule without a proof fails here
-    offences, where, fix = proof(tmp_path, capsys) if key == "learner-copy" else proof(tmp_path)
+    offences, where, fix = (
+        proof(tmp_path, capsys) if key in ("learner-copy", "solutions-once") else proof(tmp_path)
+    )
     assert offences, f"{key}: the broken input was not reported"
     message = offences[0]
     assert f'(house rule "{RULES[key].name}")' in message, message

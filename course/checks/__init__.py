@@ -38,7 +38,8 @@ The modules:
 - :mod:`course.checks.leftovers`: what an answer leaves behind in the learner's kernel;
 - :mod:`course.checks.extra`: an instructor's extra hidden cases for one grading run;
 - :mod:`course.checks.descriptor_answers`: descriptor predictions read in any spelling;
-- :mod:`course.checks.lessonNN`: one lesson's answer keys, one section per exercise.
+- :mod:`course.checks.lessonNN`: one lesson's answer keys, one section per exercise;
+- :mod:`course.checks.solutions`: the reference solutions, copied from the solution notebooks.
 
 Example:
     >>> ex = Exercise(id="9.1", name="double", title="Double it", solution=lambda x: 2 * x,

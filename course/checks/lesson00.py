@@ -14,15 +14,9 @@ from collections.abc import Iterator
 import torch
 
 from course.checks import case, exercise, predict, wrong
+from course.checks.solutions.lesson00 import cube_sum_grad, predicted_a_grad
 
 # --- Exercise 0.1: the gradient of sum(x**3), by autograd -----------------------------------
-
-
-def cube_sum_grad(x):
-    """Reference solution: d/dx sum(x**3), computed by autograd (not by the formula)."""
-    x = x.detach().requires_grad_()  # a fresh leaf that records what happens to it
-    (x**3).sum().backward()
-    return x.grad
 
 
 def _oracle(x):
@@ -222,7 +216,7 @@ predict(
     name="predicted_a_grad",
     title="Predict a.grad after two backward passes",
     truth=_two_backwards,
-    solution=8.0,
+    solution=predicted_a_grad,
     right=[8, torch.tensor(8.0)],  # an int for a float, a tensor for a number (docs/authoring.md)
     points=1,
     wrong=[

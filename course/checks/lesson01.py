@@ -24,22 +24,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from course.autograd.graph import get_gradient_edge, increment_version
 from course.autograd.hooks import iter_graph
 from course.checks import case, exercise, predict, wrong
+from course.checks.solutions.lesson01 import bfs_names, pre_relu_grad, predicted_breaks, predicted_versions
 from course.content.lesson01 import GRAPHS, INPLACE_PROGRAMS
 
 # --- Exercise 1.1: walk the graph breadth first ----------------------------------------------
-
-
-def bfs_names(root):
-    """Reference solution: node names in breadth-first order from ``root``, each node once."""
-    seen, queue, names = {root}, collections.deque([root]), []
-    while queue:
-        node = queue.popleft()
-        names.append(node.name())
-        for nxt, _ in node.next_functions:
-            if nxt is not None and nxt not in seen:  # None: an input that needs no grad
-                seen.add(nxt)
-                queue.append(nxt)
-    return names
 
 
 _LIBRARY_WALK = "walked the graph with course.autograd.hooks.iter_graph"
@@ -205,16 +193,6 @@ exercise(
 )
 
 # --- Exercise 1.2: the gradient at an edge, after an in-place op ----------------------------
-
-
-def pre_relu_grad(x, W1, W2):
-    """Reference solution: d loss / d (x @ W1), taken through the edge saved before relu_."""
-    z = x @ W1
-    edge = get_gradient_edge(z)  # names MmBackward0's output, whatever z becomes later
-    z.relu_()
-    loss = (z @ W2).pow(2).sum()
-    (grad,) = torch.autograd.grad(loss, edge)
-    return grad
 
 
 def _pre_relu_oracle(x, W1, W2):
@@ -469,7 +447,7 @@ predict(
     name="predicted_breaks",
     title="Predict which in-place op breaks backward",
     truth=_which_break,
-    solution=dict(_RIGHT_BREAKS),
+    solution=predicted_breaks,
     wrong=[
         wrong(
             dict.fromkeys(_RIGHT_BREAKS, True),
@@ -523,7 +501,7 @@ predict(
     name="predicted_versions",
     title="Predict the version counters of a tensor, its view and a copy",
     truth=_version_program,
-    solution=(3, 3, 1),
+    solution=predicted_versions,
     right=[[3, 3, 1], torch.tensor([3, 3, 1])],
     wrong=[
         wrong(

@@ -19,6 +19,7 @@ from torch.utils.hooks import RemovableHandle
 
 import course.autograd.hooks as course_hooks
 from course.checks import case, exercise, predict, wrong
+from course.checks.solutions.lesson02 import any_grad_hook, clip_grad_hook, predicted_firings, predicted_order
 from course.content.lesson02 import (
     ANY_ACTIONS,
     MULTI_PROGRAMS,
@@ -56,7 +57,7 @@ predict(
     name="predicted_order",
     title="Predict the order in which seven hooks fire",
     truth=_hook_order,
-    solution=list(_RIGHT_ORDER),
+    solution=predicted_order,
     wrong=[
         wrong(
             ["mul post", "y 1", "mul pre", "x", "z", "exp pre", "y 2"],
@@ -90,18 +91,6 @@ predict(
 )
 
 # --- Exercise 2.2: clip a gradient by its norm, with a tensor hook --------------------------
-
-
-def clip_grad_hook(t, max_norm):
-    """Reference solution: rescale the gradient flowing into ``t`` to norm <= max_norm."""
-
-    def hook(grad):
-        norm = grad.norm()
-        if norm > max_norm:
-            return grad * (max_norm / norm)  # same direction, norm max_norm
-        return None  # None: keep the gradient as it is
-
-    return t.register_hook(hook)
 
 
 def _clip_run(answer, target, max_norm, scale):
@@ -288,7 +277,7 @@ predict(
     name="predicted_firings",
     title="Predict when a mode='all' multi-grad hook fires, and with which Nones",
     truth=_which_fire,
-    solution={k: list(v) for k, v in _RIGHT_FIRINGS.items()},
+    solution=predicted_firings,
     points=2,
     wrong=[
         wrong(
@@ -330,20 +319,6 @@ predict(
 )
 
 # --- Exercise 2.4: mode "any" from plain tensor hooks ----------------------------------------
-
-
-def any_grad_hook(tensors, fn):
-    """Reference solution: call ``fn(grad)`` once per backward, with the first gradient of
-    ``tensors`` to arrive; return the handles."""
-    fired = set()  # graph task ids that already called fn
-
-    def hook(grad):
-        id = torch._C._current_graph_task_id()  # one id per backward() / grad() call
-        if id not in fired:
-            fired.add(id)
-            fn(grad)
-
-    return [t.register_hook(hook) for t in tensors if t.requires_grad]
 
 
 def _remove(handles):

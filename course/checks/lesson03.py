@@ -30,6 +30,13 @@ from torch.utils.weak import WeakTensorKeyDictionary
 from course.autograd.saved_tensors import saved_tensors_hooks
 from course.autograd.version_check import checked_hooks
 from course.checks import case, exercise, predict, wrong
+from course.checks.solutions.lesson03 import (
+    compress_hooks,
+    disk_hooks,
+    predicted_calls,
+    predicted_nesting,
+    storage_bytes,
+)
 from course.content.lesson03 import MemoryWatch, exact_grads, make_mlp, mlp_grads, mlp_loss, packed_bytes
 
 # --- Exercise 3.1: predict how often pack and unpack run -------------------------------------
@@ -61,7 +68,7 @@ predict(
     name="predicted_calls",
     title="Predict how many times pack and unpack run",
     truth=_retain_program,
-    solution={"pack": 3, "unpack": 6},
+    solution=predicted_calls,
     points=1,
     wrong=[
         wrong(
@@ -130,7 +137,7 @@ predict(
     name="predicted_nesting",
     title="Predict which hooks run when they nest",
     truth=_nested_program,
-    solution={"outer": (3, 3), "inner": (3, 3), "backward": (0, 0)},
+    solution=predicted_nesting,
     points=1,
     wrong=[
         wrong(
@@ -159,15 +166,6 @@ predict(
 )
 
 # --- Exercise 3.3: the bytes a list of saved tensors keeps alive ------------------------------
-
-
-def storage_bytes(tensors):
-    """Reference solution: bytes of memory the tensors keep alive, each storage counted once."""
-    sizes = {}
-    for t in tensors:
-        storage = t.untyped_storage()  # a view shares its base's storage
-        sizes[storage.data_ptr()] = storage.nbytes()  # the whole buffer stays alive
-    return sum(sizes.values())
 
 
 def _bytes_covered(tensors):
@@ -376,34 +374,6 @@ def _is_parameter(t) -> bool:
     while base._base is not None:  # a view of a weight (W.t()) is the weight's memory
         base = base._base
     return base.is_leaf and base.requires_grad
-
-
-def compress_hooks():
-    """Reference solution: the same code as the solution notebook's region."""
-    compressed = WeakTensorKeyDictionary()  # activation -> its copy, while it lives
-
-    def pack_hook(t):
-        base = t
-        while base._base is not None:  # a view of a weight is the weight's memory
-            base = base._base
-        stamp = weakref.ref(t), t._version  # to notice an in-place change later
-        if not t.is_floating_point() or (base.is_leaf and base.requires_grad):
-            return t, None, stamp  # the model holds its weights anyway
-        if t not in compressed:  # relu's output is saved twice: once
-            compressed[t] = t.to(torch.bfloat16)
-        return compressed[t], t.dtype, stamp  # remember the dtype, not the tensor
-
-    def unpack_hook(packed):
-        t, dtype, (ref, version) = packed
-        original = ref()  # None: freed (a change made just before goes unseen)
-        if original is not None and original._version != version:
-            raise RuntimeError(
-                f"a saved tensor was changed in place after forward "
-                f"(version {original._version}, saved at {version})"
-            )
-        return t if dtype is None else t.to(dtype)
-
-    return pack_hook, unpack_hook
 
 
 def _run_compress(answer, seed, scale=1.0, dtype=torch.float32, step_early=False, transposed=False):
@@ -680,28 +650,6 @@ exercise(
 )
 
 # --- Exercise 3.5: save to disk, clean up after ourselves ------------------------------------
-
-
-def disk_hooks(directory):
-    """Reference solution: one file per pack; the file goes when its handle is collected."""
-    counter = itertools.count()
-
-    class SelfDeletingTempFile:
-        def __init__(self):
-            self.name = os.path.join(directory, f"saved{next(counter)}.pt")
-
-        def __del__(self):
-            os.remove(self.name)  # the graph dropped the last reference to this handle
-
-    def pack_hook(t):
-        handle = SelfDeletingTempFile()
-        torch.save(t.detach(), handle.name)
-        return handle
-
-    def unpack_hook(handle):
-        return torch.load(handle.name)  # may run more than once: keep the file
-
-    return pack_hook, unpack_hook
 
 
 def run_on_disk(answer, seed: int) -> dict:

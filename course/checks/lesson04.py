@@ -28,6 +28,12 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.autograd.graph import saved_tensors_hooks
 
 from course.checks import case, exercise, predict, wrong
+from course.checks.solutions.lesson04 import (
+    SaveOnCPU,
+    predicted_forward_bound,
+    predicted_pays,
+    threshold_hooks,
+)
 from course.content.lesson04 import MODELS, PAY_SETTINGS, PREDICT_NUMBERS, PROGRAMS
 from course.offload.model import MB, predict_step, transfer_times
 from course.offload.offloader import Offloader
@@ -124,22 +130,6 @@ def _on_simulated_gpu(pack, unpack, tensors) -> dict:
 
 
 # --- Exercise 4.1: save_on_cpu that really copies ------------------------------------------------
-
-
-class SaveOnCPU(saved_tensors_hooks):
-    """Reference solution: torch's ``save_on_cpu``, but pack always makes a host copy."""
-
-    def __init__(self):
-        def pack_to_cpu(tensor):
-            packed = torch.empty(tensor.size(), dtype=tensor.dtype, layout=tensor.layout, device="cpu")
-            packed.copy_(tensor)  # a storage of its own, in host memory
-            return (tensor.device, packed)
-
-        def unpack_from_cpu(packed):
-            device, tensor = packed
-            return tensor.to(device)  # back where backward expects it
-
-        super().__init__(pack_to_cpu, unpack_from_cpu)
 
 
 def _torch_copying_save_on_cpu():
@@ -349,25 +339,6 @@ exercise(
 )
 
 # --- Exercise 4.2: a size-threshold offloader -----------------------------------------------
-
-
-def threshold_hooks(min_bytes):
-    """Reference solution: a (pack, unpack) pair that copies activations of >= min_bytes."""
-
-    def pack(t):
-        base = t._base if t._base is not None else t  # addmm saves weight.t(), a view
-        is_param = base.is_leaf and base.requires_grad
-        if is_param or t.nbytes < min_bytes:
-            return ("kept", t.detach())  # detach: never store the tensor itself
-        return ("host", t.device, t.to("cpu", copy=True))
-
-    def unpack(packed):
-        if packed[0] == "kept":
-            return packed[1]
-        _, device, host = packed
-        return host.to(device)
-
-    return pack, unpack
 
 
 def _oracle_threshold(min_bytes):
@@ -633,7 +604,7 @@ predict(
     name="predicted_forward_bound",
     title="Predict: is the forward pass compute-bound or transfer-bound?",
     truth=_forward_bound,
-    solution="transfer-bound",
+    solution=predicted_forward_bound,
     parse=_read_bound,
     right=["Transfer-bound", "transfer bound", "TRANSFER_BOUND"],
     wrong=[
@@ -703,7 +674,7 @@ predict(
     name="predicted_pays",
     title="Predict where offloading costs no step time, and where it makes the step slower",
     truth=_which_pay,
-    solution=dict(_PAYS),
+    solution=predicted_pays,
     parse=_read_verdicts,
     points=2,
     right=[

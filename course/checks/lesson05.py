@@ -29,6 +29,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from course.autograd.graph import increment_version
 from course.autograd.mutation import allow_mutation_on_saved_tensors
 from course.checks import case, exercise, handed, predict, wrong
+from course.checks.solutions.lesson05 import (
+    CloneBeforeMul,
+    predicted_clones,
+    predicted_write_clones,
+    same_saved_tensor,
+)
 from course.content.lesson05 import SAVED_X_WRITES, VIEW_PAIRS
 
 # --- Exercise 5.1: predict which saved tensors get cloned ---------------------------------
@@ -91,7 +97,7 @@ predict(
     name="predicted_clones",
     title="Predict which saved tensors the context clones",
     truth=_clone_state,
-    solution=dict(_RIGHT_CLONES),
+    solution=predicted_clones,
     points=2,
     wrong=[
         wrong(
@@ -131,23 +137,6 @@ predict(
 )
 
 # --- Exercise 5.2: clone before mul_ -----------------------------------------------------
-
-
-class CloneBeforeMul(TorchDispatchMode):
-    """Before ``aten.mul_`` writes into a watched tensor, keep a clone of it (once)."""
-
-    def __init__(self, watched):
-        super().__init__()
-        self.watched = watched  # {name: tensor}
-        self.cloned = {}  # {name: its value before the first mul_}
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func.overloadpacket is torch.ops.aten.mul_:  # mul_.Tensor, mul_.Scalar
-            for name, t in self.watched.items():
-                if args[0] is t and name not in self.cloned:  # the first write only
-                    self.cloned[name] = t.clone()  # the mode is off in here: no recursion
-        return func(*args, **kwargs)
 
 
 def _mul_once(x, y):
@@ -406,18 +395,6 @@ exercise(
 # --- Exercise 5.3: does a write to `mutated` change `saved`? -----------------------------
 
 
-def same_saved_tensor(saved, mutated):
-    """True when writing into ``mutated`` changes an element of ``saved``."""
-    if saved.untyped_storage().data_ptr() != mutated.untyped_storage().data_ptr():
-        return False  # different memory
-    n = saved.untyped_storage().nbytes() // saved.element_size()
-
-    def elements(t):  # the storage index of every element of t
-        return set(torch.arange(n).as_strided(t.shape, t.stride(), t.storage_offset()).flatten().tolist())
-
-    return bool(elements(saved) & elements(mutated))
-
-
 def _written_through(saved, mutated):
     """The oracle: write into ``mutated`` and see whether ``saved`` changed."""
     before = saved.clone()
@@ -605,7 +582,7 @@ predict(
     name="predicted_write_clones",
     title="Which writes make the context clone the saved x",
     truth=_writes_that_clone,
-    solution=list(_RIGHT_WRITES),
+    solution=predicted_write_clones,
     points=2,
     right=[tuple(_RIGHT_WRITES), [1, 0, 1, 0, 0, 1], [numpy.bool_(v) for v in _RIGHT_WRITES]],
     wrong=[

@@ -42,22 +42,17 @@ from course.aot import descriptors as cd
 from course.aot.joint import export_joint
 from course.checks import case, exercise, handed, predict, wrong
 from course.checks.descriptor_answers import descriptor_reprs
+from course.checks.solutions.lesson06 import (
+    apply_mutations,
+    make_joint,
+    predicted_placeholders,
+    predicted_tangent_mask,
+)
 from course.content.lesson06 import Accumulate, FiveOutputs, accumulate_args, five_outputs_args, seeded
 from course.content.lesson07 import Logged
 from course.content.zoo import Fn, export_graph_module
 
 # --- Exercise 6.1: a joint function by hand -------------------------------------------------
-
-
-def make_joint(fn):
-    """Reference solution: ``joint(primals, tangents) -> (outs, grads)`` for ``fn``."""
-
-    def joint(primals, tangents):
-        outs = fn(*primals)  # a tuple of tensors
-        grads = torch.autograd.grad(outs, primals, grad_outputs=tangents)
-        return outs, grads
-
-    return joint
 
 
 def _two_outputs(x, w):
@@ -298,7 +293,7 @@ predict(
     name="predicted_tangent_mask",
     title="Predict which outputs get a tangent",
     truth=_five_outputs_tangent_mask,
-    solution=[True, False, False, False, True],
+    solution=predicted_tangent_mask,
     wrong=[
         wrong(
             [True] * 5,
@@ -394,7 +389,7 @@ predict(
     name="predicted_placeholders",
     title="Predict the joint's placeholders when inputs are mutated",
     truth=_accumulate_placeholders,
-    solution=[_WEIGHT, _STEPS, _X, _H, _T_H, _T_OUT],
+    solution=predicted_placeholders,
     wrong=[
         wrong(
             [_WEIGHT, _STEPS, _X, _H, _T_OUT],
@@ -430,20 +425,6 @@ predict(
 )
 
 # --- Exercise 6.4: play the runtime: copy the mutations back ------------------------------
-
-
-def apply_mutations(gm, mod, args, outs):
-    """Reference solution: copy each data mutation the joint returned into the caller's
-    tensor, in place, and return the user's outputs (what ``mod(*args)`` returns), as a list."""
-    env = {"self": mod, "args": args}  # what a descriptor's expr() is written against
-    user_outputs = []
-    with torch.no_grad():
-        for desc, value in zip(gm.graph.output_node().meta["desc"], outs):
-            if type(desc).__name__ == "InputMutationAOTOutput":
-                eval(desc.mutated_input.expr(), env).copy_(value)  # the caller's own tensor
-            elif type(desc).__name__ == "PlainAOTOutput":
-                user_outputs.append(value)
-    return user_outputs
 
 
 class _ReadThenWrite(nn.Module):

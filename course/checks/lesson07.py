@@ -37,6 +37,13 @@ from course.aot import descriptors as cd
 from course.aot import fx_utils as cf
 from course.checks import case, exercise, predict, wrong
 from course.checks.descriptor_answers import read_descriptors
+from course.checks.solutions.lesson07 import (
+    params_without_grad,
+    predicted_nestings,
+    predicted_outputs,
+    predicted_placeholders,
+    scale_param_grads,
+)
 from course.content.lesson07 import NESTING_PROGRAMS, Logged, PredictMe
 from course.content.zoo import Fn, export_graph_module
 
@@ -208,7 +215,7 @@ predict(
     name="predicted_placeholders",
     title="Predict the placeholder descriptors of a small module",
     truth=_predict_me_placeholders,
-    solution=[_WEIGHT, _BIAS, _SCALE, _INPUT0, _INPUT1, _T0],
+    solution=predicted_placeholders,
     parse=read_descriptors,
     right=[
         [
@@ -302,7 +309,7 @@ predict(
     name="predicted_nestings",
     title="Predict how torch nests descriptors",
     truth=_nestings_torch_makes,
-    solution=[_N0, _N1, _N2, _N3],
+    solution=predicted_nestings,
     points=2,
     parse=read_descriptors,
     right=[
@@ -373,12 +380,6 @@ predict(
 )
 
 # --- Exercise 7.3: parameters that get no gradient ------------------------------------------
-
-
-def params_without_grad(gm):
-    """Reference solution: FQNs of the parameters whose grad output is None, in placeholder order."""
-    pairs = cf.get_param_and_grad_nodes(gm.graph)  # {ParamAOTInput: (param node, grad node)}
-    return [desc.target for desc, (_, grad) in pairs.items() if grad is None]
 
 
 def _run_on(answer, name):
@@ -516,17 +517,6 @@ def _mul_outputs(gm, factor, pick):
             if pick(i, node, desc):
                 new_outs[i] = gm.graph.call_function(torch.ops.aten.mul.Tensor, (node, factor))
     out.args = (new_outs,)
-
-
-def scale_param_grads(gm, factor):
-    """Reference solution: multiply every parameter's grad output by ``factor``, in place.
-
-    The notebook writes this loop out; here the wrong answers share it (``_mul_outputs``).
-    A *position* is chosen by its descriptor: one node may sit at several positions.
-    """
-    _mul_outputs(gm, factor, lambda i, node, desc: node is not None and _is_param_grad(desc))
-    gm.recompile()
-    return gm
 
 
 class _ScaledAfterRunning:
@@ -764,7 +754,7 @@ predict(
     name="predicted_outputs",
     title="Predict the output descriptors of a program from the zoo",
     truth=_logged_outputs,
-    solution=[_TOK, _MUT, _O0, _O1, _IB, _GW],
+    solution=predicted_outputs,
     parse=read_descriptors,
     right=[
         [

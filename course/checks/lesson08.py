@@ -28,6 +28,12 @@ from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 
 from course.checks import case, exercise, handed, predict, wrong
+from course.checks.solutions.lesson08 import (
+    choose_offload,
+    offloaded_step,
+    predicted_plan,
+    saved_bytes_per_layer,
+)
 from course.content.lesson08 import LESSON_BUDGET, LESSON_LAYER_BYTES, LESSON_PARAM_BYTES, Block, make_model
 from course.offload.offloader import Offloader, OffloadStats
 
@@ -96,36 +102,6 @@ MODELS = {
 
 
 # --- Exercise 8.1: saved bytes per block ----------------------------------------------------
-
-
-def saved_bytes_per_layer(model, x):
-    """Reference solution: bytes each block saves for backward, each storage once, no params."""
-    per_layer = {name: 0 for name, _ in model.named_children()}
-    seen = set()  # storages already counted
-    current = [None]  # the block running now
-    handles = [
-        block.register_forward_pre_hook(lambda mod, args, name=name: current.__setitem__(0, name))
-        for name, block in model.named_children()
-    ]
-
-    def pack(t):
-        base = t
-        while base._base is not None:  # addmm saves weight.t(): judge a view by its base
-            base = base._base
-        key = t.untyped_storage().data_ptr()
-        if not (base.is_leaf and base.requires_grad) and key not in seen:
-            seen.add(key)
-            per_layer[current[0]] += t.untyped_storage().nbytes()
-        return t
-
-    try:
-        with saved_tensors_hooks(pack, lambda t: t):
-            out = model(x)  # the graph keeps every saved storage alive until we return
-    finally:
-        for h in handles:
-            h.remove()
-    del out
-    return per_layer
 
 
 def _oracle_per_layer(model, x):
@@ -416,21 +392,6 @@ exercise(
 # --- Exercise 8.2: choose what to offload under a budget ------------------------------------
 
 
-def choose_offload(layer_bytes, param_bytes, budget):
-    """Reference solution: the layers to offload so the device holds <= budget bytes,
-    moving as few bytes as possible. Raises ValueError when no choice fits."""
-    total = param_bytes + sum(layer_bytes.values())  # parameters never leave the device
-    if param_bytes > budget:
-        raise ValueError(f"the parameters alone ({param_bytes} bytes) exceed the budget ({budget})")
-    best = None
-    for r in range(len(layer_bytes) + 1):  # every subset: 2**n of them, fine for a few layers
-        for chosen in itertools.combinations(layer_bytes, r):
-            moved = sum(layer_bytes[n] for n in chosen)
-            if total - moved <= budget and (best is None or moved < best[0]):
-                best = (moved, set(chosen))
-    return best[1]
-
-
 def _judge_choice(answer, layer_bytes, param_bytes, budget):
     """What a choice does: the device bytes it leaves and the bytes it moves (down and back)."""
     chosen = answer(dict(layer_bytes), param_bytes, budget)
@@ -633,19 +594,6 @@ exercise(
 )
 
 # --- Exercise 8.3: apply the choice ---------------------------------------------------------
-
-
-def offloaded_step(model, x, chosen):
-    """Reference solution: forward + backward of model(x).pow(2).sum(), copying to the host
-    only what the blocks in ``chosen`` save; returns the Offloader (its stats say what moved)."""
-    off = Offloader(min_bytes=0, device_type="cpu", mode="copy")  # on a GPU: "cuda", "stream"
-    h = x
-    with off:
-        for name, block in model.named_children():
-            with contextlib.nullcontext() if name in chosen else off.exclude():
-                h = block(h)
-    h.pow(2).sum().backward()  # the loss saves h: outside the hooks, it stays put
-    return off
 
 
 def _oracle_step(model, x, chosen):
@@ -990,7 +938,7 @@ predict(
     name="predicted_plan",
     title="Predict the budget plan once the partitioner recomputes every GELU: what is saved, what moves, at what cost",
     truth=_plan_under_min_cut,
-    solution={"saved activation bytes": 27392, "offload": {"block1", "block3"}, "bytes moved": 13568},
+    solution=predicted_plan,
     parse=_read_plan,
     points=2,
     wrong=[

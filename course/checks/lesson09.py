@@ -40,6 +40,14 @@ from torch.utils.checkpoint import (
 from course.aot import descriptors as cd
 from course.aot import fx_utils as cf
 from course.checks import case, exercise, handed, predict, wrong
+from course.checks.solutions.lesson09 import (
+    budget_policy,
+    choose_offload,
+    offload_pass,
+    predicted_recomputed,
+    predicted_reruns,
+    recompute_hooks,
+)
 from course.content.lesson09 import (
     BUDGET,
     OFFLOAD_MODELS,
@@ -52,29 +60,6 @@ from course.content.lesson09 import (
 )
 
 # --- Exercise 9.1: recompute instead of store, as a pair of hooks ---------------------------
-
-
-def recompute_hooks(fn, *args):
-    """Reference solution: (pack, unpack) hooks that keep no activation; the first unpack
-    reruns ``fn(*args)`` and hands back the tensors the rerun saves, in the same order."""
-    recomputed = []  # the rerun's saved tensors, in pack order
-    counter = itertools.count()
-
-    def pack(t):
-        return next(counter)  # an index, never the tensor
-
-    def unpack(index):
-        if not recomputed:
-
-            def record(t):
-                recomputed.append(t)
-                return t
-
-            with torch.enable_grad(), saved_tensors_hooks(record, lambda t: t):
-                fn(*args)  # backward runs with grad mode off: turn it on, or nothing is saved
-        return recomputed[index]
-
-    return pack, unpack
 
 
 class _TorchCheckpoint:
@@ -252,7 +237,7 @@ predict(
     name="predicted_reruns",
     title="Predict: which of block's forward ops does backward rerun under checkpoint, and how often?",
     truth=_rerun_in_backward,
-    solution={"addmm": 1, "gelu": 1, "sum": 0},
+    solution=predicted_reruns,
     wrong=[
         wrong(
             {"addmm": 0, "gelu": 0, "sum": 0},
@@ -316,21 +301,6 @@ def _by_position(keep):
         return CheckpointPolicy.MUST_SAVE if position in keep else CheckpointPolicy.PREFER_RECOMPUTE
 
     return policy
-
-
-def budget_policy(fn, args, budget):
-    """Reference solution: a selective-checkpointing policy for ``fn(*args)`` that stores at
-    most ``budget`` bytes and leaves the fewest FLOPs to rerun: the best subset of its matrix
-    products (a 0/1 knapsack, by brute force: the programs have a handful of products)."""
-    products = _products(fn, args)
-    best, best_key = (), (0, 0)
-    for size in range(len(products) + 1):
-        for subset in itertools.combinations(range(len(products)), size):
-            nbytes = sum(products[i][0] for i in subset)
-            key = (sum(products[i][1] for i in subset), -nbytes)  # most FLOPs kept, then fewest bytes
-            if nbytes <= budget and key > best_key:
-                best, best_key = subset, key
-    return _by_position(set(best))
 
 
 def _run_budget(answer, name, budget):
@@ -496,7 +466,7 @@ predict(
     name="predicted_recomputed",
     title="Predict: at activation_memory_budget=0, how many addmm and gelu does the backward graph rerun?",
     truth=_recomputed_at_budget,
-    solution={"addmm": 5, "gelu": 3},
+    solution=predicted_recomputed,
     wrong=[
         wrong(
             {"addmm": 6, "gelu": 3},
@@ -539,33 +509,6 @@ def _saved_for_backward(fw_module):
         for n, d in zip(out.args[0], out.meta["desc"])
         if isinstance(cd.from_torch(d), cd.SavedForBackwardsAOTOutput)
     ]
-
-
-def choose_offload(fw_module, last_layer, min_bytes):
-    """Reference solution: the names of the saved-for-backward values an offloading pass should
-    move to the host."""
-    last = {
-        node
-        for fqn, node in cf.get_named_param_nodes(fw_module.graph).items()
-        if fqn.startswith(last_layer + ".")
-    }
-
-    memo = {}
-
-    def uses_last_layer(node):  # computed, directly or not, from a last-layer parameter?
-        if node not in memo:
-            memo[node] = node in last or any(uses_last_layer(i) for i in node.all_input_nodes)
-        return memo[node]
-
-    chosen = set()
-    for node in _saved_for_backward(fw_module):
-        val = node.meta["val"]
-        if node.op == "placeholder" or _is_view(node):  # inputs stay; a view shares its base
-            continue
-        if val.numel() * val.element_size() < min_bytes or uses_last_layer(node):
-            continue
-        chosen.add(node.name)
-    return chosen
 
 
 def _run_choice(answer, model_name, partitioner, last_layer, min_bytes):
@@ -712,31 +655,6 @@ exercise(
 #: The copy both directions use (torch's pass inserts the same op).
 DEVICE_PUT = torch.ops.prims.device_put.default
 HOST = torch.device("cpu")
-
-
-def offload_pass(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
-    """Reference solution: offload what :func:`choose_offload` picks. In the forward, each
-    chosen saved value is copied to the host and the forward returns the copy; in the
-    backward, the copy is put back on the value's device before the first node that reads it,
-    and every reader reads the reloaded value. Both graphs are linted and recompiled."""
-    chosen = choose_offload(fw_module, last_layer, min_bytes)
-    out = fw_module.graph.output_node()
-    returned = list(out.args[0])
-    saved_inputs = bw_module.graph.find_nodes(op="placeholder")  # saved values first, then tangents
-    for k, node in enumerate(returned[num_fwd_outputs:]):
-        if node.name not in chosen:
-            continue
-        with fw_module.graph.inserting_before(out):
-            returned[num_fwd_outputs + k] = fw_module.graph.call_function(DEVICE_PUT, (node, HOST))
-        held = saved_inputs[k]
-        first_reader = next(n for n in bw_module.graph.nodes if held in n.all_input_nodes)
-        with bw_module.graph.inserting_before(first_reader):
-            reload = bw_module.graph.call_function(DEVICE_PUT, (held, node.meta["val"].device))
-        held.replace_all_uses_with(reload, delete_user_cb=lambda user: user is not reload)  # noqa: B023 (called in this iteration)
-    out.args = (tuple(returned),)
-    for gm in (fw_module, bw_module):
-        gm.graph.lint()
-        gm.recompile()
 
 
 class _CountCopies(TorchDispatchMode):

@@ -271,6 +271,30 @@ def _out_of_date(dest: Path, src: Path) -> str:
     return offence("learner-copy", str(dest), what, lesson=src.name[:2], notebook=dest)
 
 
+def _generate_solutions_module(root: Path, src: Path, check: bool) -> list[str]:
+    """Write (or, with ``check``, compare) the module of ``src``'s reference solutions that the
+    checks import (:mod:`course.house.solutions`); only in a checkout that holds the checks."""
+    from course.house.solutions import SolutionsError, module_path, solutions_module
+
+    if not (root / "course" / "checks").is_dir():
+        return []
+    dest = module_path(root, src)
+    try:
+        text = solutions_module(src)
+    except SolutionsError as e:
+        return [f"error: {e}"]
+    current = dest.read_text(encoding="utf-8") if dest.exists() else None
+    if current == text:
+        return []
+    if check:
+        what = f"it is not what the solution regions of {src.relative_to(root)} make"
+        return [offence("solutions-once", str(dest.relative_to(root)), what, lesson=src.name[:2])]
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(text, encoding="utf-8")
+    print(f"wrote {dest}")
+    return []
+
+
 def _default_root() -> Path:
     package_root = Path(__file__).resolve().parent.parent
     return package_root if (package_root / "solutions").is_dir() else Path.cwd()
@@ -299,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     problems: list[str] = []
     for src in paths:
+        problems += _generate_solutions_module(root, src, check=args.check)
         dest = notebooks / src.name
         try:
             text = _render(learner_copy(nbformat.read(src, as_version=4), src))

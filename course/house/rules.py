@@ -147,6 +147,12 @@ RULES: dict[str, Rule] = {
         "run `course assign {lesson}` (`course assign --execute {lesson}` if the solution's "
         "outputs changed) and commit {notebook}",
     ),
+    "solutions-once": Rule(
+        "solutions written once",
+        "tests/test_assign.py",
+        "edit the solution region in solutions/{lesson}_*.ipynb, never the copy, and run "
+        "`course assign {lesson}` to copy it into course/checks/solutions/lesson{lesson}.py",
+    ),
     "generated-docs": Rule(
         "generated docs current",
         "tests/test_lessons.py",
