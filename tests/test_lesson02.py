@@ -203,6 +203,7 @@ def test_an_add_hands_one_gradient_tensor_to_both_inputs_so_an_in_place_hook_lea
 
 # --- 2.5: one report per backward, after it ------------------------------------------------
 
+
 @pytest.mark.parametrize("action", sorted(NORM_ACTIONS))
 def test_the_monitor_oracle_reports_clip_grad_norms_total_once_per_backward(action):
     model, x = norm_model()
