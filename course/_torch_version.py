@@ -10,10 +10,10 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 #: The torch releases the test suite runs against. Keep in step with pyproject.toml.
-SUPPORTED_TORCH = SpecifierSet(">=2.13,<2.15")
+SUPPORTED_TORCH = SpecifierSet(">=2.13,<2.16")
 
 #: The exact releases CI runs the tests on (.ci/run), oldest first.
-TESTED_RELEASES = ("2.13.0", "2.14.1")
+TESTED_RELEASES = ("2.13.0", "2.14.1", "2.15.0")
 
 
 class UnsupportedTorchError(RuntimeError):
@@ -36,7 +36,7 @@ def require_supported_torch(feature: str) -> None:
     """Raise :class:`UnsupportedTorchError` naming ``feature`` and the fix.
 
     Example:
-        >>> require_supported_torch("course.aot.descriptors")  # passes on torch 2.13 and 2.14
+        >>> require_supported_torch("course.aot.descriptors")  # passes on torch 2.13, 2.14 and 2.15
     """
     if torch_supported():
         return
@@ -53,6 +53,6 @@ def install_hint() -> str:
     """The pip command for the newest release we test, pinned exactly.
 
     >>> install_hint()
-    'pip install torch==2.14.1'
+    'pip install torch==2.15.0'
     """
     return f"pip install torch=={TESTED_RELEASES[-1]}"

@@ -11,6 +11,7 @@ Where each name is built (lesson, module):
 2. ``course.autograd.hooks``: ``register_multi_grad_hook``, ``_register_logging_hooks_on_whole_graph``,
    ``_engine_run_backward``
 2. ``course.autograd.creation``: ``node_creation_hook`` (torch 2.14's; ours also runs on 2.13)
+2. ``course.autograd.callbacks``: ``queue_callback`` (torch 2.15's; ours also runs on 2.13 and 2.14)
 3. ``course.autograd.saved_tensors``: ``saved_tensors_hooks``, ``save_on_cpu``,
    ``disable_saved_tensors_hooks``
 5. ``course.autograd.mutation``: ``allow_mutation_on_saved_tensors``
@@ -36,6 +37,7 @@ from torch.autograd.graph import (
     set_warn_on_accumulate_grad_stream_mismatch,
 )
 
+from course.autograd.callbacks import queue_callback
 from course.autograd.creation import node_creation_hook
 from course.autograd.graph import GradientEdge, Node, get_gradient_edge, increment_version
 from course.autograd.hooks import (
@@ -56,6 +58,7 @@ __all__ = [
     "get_gradient_edge",
     "increment_version",
     "node_creation_hook",
+    "queue_callback",
     "region_activation_memory_budget",
     "register_multi_grad_hook",
     "save_on_cpu",

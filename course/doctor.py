@@ -2,7 +2,7 @@
 
 It looks at five things and prints one line each, with the fix under anything wrong::
 
-    [ok  ] torch: 2.13.0, CPU build, is supported (<2.15,>=2.13)
+    [ok  ] torch: 2.13.0, CPU build, is supported (<2.16,>=2.13)
     [FIX ] workspace: autograd-course does not exist
             -> course start autograd-course (or name your folder: course doctor PATH)
     [ok  ] kernel: python3 ran the first code cell of 00_warmup.ipynb and built a widget

@@ -23,6 +23,7 @@ EXPECTED = {
     "disable_saved_tensors_hooks": "course.autograd.saved_tensors",
     "allow_mutation_on_saved_tensors": "course.autograd.mutation",
     "node_creation_hook": "course.autograd.creation",  # torch 2.14's; ours on 2.13 too
+    "queue_callback": "course.autograd.callbacks",  # torch 2.15's; ours on 2.13 and 2.14 too
 }
 ON_INSTALLED_TORCH = sorted(name for name in EXPECTED if hasattr(TG, name))
 
@@ -32,7 +33,7 @@ def test_is_all_exactly_the_course_surface():
 
 
 def test_does_every_public_name_of_the_installed_torch_have_a_counterpart():
-    """torch.autograd.graph.__all__ (2.13 or 2.14): each ours, or torch's with a reason?"""
+    """torch.autograd.graph.__all__ (2.13, 2.14 or 2.15): each ours, or torch's with a reason?"""
     missing = set(TG.__all__) - set(A.__all__)
     assert not missing, f"torch {torch.__version__} has names the facade lacks: {sorted(missing)}"
     for name in TG.__all__:
@@ -51,6 +52,12 @@ def test_does_node_creation_hook_exist_in_torch_only_from_214():
     from packaging.version import Version
 
     assert hasattr(TG, "node_creation_hook") == (Version(torch.__version__).release >= (2, 14))
+
+
+def test_does_queue_callback_exist_in_torch_only_from_215():
+    from packaging.version import Version
+
+    assert hasattr(TG, "queue_callback") == (Version(torch.__version__).release >= (2, 15))
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

@@ -11,6 +11,9 @@
   library's own mode "any" apart?
 - Does an add hand the same gradient tensor to both its inputs, so that a hook changing its
   argument in place changes the other input's gradient too (what lesson 2 shows)?
+- Is exercise 2.5's oracle torch's total norm (clip_grad_norm_ over this backward's .grad),
+  and does the reference grad_norm_monitor report when, and what, the oracle reports, over
+  any sequence of backward calls and any frozen parameters?
 """
 
 import pytest
@@ -21,8 +24,23 @@ from hypothesis import strategies as st
 
 import course.autograd_graph as cg
 from course.checks import get
-from course.checks.lesson02 import _any_run, any_grad_hook, clip_grad_hook
-from course.content.lesson02 import ANY_ACTIONS, MULTI_PROGRAMS, clip_forward, clip_leaves, multi_graph
+from course.checks.lesson02 import (
+    _any_run,
+    _monitor_oracle,
+    _monitor_run,
+    any_grad_hook,
+    clip_grad_hook,
+    grad_norm_monitor,
+)
+from course.content.lesson02 import (
+    ANY_ACTIONS,
+    MULTI_PROGRAMS,
+    NORM_ACTIONS,
+    clip_forward,
+    clip_leaves,
+    multi_graph,
+    norm_model,
+)
 
 pytestmark = pytest.mark.lesson02
 
@@ -181,3 +199,46 @@ def test_an_add_hands_one_gradient_tensor_to_both_inputs_so_an_in_place_hook_lea
     assert shared and shared_too
     assert torch.allclose(a_new, w) and torch.allclose(b_new, w * scale)
     assert torch.allclose(a_inplace, w * scale) and torch.allclose(b_inplace, w * scale)  # a's leaked
+
+
+# --- 2.5: one report per backward, after it ------------------------------------------------
+
+
+@pytest.mark.parametrize("action", sorted(NORM_ACTIONS))
+def test_the_monitor_oracle_reports_clip_grad_norms_total_once_per_backward(action):
+    model, x = norm_model()
+    params = list(model.parameters())
+    reports = []
+    handles = _monitor_oracle(params, reports.append)
+    NORM_ACTIONS[action](model, x)
+    for handle in handles:
+        handle.remove()
+    reached = [p for p in params if p.grad is not None]
+    if action == "grad(loss, 0.weight)":  # autograd.grad fills no .grad: ask torch again
+        (g,) = torch.autograd.grad(model(x).pow(2).sum(), model[0].weight)
+        model[0].weight.grad, reached = g, [model[0].weight]
+    if not reached:
+        assert reports == []
+        return
+    total = torch.nn.utils.clip_grad_norm_(reached, max_norm=float("inf"))
+    assert len(reports) == 1 and torch.allclose(torch.as_tensor(reports[0]), total)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    # the biases only: with 0.weight frozen, grad(loss, 0.weight) has nothing to differentiate
+    frozen=st.lists(st.sampled_from(["0.bias", "2.bias"]), max_size=2, unique=True).map(tuple),
+    actions=st.lists(st.sampled_from(sorted(NORM_ACTIONS)), min_size=1, max_size=5),
+    grads_before=st.booleans(),
+)
+def test_grad_norm_monitor_reports_what_and_when_the_oracle_does(frozen, actions, grads_before):
+    ours = _monitor_run(grad_norm_monitor, frozen, actions, grads_before)
+    theirs = _monitor_run(_monitor_oracle, frozen, actions, grads_before)
+    calls, expected = (
+        ours.pop("report calls (action, total, every .grad final)"),
+        theirs.pop("report calls (action, total, every .grad final)"),
+    )
+    assert [(a, final) for a, _, final in calls] == [(a, final) for a, _, final in expected]
+    assert all(final for _, _, final in calls)  # reported after backward, every .grad final
+    assert torch.allclose(torch.tensor([t for _, t, _ in calls]), torch.tensor([t for _, t, _ in expected]))
+    assert ours == theirs  # .grad norms after each action, and no call after remove

@@ -6,6 +6,8 @@
   logging (lesson 02);
 - :mod:`course.autograd.creation`: ``node_creation_hook``, torch 2.14's hook on every node as
   it is made, by our own means on 2.13 too (lesson 02);
+- :mod:`course.autograd.callbacks`: ``queue_callback``, torch 2.15's callback at the end of a
+  backward, on the engine's own queue on 2.13 and 2.14 too (lesson 02);
 - :mod:`course.autograd.saved_tensors`: ``saved_tensors_hooks``, ``save_on_cpu``,
   ``disable_saved_tensors_hooks`` (lesson 03);
 - :mod:`course.autograd.mutation`: ``allow_mutation_on_saved_tensors`` (lesson 05);

@@ -25,7 +25,9 @@ task it asks the engine, for each tensor's node, ``torch._C._will_engine_execute
 NOTE [Forgetting a graph task]. torch 2.13's ``mode="any"`` stores ``ran_hook[id] = True``
 and never deletes it: one dict entry per backward, forever. We delete a graph task's
 entry when the task ends, with ``Variable._execution_engine.queue_callback`` (a callback
-the engine runs after the last node of the current graph task). Behaviour is unchanged
+the engine runs after the last node of the current graph task: the engine method behind
+:func:`course.autograd.callbacks.queue_callback`, called directly so that a ``course.trace``
+recording shows the hooks' events, not our bookkeeping). Behaviour is unchanged
 because graph task ids are never reused. A backward that raises skips its final
 callbacks, so in mode "any" it leaves its one entry behind (torch leaves every entry).
 

@@ -15,12 +15,20 @@ programs, so a notebook cell shows exactly what a check judges:
     >>> ANY_ACTIONS["c.backward"](g)
     >>> g["b"].grad
     tensor([1., 2.])
+    >>> model, x = norm_model(frozen=("0.bias",))  # exercise 2.5's model, one bias frozen
+    >>> [name for name, p in model.named_parameters() if p.requires_grad]
+    ['0.weight', '2.weight', '2.bias']
+    >>> NORM_ACTIONS["head only"](model, x)
+    >>> model[0].weight.grad is None, model[2].weight.grad.shape
+    (True, torch.Size([2, 4]))
 
 - exercise 2.2: ``clip_leaves`` and ``clip_forward``, the program whose gradient a tensor
   hook clips;
 - exercise 2.3: ``multi_graph`` and ``MULTI_PROGRAMS``, seven ways of running backward on it;
 - exercise 2.4: ``any_graph`` (the same graph, plus a tensor that needs no grad) and
-  ``ANY_ACTIONS``, the backward calls run one after another on it.
+  ``ANY_ACTIONS``, the backward calls run one after another on it;
+- exercise 2.5: ``norm_model`` (a two-layer model whose parameters' gradient norms a
+  monitor adds up) and ``NORM_ACTIONS``, backward calls that reach all, some or none of them.
 
 Nothing here judges an answer: the truths of the predictions (2.1 and 2.3), the oracles,
 hidden cases and known wrong answers live in ``course/checks/lesson02.py``.
@@ -30,7 +38,16 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["ANY_ACTIONS", "MULTI_PROGRAMS", "any_graph", "clip_forward", "clip_leaves", "multi_graph"]
+__all__ = [
+    "ANY_ACTIONS",
+    "MULTI_PROGRAMS",
+    "NORM_ACTIONS",
+    "any_graph",
+    "clip_forward",
+    "clip_leaves",
+    "multi_graph",
+    "norm_model",
+]
 
 # --- Exercise 2.2: the program a tensor hook clips ----------------------------------------
 
@@ -96,4 +113,32 @@ ANY_ACTIONS = {
     "c.backward": lambda g: g["c"].sum().backward(retain_graph=True),
     "grad(d, b)": lambda g: torch.autograd.grad(g["d"].sum(), g["b"], retain_graph=True),
     "b.backward": lambda g: (g["b"] * 5).sum().backward(),
+}
+
+# --- Exercise 2.5: a monitor that reports once per backward -------------------------------
+
+
+def norm_model(frozen=()):
+    """Exercise 2.5's model and input: Linear(3, 4), Tanh, Linear(4, 2), its values drawn from
+    a generator of its own (seed 0); the parameters named in ``frozen`` need no grad."""
+    g = torch.Generator().manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(torch.randn(p.shape, generator=g))
+            p.requires_grad_(name not in frozen)
+    x = torch.randn(5, 3, generator=g)  # (batch 5, features 3)
+    return model, x
+
+
+def _loss(model, x):
+    return model(x).pow(2).sum()
+
+
+#: The backward calls of exercise 2.5, by name: each reaches all, some or none of the parameters.
+NORM_ACTIONS = {
+    "loss.backward": lambda model, x: _loss(model, x).backward(),
+    "head only": lambda model, x: model[2](torch.ones(1, 4)).sum().backward(),  # 2.weight, 2.bias
+    "grad(loss, 0.weight)": lambda model, x: torch.autograd.grad(_loss(model, x), model[0].weight),
+    "no parameter": lambda model, x: torch.ones(2, requires_grad=True).mul(2).sum().backward(),
 }

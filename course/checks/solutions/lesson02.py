@@ -5,6 +5,7 @@ run ``course assign 02`` (house rule "solutions written once").
 """
 
 import torch
+import course.autograd_graph as cg
 
 
 predicted_order = ["z", "mul pre", "mul post", "y 1", "y 2", "exp pre", "x"]
@@ -41,3 +42,18 @@ def any_grad_hook(tensors, fn):
             fn(grad)
 
     return [t.register_hook(hook) for t in tensors if t.requires_grad]
+
+
+def grad_norm_monitor(params, report):
+    squares = []  # this backward's squared norms, one per parameter reached
+
+    def finish():
+        report(torch.stack(squares).sum().sqrt())
+        squares.clear()  # the next backward starts from zero
+
+    def hook(grad):
+        if not squares:  # the first gradient of this backward: queue the reduction, once
+            cg.queue_callback(finish)
+        squares.append(grad.norm() ** 2)
+
+    return [p.register_hook(hook) for p in params if p.requires_grad]
