@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course.grading.files import REPORT_FORMAT, grader_fingerprint
-from course.grading.gradebook import REPORT_LIMIT, expected_learners
+from course.grading.gradebook import REPORT_LIMIT, expected_learners, same_learner
 from course.grading.provenance import parse_utc
 from course.grading.signing import parse, read_key, rejected
 from course.grading.untrusted import Untrusted, clean_text, csv_cell, read_regular
@@ -183,19 +183,9 @@ def collect(paths: list[Path], key: bytes | None, deadline=None, expected: list[
         rows.append(row)
     have = set(taken) | set(notes)
     for name in expected:
-        if not any(_same_learner(name, learner) for learner in have):
+        if not any(same_learner(name, learner) for learner in have):
             rows.append(Row(name, flags=["missing: no report"]))
     return sorted(rows, key=lambda r: r.learner)
-
-
-def _same_learner(roster_name: str, learner: str) -> bool:
-    """A roster's name is the learner's, or the login a Classroom repository name ends with.
-
-    Example:
-        >>> _same_learner("ada", "autograd-ada"), _same_learner("ada", "ada"), _same_learner("ada", "autograd-adam")
-        (True, True, False)
-    """
-    return learner == roster_name or learner.endswith(f"-{roster_name}")
 
 
 def _rose_after(reports: list[tuple[Path, dict]], deadline) -> list[str]:

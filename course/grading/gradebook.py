@@ -84,6 +84,7 @@ __all__ = [
     "learner_notebooks",
     "main",
     "notebook_folder",
+    "same_learner",
 ]
 
 CACHE_DIR = ".course-gradebook"
@@ -470,13 +471,24 @@ def collect(
         found = list(
             pool.map(lambda f: _learner(f, lessons, cache, keys, timeout, quiet, hide, extra), folders)
         )
-    have = {x.name for x in found}
+    have = [x.name for x in found]
     found += [
         Learner(name, note=f"missing: no folder {name}/ in the roster", empty=True)
         for name in expected
-        if name not in have
+        if not any(same_learner(name, learner) for learner in have)
     ]
     return sorted(found, key=lambda x: x.name)
+
+
+def same_learner(roster_name: str, learner: str) -> bool:
+    """A roster's name is the learner's, or the login a Classroom repository name ends with
+    (``<assignment prefix>-<login>``).
+
+    Example:
+        >>> same_learner("ada", "autograd-ada"), same_learner("ada", "ada"), same_learner("ada", "autograd-adam")
+        (True, True, False)
+    """
+    return learner == roster_name or learner.endswith(f"-{roster_name}")
 
 
 def expected_learners(path: Path) -> list[str]:
