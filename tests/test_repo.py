@@ -34,6 +34,7 @@ def test_readme_has_an_open_command_and_a_test_command():
 
 def test_ci_runs_exactly_the_readme_test_command():
     assert "cmd=$(.ci/readme-test-command)" in (ROOT / ".ci/run").read_text()
+    assert "-m guides tests/test_guides.py" in (ROOT / ".ci/run").read_text()  # the guides' grading blocks
     extracted = subprocess.run([ROOT / ".ci/readme-test-command"], capture_output=True, text=True, check=True)
     assert extracted.stdout.strip() == _block("test-command")
 

@@ -25,6 +25,10 @@ instructor's key, ``--key-file`` or ``$COURSE_GRADE_KEY``), then gives one row p
   notebooks that could not be graded; reports that were ignored, and why; with
   ``--deadline``, a score that **rose after the deadline**: the report taken (graded last)
   scores more than the last one graded by the deadline;
+- the instructor's policy (:mod:`course.grading.policy`): ``--extensions FILE`` (a learner's
+  own deadline), ``--late-penalty P`` (a fraction of the score per started day late),
+  ``--weights FILE`` (points per exercise, without a fork of the course); the final score is a
+  flag on the row, and ``--lms-csv OUT`` writes ``learner,points,max`` for an LMS's CSV import;
 - ``--expect FILE``: who should have handed work in (one learner a line, or a CSV whose first
   column is the learner, as GitHub Classroom's roster export); a learner it names with no
   report gets a row ``missing: no report``. A roster line ``ada`` also matches the
@@ -43,6 +47,7 @@ from pathlib import Path
 
 from course.grading.files import REPORT_FORMAT, grader_fingerprint
 from course.grading.gradebook import REPORT_LIMIT, expected_learners, same_learner
+from course.grading.policy import Policy, PolicyError, days_late, final_score, read_policy, write_lms_csv
 from course.grading.provenance import parse_utc
 from course.grading.signing import parse, read_key, rejected
 from course.grading.untrusted import Untrusted, clean_text, csv_cell, read_regular
@@ -288,6 +293,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--expect", type=Path, metavar="FILE", help="who should have handed work in (one learner a line)"
     )
+    # the instructor's policy (course.grading.policy): extensions, late penalty, weights, LMS export
+    parser.add_argument(
+        "--extensions", type=Path, metavar="FILE", help="learner,deadline lines: own deadlines"
+    )
+    parser.add_argument(
+        "--late-penalty", type=float, default=0.0, metavar="P", help="fraction of the score lost per day late"
+    )
+    parser.add_argument(
+        "--weights", type=Path, metavar="FILE", help="exercise,weight lines (default weight 1)"
+    )
+    parser.add_argument(
+        "--lms-csv", type=Path, metavar="OUT", help="learner,points,max for an LMS's CSV import"
+    )
     parser.add_argument(
         "--key-file",
         default=None,
@@ -305,7 +323,13 @@ def main(argv: list[str] | None = None) -> int:
     if key is None:
         return 2
     expected = expected_learners(args.expect) if args.expect else []
+    try:
+        policy = read_policy(args.extensions, args.weights, args.late_penalty)
+    except (OSError, PolicyError) as e:
+        print(f"course collect: {e}", file=sys.stderr)
+        return 2
     rows = collect(args.reports, key, args.deadline, expected)
+    finals = _apply_policy(rows, policy, args.deadline)
     if not rows:
         print("course collect: no grade reports found", file=sys.stderr)
         return 2
@@ -315,13 +339,44 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"course collect: no report from {len(missing)} learner(s): {', '.join(missing)}", file=sys.stderr
         )
-    if args.csv is not None:
+    for out, write in (
+        (args.csv, lambda path: write_csv(rows, path)),
+        (args.lms_csv, lambda path: write_lms_csv(finals, path)),
+    ):
+        if out is None:
+            continue
         try:
-            write_csv(rows, args.csv)
+            write(out)
         except OSError as e:
-            print(f"course collect: cannot write {args.csv}: {e.strerror or e}", file=sys.stderr)
+            print(f"course collect: cannot write {out}: {e.strerror or e}", file=sys.stderr)
             return 1
     return 0
+
+
+def _apply_policy(rows: list[Row], policy: Policy, deadline) -> list[tuple[str, str, str]]:
+    """Each learner's own deadline (an extension), lateness against it, and the final score
+    (weights, late penalty), as a flag when the policy changes anything; the LMS export's rows."""
+    finals = []
+    for row in rows:
+        if row.report is None:
+            finals.append((row.learner, "", ""))
+            continue
+        own = policy.deadline_for(row.learner, deadline)
+        if own is not None and own != deadline:
+            row.late = lateness(row.report, own)
+            row.flags.append(f"extension to {own.isoformat()}")
+        days = days_late(_when(row.commit.get("commit_time")), own) if row.late == "yes" else 0
+        try:
+            score, most = final_score(row.report, policy, days)
+        except PolicyError as e:
+            row.flags.append(f"no final score: {e}")
+            finals.append((row.learner, "", ""))
+            continue
+        if (score, most) != (row.report["score"], row.report["max_score"]):
+            late = f", {days} day(s) late: -{min(1.0, policy.late_penalty * days):.0%}" if days else ""
+            row.flags.append(f"final {score:g}/{most:g}{late}")
+        finals.append((row.learner, f"{score:g}", f"{most:g}"))
+    return finals
 
 
 if __name__ == "__main__":  # pragma: no cover
