@@ -285,3 +285,18 @@ def test_every_skipped_block_says_why_and_every_command_block_is_run():
         text = (ROOT / name).read_text()
         for language in ("sh", "shell", "console", "py", "python3"):
             assert f"```{language}\n" not in text, f"{name} has a ```{language} block: write bash or python"
+
+
+def test_the_readmes_printed_check_is_what_check_prints():
+    """The README's picture of a check is the check's own words for a catalogued wrong answer
+    (0.1's double backward), so the first thing a learner reads cannot drift."""
+    import re
+
+    from course import checks
+
+    checks.load_all()
+    shown = re.search(r'```text\n>>> check\("0\.1"\)\n(.*?)\n```', (ROOT / "README.md").read_text(), re.S)
+    assert shown, "README.md lost its printed check"
+    ex = checks.get("0.1")
+    messages = [checks.grade_answer(ex, w.answer).message for w in ex.wrong]
+    assert shown.group(1) in messages
