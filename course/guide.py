@@ -1,6 +1,6 @@
 """Generated documentation: the README's course overview, the instructor's exercise table,
-the workshop agendas in the instructor guide, the index of the instructor notes and the
-wrong-answer part of each lesson's notes.
+the workshop agendas in the instructor guide, the index of the instructor notes, each
+lesson's time and the wrong-answer part of each lesson's notes, and the hub's lesson count.
 
 All come from data the course already has (``course.lessons``, ``course.agenda`` and the
 exercise registry in ``course.checks``), so they never drift from the lessons.
@@ -29,6 +29,7 @@ README = ROOT / "README.md"
 EXERCISES_DOC = ROOT / "docs" / "exercises.md"
 INSTRUCTOR_GUIDE = ROOT / "docs" / "instructor-guide.md"
 NOTES_DIR = ROOT / "docs" / "instructor-notes"
+HUB_README = ROOT / "docs" / "hub" / "README.md"
 
 
 def overview_markdown() -> str:
@@ -155,6 +156,41 @@ def notes_markdown(number: int) -> str:
     return "\n".join(out) + "\n"
 
 
+def lesson_time_markdown(number: int) -> str:
+    """One line for a lesson's instructor notes: its time alone and in a room, and what it
+    needs, from the lesson list (so the notes and the README cannot disagree).
+
+    >>> lesson_time_markdown(1).startswith("Time: 50-65 minutes alone, 65-98 in a room")
+    True
+    """
+    from course import agenda
+    from course.lessons import get
+
+    lesson = get(number)
+    low, high = agenda.room_range(number)
+    needs = ", ".join(f"{n:02d}" for n in lesson.needs) or "nothing but Python and basic PyTorch"
+    untimed = (
+        " (one figure: no learner has timed it yet, so plan generously)"
+        if len(set(lesson.minutes)) == 1
+        else ""
+    )
+    return (
+        f"Time: {lesson.time_text} alone, {low}-{high} in a room{untimed}; needs {needs}. "
+        "(Generated from `course/lessons.py`.)\n"
+    )
+
+
+def hub_lessons_markdown() -> str:
+    """The lessons a hub image carries, for docs/hub/README.md.
+
+    >>> hub_lessons_markdown().startswith(f"{len(LESSONS)} lessons: `00_warmup`")
+    True
+    """
+    low, high = (sum(lesson.minutes[i] for lesson in LESSONS) for i in (0, 1))
+    names = ", ".join(f"`{lesson.slug}`" for lesson in LESSONS)
+    return f"{len(LESSONS)} lessons: {names} ({_hours(low)} to {_hours(high)} of a learner's time).\n"
+
+
 def _with_block(text: str, name: str, content: str, path: Path) -> str:
     mark = re.compile(rf"(<!-- {name} -->\n).*?(<!-- /{name} -->)", re.S)
     if not mark.search(text):
@@ -211,10 +247,12 @@ def generated() -> dict[Path, str]:
             INSTRUCTOR_GUIDE.read_text(), "agenda", agenda_markdown(), INSTRUCTOR_GUIDE
         ),
     }
+    files[HUB_README] = _with_block(HUB_README.read_text(), "hub-lessons", hub_lessons_markdown(), HUB_README)
     index = NOTES_DIR / "README.md"
     files[index] = _with_block(index.read_text(), "notes-index", notes_index_markdown(), index)
     for path, number in _notes_files():
-        files[path] = _with_block(path.read_text(), "wrong-answers", notes_markdown(number), path)
+        text = _with_block(path.read_text(), "wrong-answers", notes_markdown(number), path)
+        files[path] = _with_block(text, "lesson-time", lesson_time_markdown(number), path)
     return files
 
 

@@ -252,3 +252,22 @@ def test_is_the_supported_range_stated_alike_everywhere():
     assert {name for name, _ in stated} == set(texts)
     for name, spec in stated:
         assert SpecifierSet(spec) == SUPPORTED_TORCH, (name, spec)
+
+
+def test_grade_on_a_file_that_is_not_a_notebook_says_so(tmp_path):
+    """Not `KeyError: 'cells'` (issue 48): a usage error for a file that is not a .ipynb, and
+    a report that names the reason for a .ipynb that holds no notebook."""
+    import subprocess
+    import sys
+
+    (tmp_path / "notes.txt").write_text("my notes")
+    run = [sys.executable, "-I", "-m", "course", "grade"]
+    done = subprocess.run([*run, tmp_path / "notes.txt"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "is not a notebook (.ipynb)" in done.stderr, done.stderr
+    (tmp_path / "00_warmup.ipynb").write_text('{"nbformat": 4}')
+    done = subprocess.run(
+        [*run, tmp_path / "00_warmup.ipynb", "--no-run", "-q"], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "not a Jupyter notebook: its JSON has no list of cells" in done.stdout
+    assert "KeyError" not in done.stdout

@@ -80,7 +80,10 @@ def test_a_roster_of_ci_reports_gives_scores_rates_and_misconceptions(tmp_path):
     assert [r["learner"] for r in rows] == ["ada", "bob", "cy", "dee", "eve"]
     assert list(rows[0])[:3] == ["learner", first.id, second.id]
     assert rows[0][first.id] == str(first.points) and rows[0]["total"] == str(first.points + second.points)
-    assert rows[4]["total"] == "0" and rows[4]["note"] == "no notebooks"
+    assert (
+        rows[4]["total"] == "0"
+        and rows[4]["note"] == "no lesson notebook in eve/ nor eve/autograd-course/ (and no report)"
+    )
     max_points = sum(ex.points for ex in lesson0)
     assert {r["max"] for r in rows} == {str(max_points)}
 
@@ -140,7 +143,9 @@ def test_a_roster_of_notebooks_is_graded_and_cached(tmp_path):
     assert scores["solved"] == max_points and scores["untouched"] == 0 and scores["empty"] == 0
     assert 0 < scores["wrong"] < max_points and scores["broken"] == 0
     notes = {x["learner"]: x["note"] for x in report["learners"]}
-    assert notes["empty"] == "no notebooks" and notes["broken"]  # a reason, not a crash
+    assert (
+        notes["empty"].startswith("no lesson notebook in empty/") and notes["broken"]
+    )  # a reason, not a crash
     e1 = next(e for e in report["exercises"] if e["id"] == "0.1")
     assert e1["passed"] == 1 and e1["not_attempted"] >= 2
     assert e1["misconceptions"] == [{"hint": expected_hint, "learners": 1}]
@@ -305,3 +310,48 @@ def test_a_sandbox_that_cannot_start_the_grader_costs_the_row_with_the_reason(tm
     assert learner.exercises == {}, learner.exercises
     assert learner.note.startswith("not graded: the sandbox cannot start"), learner.note
     assert "gone/bin/python" in learner.note
+
+
+def test_the_classroom_templates_folder_is_found_and_an_empty_folder_is_named(tmp_path):
+    """A clone of the Classroom template keeps the notebooks in autograd-course/ (issue 48:
+    the gradebook looked one folder up and scored everyone 0, exit 0)."""
+    from course.classroom.gradebook import learner_notebooks, notebook_folder
+
+    clone = tmp_path / "autograd-ada"
+    (clone / "autograd-course").mkdir(parents=True)
+    (clone / "README.md").write_text("the template's readme")
+    shutil.copy(ROOT / "notebooks" / "00_warmup.ipynb", clone / "autograd-course" / "00_warmup.ipynb")
+    assert notebook_folder(clone) == clone / "autograd-course"
+    assert list(learner_notebooks(clone, {0}, [])) == ["00_warmup.ipynb"]
+    shutil.copy(ROOT / "notebooks" / "00_warmup.ipynb", clone / "00_warmup.ipynb")
+    assert notebook_folder(clone) == clone  # notebooks of its own: the folder itself
+    (tmp_path / "linked").mkdir()
+    (tmp_path / "linked" / "autograd-course").symlink_to(clone / "autograd-course")
+    assert notebook_folder(tmp_path / "linked") == tmp_path / "linked"  # a link is never followed
+
+
+def test_a_roster_names_the_missing_and_nothing_found_is_not_a_score(tmp_path):
+    checks.load_all()
+    first, second = checks.all_exercises(0)[:2]
+    roster = tmp_path / "roster"
+    (roster / "autograd-ada").mkdir(parents=True)
+    (roster / "autograd-ada" / "report.json").write_text(
+        json.dumps(_report([_entry(first, "failed"), _entry(second, "not attempted")]))
+    )
+    (roster / "autograd-dee").mkdir()  # nothing in it
+    expect = tmp_path / "roster.txt"
+    expect.write_text("# the class\nada\ndee\neve\n")
+    out_json = tmp_path / "class.json"
+    proc = _run(roster, "--lessons", "00", "--json", out_json, "--expect", expect, "-q")
+    assert proc.returncode == 0, proc.stderr
+    rows = {x["learner"]: x for x in json.loads(out_json.read_text())["learners"]}
+    assert sorted(rows) == ["autograd-ada", "autograd-dee", "eve"]
+    assert rows["eve"]["note"] == "missing: no folder eve/ in the roster"
+    assert rows["autograd-dee"]["note"].startswith("no lesson notebook in autograd-dee/")
+    # JSON as the CSV: null where not attempted, 0 where attempted and failed
+    assert (rows["autograd-ada"]["scores"][first.id], rows["autograd-ada"]["scores"][second.id]) == (0, None)
+    assert "nothing to grade for 2 of 3 learner(s): autograd-dee, eve" in proc.stderr
+    assert "  eve                  -  (missing" in proc.stdout
+    (roster / "autograd-ada" / "report.json").unlink()
+    nothing = _run(roster, "--lessons", "00", "-q")
+    assert nothing.returncode == 1, nothing.stdout  # a roster where nothing was found is not a 0 for all

@@ -12,7 +12,7 @@ package damages the copy, never the checkout.
   report is still written, with folders for the reports created, through a closed pipe;
 - a folder is graded against the course's lessons: a missing lesson is not attempted, an
   unreadable notebook counts 0 with the reason, offered ``.updated`` copies and non-lessons
-  are skipped, two notebooks of one lesson are refused;
+  are skipped, a second notebook of one lesson is ignored and listed (the lesson's own name graded);
 - ``-j 0`` is a usage error; definitions run once per notebook (a large global is built once
   and shared by the exercises' processes); nbformat's warnings stay off stderr.
 """
@@ -290,16 +290,33 @@ def test_a_folder_counts_missing_and_unreadable_lessons_and_skips_copies(tmp_pat
         assert int(suite.get("tests")) == len(suite.findall("testcase"))
 
 
-def test_two_notebooks_of_one_lesson_are_refused_before_grading(tmp_path):
+def test_a_second_notebook_of_one_lesson_is_ignored_and_listed_never_a_refused_folder(tmp_path):
+    """JupyterLab's "Duplicate" (issue 48): the lesson's own name is graded, the copy is listed
+    under `ignored`, and the report is written (a refusal left Classroom with no result)."""
     pkg = _package_copy(tmp_path)
     folder = tmp_path / "work"
     folder.mkdir()
     shutil.copy(SOLVED_00, folder / "00_warmup.ipynb")
-    shutil.copy(SOLVED_00, folder / "00_again.ipynb")
-    proc = _grade(pkg, str(folder), "--json", str(tmp_path / "g.json"), cwd=tmp_path)
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert "more than one notebook" in proc.stderr and "00_again.ipynb, 00_warmup.ipynb" in proc.stderr
-    assert not (tmp_path / "g.json").exists()
+    shutil.copy(ROOT / "notebooks" / "00_warmup.ipynb", folder / "00_warmup-Copy1.ipynb")  # untouched
+    proc = _grade(
+        pkg, str(folder), "--lessons", "00", "--no-run", "--json", str(tmp_path / "g.json"), cwd=tmp_path
+    )
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    summary = json.loads((tmp_path / "g.json").read_text())
+    assert summary["finished"] and summary["score"] == summary["max_score"] == _points(0)
+    assert [Path(nb["path"]).name for nb in summary["notebooks"]] == ["00_warmup.ipynb"]
+    assert [(Path(i["path"]).name, i["reason"]) for i in summary["ignored"]] == [
+        ("00_warmup-Copy1.ipynb", "another notebook of lesson 00: 00_warmup.ipynb is graded")
+    ]
+    assert "skipped 00_warmup-Copy1.ipynb: another notebook of lesson 00" in proc.stdout
+
+
+def test_without_the_lessons_own_name_a_copy_is_graded_after_the_original(tmp_path):
+    for name in ("00_mine-Copy1.ipynb", "00_mine.ipynb", "00_mine-Copy2.ipynb"):
+        (tmp_path / name).write_text(SOLVED_00.read_text())
+    plan, missing, ignored = plan_folder(tmp_path, {0})
+    assert [p.name for p, _, _ in plan] == ["00_mine.ipynb"] and missing == []
+    assert sorted(Path(i["path"]).name for i in ignored) == ["00_mine-Copy1.ipynb", "00_mine-Copy2.ipynb"]
 
 
 def test_without_lessons_every_course_lesson_is_expected(tmp_path):

@@ -476,3 +476,84 @@ def test_collect_takes_the_report_graded_last_and_files_ignored_ones_under_their
     )
     assert "c.json ignored: its signature does not check" in row.flags
     assert "2 reports: the one graded last is taken" in row.flags
+
+
+def test_a_score_that_rose_after_the_deadline_run_is_flagged_and_the_missing_are_named(tmp_path, capsys):
+    """Two signed reports of one learner: the deadline run's (1 point of 2) and a later run's
+    (2 of 2). The row takes the later one and says the score rose after the deadline; a
+    learner on the roster with no report gets a row of their own."""
+    at_deadline = _signed_report()
+    at_deadline["graded_at"], at_deadline["score"], at_deadline["max_score"] = ON_TIME, 1, 2
+    first = {"id": "0.1", "name": "cube_sum_grad", "status": "failed", "points": 1, "score": 0}
+    at_deadline["notebooks"][0]["exercises"].insert(0, first)
+    later = json.loads(json.dumps(at_deadline))
+    later["graded_at"], later["score"] = LATER, 2
+    later["notebooks"][0]["exercises"][0].update(status="passed", score=1)
+    for name, report in (("deadline", at_deadline), ("later", later)):
+        (tmp_path / name / "report-autograd-ada").mkdir(parents=True)
+        (tmp_path / name / "report-autograd-ada" / "report.json").write_text(
+            json.dumps(signing.sign({k: v for k, v in report.items() if k != "signature"}, KEY.encode()))
+        )
+    roster = tmp_path / "roster.txt"
+    roster.write_text("identifier,github_username\nada,ada-gh\neve,eve-gh\n")  # Classroom's export
+    key = tmp_path / "key"
+    key.write_text(KEY)
+    args = [str(tmp_path / "deadline"), str(tmp_path / "later"), "--deadline", DEADLINE]
+    assert collect.main([*args, "--expect", str(roster), "--key-file", str(key)]) == 0
+    out, err = capsys.readouterr()
+    ada, eve = out.splitlines()[1:]
+    assert ada.split()[:2] == ["autograd-ada", "2/2"]
+    assert f"score rose after the deadline: 1 (graded {ON_TIME}) -> 2" in ada and LATER in ada
+    assert "graded" in out.splitlines()[0]  # graded_at is a column of the printed table
+    assert eve.split()[:2] == ["eve", "-"] and "missing: no report" in eve
+    assert "no report from 1 learner(s): eve" in err
+    # graded once, by the deadline: nothing rose
+    (row,) = collect.collect([tmp_path / "deadline"], KEY.encode(), provenance.parse_utc(DEADLINE))
+    assert not [f for f in row.flags if "rose" in f]
+
+
+def test_extensions_late_penalties_weights_and_the_lms_export(tmp_path, capsys):
+    """The instructor's policy without a fork of the course: bob's commit a day late costs him
+    25%; ada's extension makes the same lateness on time; 0.1 weighs twice its points."""
+    reports = tmp_path / "reports"
+    for learner in ("autograd-ada", "autograd-bob"):
+        report = _signed_report()
+        report.pop("signature")
+        report["learner"] = learner
+        report["notebooks"][0]["git"]["commit_time"] = LATE  # 12 hours after the deadline
+        report["notebooks"][0]["exercises"].insert(
+            0, {"id": "0.1", "name": "cube_sum_grad", "status": "passed", "points": 1, "score": 1}
+        )
+        report["score"] = report["max_score"] = 2
+        (reports / learner).mkdir(parents=True)
+        (reports / learner / "report.json").write_text(json.dumps(signing.sign(report, KEY.encode())))
+    (tmp_path / "ext.csv").write_text("learner,deadline\nada,2026-12-03T00:00:00Z\n")
+    (tmp_path / "w.csv").write_text("exercise,weight\n0.1,2\n")
+    (tmp_path / "key").write_text(KEY)
+    args = [str(reports), "--deadline", DEADLINE, "--key-file", str(tmp_path / "key")]
+    policy = [
+        "--extensions",
+        str(tmp_path / "ext.csv"),
+        "--weights",
+        str(tmp_path / "w.csv"),
+        "--late-penalty",
+        "0.25",
+    ]
+    assert collect.main([*args, *policy, "--lms-csv", str(tmp_path / "lms.csv")]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert rows["autograd-ada"].split()[2] == "no" and "final 3/3" in rows["autograd-ada"]
+    assert (
+        rows["autograd-bob"].split()[2] == "yes"
+        and "final 2.25/3, 1 day(s) late: -25%" in rows["autograd-bob"]
+    )
+    assert (tmp_path / "lms.csv").read_text().splitlines() == [
+        "learner,points,max",
+        "autograd-ada,3,3",
+        "autograd-bob,2.25,3",
+    ]
+    (tmp_path / "w.csv").write_text("exercise,weight\n9.9,1\n")
+    assert collect.main([*args, "--weights", str(tmp_path / "w.csv")]) == 0
+    assert "no final score: weights for exercises the report does not have: 9.9" in capsys.readouterr().out
+    (tmp_path / "w.csv").write_text("0.1,-1\n")
+    assert collect.main([*args, "--weights", str(tmp_path / "w.csv")]) == 2
+    assert "w.csv:1: expected exercise,weight" in capsys.readouterr().err

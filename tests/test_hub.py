@@ -17,6 +17,7 @@ import pytest
 # the wheel-building steps the wheel's own test uses (tests/test_wheel.py)
 from test_wheel import _build, _checkout_copy, _venv_with_the_wheel
 
+from course.grading.files import grader_fingerprint
 from course.lessons import LESSONS
 
 LEARNERS = ("ada", "grace", "linus")
@@ -109,7 +110,35 @@ def test_three_learners_on_persistent_homes_get_lessons_then_updates_without_los
         log = (folder / ".course" / "hub-start.log").read_text().splitlines()
         assert [line.split(" UTC ", 1)[1].split(" ")[0] for line in log] == ["started", "updated"]
 
+    # one course, one fingerprint: the wheel (lessons inside the package) and this checkout
+    # (lessons beside it) are the same grader, so `course collect` flags no report for regrade
+    wheel_print = subprocess.run(
+        [
+            str(image_bin / "python"),
+            "-I",
+            "-c",
+            "from course.grading.files import grader_fingerprint as f; print(f())",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert wheel_print.stdout.strip() == grader_fingerprint(), wheel_print.stderr
+
     # a damaged folder does not stop the server: the hook exits 0 and names `course doctor`
     (homes["linus"] / "autograd-course" / ".course" / "manifest.json").write_text("{")
     broken = _server_start(image_bin, homes["linus"])
     assert broken.returncode == 0 and "is damaged" in broken.stderr and "course doctor" in broken.stderr
+
+
+def test_the_image_leaves_no_root_owned_file_for_the_notebook_user_to_remove():
+    """The Dockerfile's last stage runs as the notebook user: a wheel COPY'd into /tmp is
+    root's, and removing it failed the build. The wheel is mounted for the install instead."""
+    from pathlib import Path
+
+    steps = (Path(__file__).resolve().parents[1] / "docs" / "hub" / "Dockerfile").read_text()
+    final = steps.split("FROM quay.io/jupyter/")[1]
+    assert "COPY --from=wheel" not in final and "rm /tmp" not in final
+    assert "--mount=type=bind,from=wheel,source=/dist,target=/wheels" in final
+    assert "pip install --no-cache-dir /wheels/autograd_course-*.whl" in final

@@ -267,6 +267,15 @@ def test_progress_on_a_missing_folder_says_how_to_start(tmp_path, capsys):
     assert "course start" in capsys.readouterr().err
 
 
+def test_progress_on_a_notebook_names_its_folder_and_course_grade(tmp_path, capsys):
+    """`course progress FILE.ipynb` suggested `course start FILE.ipynb` (issue 48)."""
+    (tmp_path / "00_warmup.ipynb").write_text("{}")
+    assert progress.main([str(tmp_path / "00_warmup.ipynb")]) == 1
+    err = capsys.readouterr().err
+    assert f"`course progress {tmp_path}`" in err and f"`course grade {tmp_path / '00_warmup.ipynb'}`" in err
+    assert "course start" not in err
+
+
 def test_the_grader_fingerprint_names_the_course_version():
     import course
 

@@ -16,11 +16,15 @@ import course
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _block(marker: str) -> str:
-    text = (ROOT / "README.md").read_text()
+def _block(marker: str, doc: str = "README.md") -> str:
+    text = (ROOT / doc).read_text()
     m = re.search(rf"<!-- {marker} -->\s*```bash\n(.*?)\n```\s*<!-- /{marker} -->", text, re.S)
-    assert m, f"README.md has no {marker} block"
+    assert m, f"{doc} has no {marker} block"
     return m.group(1).strip()
+
+
+def _wheel_install() -> str:
+    return _block("wheel-install", "docs/install.md")  # the README links it; the lines live there
 
 
 def test_readme_has_an_open_command_and_a_test_command():
@@ -30,6 +34,7 @@ def test_readme_has_an_open_command_and_a_test_command():
 
 def test_ci_runs_exactly_the_readme_test_command():
     assert "cmd=$(.ci/readme-test-command)" in (ROOT / ".ci/run").read_text()
+    assert "-m guides tests/test_guides.py" in (ROOT / ".ci/run").read_text()  # the guides' grading blocks
     extracted = subprocess.run([ROOT / ".ci/readme-test-command"], capture_output=True, text=True, check=True)
     assert extracted.stdout.strip() == _block("test-command")
 
@@ -117,7 +122,7 @@ def test_the_release_workflows_build_with_the_guides_recipe_and_install_as_the_r
     commands word for word (all but `course lab`, which waits for a browser), then attach the
     files to the tag's release."""
     recipe = _lines(_guide_block("build-recipe"))
-    install = _lines(_block("wheel-install"))
+    install = _lines(_wheel_install())
     assert install[-1].endswith("course lab ~/autograd-course")
     for scripts in _workflows():
         assert any(_holds(s, recipe) for s in scripts) and any(_holds(s, install[:-1]) for s in scripts)
@@ -138,10 +143,10 @@ def test_the_release_workflows_build_with_the_guides_recipe_and_install_as_the_r
 
 
 def test_the_guides_and_readmes_commands_pin_a_supported_torch_from_the_cpu_index():
-    for block in (_block("wheel-install"), _guide_block("build-recipe")):
+    for block in (_wheel_install(), _guide_block("build-recipe")):
         for pin in re.findall(r"torch==([0-9.]+)", block):
             assert Version(pin) in course.SUPPORTED_TORCH, pin
-    assert "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in _block("wheel-install")
+    assert "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in _wheel_install()
     assert (
         "https://download.pytorch.org/whl/cpu" in (ROOT / "binder/requirements.txt").read_text()
     )  # Binder's choice too
@@ -192,13 +197,24 @@ def test_no_made_up_addresses():
     assert "[project.urls]" in guide and all(f"{key} = " in guide for key in ("Homepage", "Source", "Issues"))
 
 
-def test_the_readme_command_table_names_every_subcommand():
-    """One row per `course` subcommand (course.cli.SUBCOMMANDS is the list): a new command
-    without a README row fails here, naming the row to add."""
-    from course.cli import SUBCOMMANDS
+def test_the_command_table_names_every_subcommand_learners_first():
+    """One row per `course` subcommand (course.cli.SUBCOMMANDS is the list) in docs/commands.md,
+    under the heading `course --help` gives it: a new command without a row fails here, naming
+    the row to add; the learners' commands come first in both."""
+    from course.cli import AUDIENCES, SUBCOMMANDS, usage
 
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs/commands.md").read_text()
     missing = [name for name in SUBCOMMANDS if f"| `course {name}" not in text]
     assert missing == [], (
-        f"README.md's command table has no row for: {missing} (add `| `course NAME ...` | what it does |`)"
+        f"docs/commands.md has no row for: {missing} (add `| `course NAME ...` | what it does |`)"
     )
+    headings = [f"## {heading[0].upper()}{heading[1:]}" for heading, _ in AUDIENCES]
+    assert [text.index(h) for h in headings] == sorted(text.index(h) for h in headings)
+    for (heading, first), after in zip(AUDIENCES, [*headings[1:], None]):
+        section = text[
+            text.index(f"## {heading[0].upper()}{heading[1:]}") : text.index(after) if after else None
+        ]
+        assert f"| `course {first}" in section, (heading, first)
+    usage = usage()
+    assert usage.index("for learners:") < usage.index("for instructors:") < usage.index("for authors:")
+    assert "course --help" in (ROOT / "README.md").read_text()  # the README points at both

@@ -5,7 +5,9 @@
   notebook changed;
 - :mod:`course.classroom.room_view`: the ``course room`` command: that grid as text and as a page;
 - :mod:`course.classroom.collect`: ``course collect``, the signed reports of a class's CI runs;
-- :mod:`course.classroom.regrade`: ``course regrade``, grading again the commit a report names.
+- :mod:`course.classroom.regrade`: ``course regrade``, grading again the commit a report names;
+- :mod:`course.classroom.policy`: the instructor's extensions, late penalties, point weights and
+  the export an LMS gradebook imports.
 
 Everything here grades through :mod:`course.grading`; nothing below this floor imports it.
 """

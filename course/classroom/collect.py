@@ -2,7 +2,7 @@
 
 ::
 
-    course collect REPORTS... [--deadline 2026-12-01T23:59:00+01:00] [--csv class.csv]
+    course collect REPORTS... [--deadline 2026-12-01T23:59:00+01:00] [--csv class.csv] [--expect roster.txt]
 
 ``REPORTS`` are report files or folders searched for them (the artifacts a grading workflow
 uploaded, downloaded with ``gh run download``; clones that hold reports): every
@@ -10,10 +10,11 @@ uploaded, downloaded with ``gh run download``; clones that hold reports): every
 the gradebook checks one (:func:`course.grading.signing.rejected`: a report, signed with the
 instructor's key, ``--key-file`` or ``$COURSE_GRADE_KEY``), then gives one row per learner::
 
-    learner        points  late  commit        committed              flags
-    autograd-ada   3/3     no    06d91c2421ff  2026-11-30T20:00:00Z
-    autograd-bob   0/3     yes   5b1e0c9a77d2  2026-12-01T12:00:00Z   graded by another grader (...): regrade
-    report-eve     -       -                                          report.json ignored: its signature does not check
+    learner        points  late  commit        committed             graded                flags
+    autograd-ada   3/3     no    06d91c2421ff  2026-11-30T20:00:00Z  2026-12-02T00:00:05Z
+    autograd-bob   0/3     yes   5b1e0c9a77d2  2026-12-01T12:00:00Z  2026-12-02T00:00:07Z  another grader: regrade
+    report-eve     -       -                                                               report.json ignored: ...
+    autograd-fay   -       -                                                               missing: no report
 
 - the learner is the one the report names (``course grade --learner``, signed), else the
   folder that holds the report; a learner with several reports gets the one graded last;
@@ -21,7 +22,17 @@ instructor's key, ``--key-file`` or ``$COURSE_GRADE_KEY``), then gives one row p
   notebook was graded outside git or from uncommitted changes);
 - **flags**: a report made by another course version or another grader (its fingerprint
   covers the checks' code: a fixed check changes it), which ``course regrade`` grades again;
-  notebooks that could not be graded; reports that were ignored, and why.
+  notebooks that could not be graded; reports that were ignored, and why; with
+  ``--deadline``, a score that **rose after the deadline**: the report taken (graded last)
+  scores more than the last one graded by the deadline;
+- the instructor's policy (:mod:`course.classroom.policy`): ``--extensions FILE`` (a learner's
+  own deadline), ``--late-penalty P`` (a fraction of the score per started day late),
+  ``--weights FILE`` (points per exercise, without a fork of the course); the final score is a
+  flag on the row, and ``--lms-csv OUT`` writes ``learner,points,max`` for an LMS's CSV import;
+- ``--expect FILE``: who should have handed work in (one learner a line, or a CSV whose first
+  column is the learner, as GitHub Classroom's roster export); a learner it names with no
+  report gets a row ``missing: no report``. A roster line ``ada`` also matches the
+  repository name ``autograd-ada`` (Classroom's ``<assignment prefix>-<login>``).
 """
 
 from __future__ import annotations
@@ -32,7 +43,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course.classroom.gradebook import REPORT_LIMIT
+from course.classroom.gradebook import REPORT_LIMIT, expected_learners, same_learner
+from course.classroom.policy import Policy, PolicyError, days_late, final_score, read_policy, write_lms_csv
 from course.grading.files import REPORT_FORMAT, grader_fingerprint
 from course.grading.provenance import parse_utc
 from course.grading.signing import parse, read_key, rejected
@@ -133,8 +145,9 @@ def _graded_at(report: dict):
     return _when(report.get("graded_at")) or parse_utc("1970-01-01T00:00:00Z")
 
 
-def collect(paths: list[Path], key: bytes | None, deadline=None) -> list[Row]:
-    """One :class:`Row` per learner, in name order, from the reports found below ``paths``."""
+def collect(paths: list[Path], key: bytes | None, deadline=None, expected: list[str] = ()) -> list[Row]:
+    """One :class:`Row` per learner, in name order, from the reports found below ``paths``;
+    a ``missing`` row for each learner of ``expected`` no report names."""
     taken: dict[str, list[tuple[Path, dict]]] = {}
     ignored: dict[Path, list[str]] = {}  # folder -> why its reports were not taken
     whose: dict[Path, str] = {}  # folder -> the learner of a report taken from it
@@ -169,8 +182,27 @@ def collect(paths: list[Path], key: bytes | None, deadline=None) -> list[Row]:
                 row.flags.append(f"{len(reports)} reports: the one graded last is taken")
             if deadline is not None:
                 row.late = lateness(row.report, deadline)
+                row.flags += _rose_after(reports, deadline)
         rows.append(row)
-    return rows
+    have = set(taken) | set(notes)
+    for name in expected:
+        if not any(same_learner(name, learner) for learner in have):
+            rows.append(Row(name, flags=["missing: no report"]))
+    return sorted(rows, key=lambda r: r.learner)
+
+
+def _rose_after(reports: list[tuple[Path, dict]], deadline) -> list[str]:
+    """A flag when the report taken (graded last) scores more than the last one graded by the
+    deadline: work improved after it, which only ``graded_at`` (signed) can show."""
+    by_then = [r for _, r in reports if _graded_at(r) <= deadline]
+    last = reports[-1][1]
+    if not by_then or _graded_at(last) <= deadline or last["score"] <= by_then[-1]["score"]:
+        return []
+    before = by_then[-1]
+    return [
+        f"score rose after the deadline: {before['score']:g} (graded {clean_text(before.get('graded_at'), 40)})"
+        f" -> {last['score']:g}"
+    ]
 
 
 _COLUMNS = [
@@ -213,13 +245,16 @@ def write_csv(rows: list[Row], path: Path) -> None:
 
 def print_rows(rows: list[Row]) -> None:
     width = max([len(r.learner) for r in rows] + [8])
-    print(f"{'learner':<{width}}  {'points':>9}  {'late':<7}  {'commit':<12}  {'committed':<20}  flags")
+    print(
+        f"{'learner':<{width}}  {'points':>9}  {'late':<7}  {'commit':<12}  {'committed':<20}  "
+        f"{'graded':<20}  flags"
+    )
     for row in rows:
         cells = dict(zip(_COLUMNS, _cells(row)))
         points = f"{cells['score']}/{cells['max_score']}" if row.report else "-"
         print(
             f"{row.learner:<{width}}  {points:>9}  {row.late or '-':<7}  {cells['commit'][:12]:<12}  "
-            f"{cells['commit_time']:<20}  {cells['flags']}".rstrip()
+            f"{cells['commit_time']:<20}  {cells['graded_at'][:20]:<20}  {cells['flags']}".rstrip()
         )
 
 
@@ -254,6 +289,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--csv", type=Path, help="write one row per learner here")
     parser.add_argument(
+        "--expect", type=Path, metavar="FILE", help="who should have handed work in (one learner a line)"
+    )
+    # the instructor's policy (course.classroom.policy): extensions, late penalty, weights, LMS export
+    parser.add_argument(
+        "--extensions", type=Path, metavar="FILE", help="learner,deadline lines: own deadlines"
+    )
+    parser.add_argument(
+        "--late-penalty", type=float, default=0.0, metavar="P", help="fraction of the score lost per day late"
+    )
+    parser.add_argument(
+        "--weights", type=Path, metavar="FILE", help="exercise,weight lines (default weight 1)"
+    )
+    parser.add_argument(
+        "--lms-csv", type=Path, metavar="OUT", help="learner,points,max for an LMS's CSV import"
+    )
+    parser.add_argument(
         "--key-file",
         default=None,
         help="the key CI signed reports with (-: stdin; default $COURSE_GRADE_KEY)",
@@ -263,21 +314,67 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"course collect: no such file or folder: {', '.join(missing)}", file=sys.stderr)
         return 2
+    if args.expect is not None and not args.expect.is_file():
+        print(f"course collect: --expect: no such file: {args.expect}", file=sys.stderr)
+        return 2
     key = instructor_key("course collect", args.key_file)
     if key is None:
         return 2
-    rows = collect(args.reports, key, args.deadline)
+    expected = expected_learners(args.expect) if args.expect else []
+    try:
+        policy = read_policy(args.extensions, args.weights, args.late_penalty)
+    except (OSError, PolicyError) as e:
+        print(f"course collect: {e}", file=sys.stderr)
+        return 2
+    rows = collect(args.reports, key, args.deadline, expected)
+    finals = _apply_policy(rows, policy, args.deadline)
     if not rows:
         print("course collect: no grade reports found", file=sys.stderr)
         return 2
     print_rows(rows)
-    if args.csv is not None:
+    missing = [r.learner for r in rows if "missing: no report" in r.flags]
+    if missing:
+        print(
+            f"course collect: no report from {len(missing)} learner(s): {', '.join(missing)}", file=sys.stderr
+        )
+    for out, write in (
+        (args.csv, lambda path: write_csv(rows, path)),
+        (args.lms_csv, lambda path: write_lms_csv(finals, path)),
+    ):
+        if out is None:
+            continue
         try:
-            write_csv(rows, args.csv)
+            write(out)
         except OSError as e:
-            print(f"course collect: cannot write {args.csv}: {e.strerror or e}", file=sys.stderr)
+            print(f"course collect: cannot write {out}: {e.strerror or e}", file=sys.stderr)
             return 1
     return 0
+
+
+def _apply_policy(rows: list[Row], policy: Policy, deadline) -> list[tuple[str, str, str]]:
+    """Each learner's own deadline (an extension), lateness against it, and the final score
+    (weights, late penalty), as a flag when the policy changes anything; the LMS export's rows."""
+    finals = []
+    for row in rows:
+        if row.report is None:
+            finals.append((row.learner, "", ""))
+            continue
+        own = policy.deadline_for(row.learner, deadline)
+        if own is not None and own != deadline:
+            row.late = lateness(row.report, own)
+            row.flags.append(f"extension to {own.isoformat()}")
+        days = days_late(_when(row.commit.get("commit_time")), own) if row.late == "yes" else 0
+        try:
+            score, most = final_score(row.report, policy, days)
+        except PolicyError as e:
+            row.flags.append(f"no final score: {e}")
+            finals.append((row.learner, "", ""))
+            continue
+        if (score, most) != (row.report["score"], row.report["max_score"]):
+            late = f", {days} day(s) late: -{min(1.0, policy.late_penalty * days):.0%}" if days else ""
+            row.flags.append(f"final {score:g}/{most:g}{late}")
+        finals.append((row.learner, f"{score:g}", f"{most:g}"))
+    return finals
 
 
 if __name__ == "__main__":  # pragma: no cover

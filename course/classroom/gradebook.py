@@ -7,8 +7,16 @@ that learner's notebooks, or the signed ``course grade --json`` report a CI job 
 
     roster/
       ada/      00_warmup.ipynb 01_autograd_graph.ipynb ...
+      alan/     autograd-course/00_warmup.ipynb ...   # a clone of the Classroom template, a hub home
       grace/    report.json          # signed by CI; a hand-written one is ignored, with the reason
-      linus/                         # empty: listed, with zeros and a reason
+      linus/                         # empty: listed as "no lesson notebook", never a silent 0
+
+The notebooks are those of ``<learner>/`` or, when it holds none, of
+``<learner>/autograd-course/`` (the folder ``course start`` makes, in the Classroom template
+and in a hub home). A second notebook of one lesson (JupyterLab's ``00_warmup-Copy1.ipynb``)
+is ignored and named in the row's note: the lesson's own ``NN_slug.ipynb`` is graded.
+``--expect FILE`` (one learner a line) names who should have handed work in: a learner with
+no folder gets a row that says so.
 
 Notebooks are graded by ``course grade --no-run`` itself, one learner at a time (``-j N``
 learners at once), each in a bubblewrap sandbox of its own (the roster and the cache
@@ -71,9 +79,12 @@ __all__ = [
     "build",
     "cache_key",
     "collect",
+    "expected_learners",
     "grade_sandboxed",
     "learner_notebooks",
     "main",
+    "notebook_folder",
+    "same_learner",
 ]
 
 CACHE_DIR = ".course-gradebook"
@@ -88,6 +99,7 @@ class Learner:
     exercises: dict[str, dict] = field(default_factory=dict)
     note: str = ""  # why the row is empty or partial ("no notebooks", "unreadable: ...")
     isolation: str = ""  # how its notebooks were graded: "bubblewrap", "none (...)", "cached"; "" if not
+    empty: bool = False  # nothing to grade: no folder, or no lesson notebook and no report in it
 
 
 @dataclass
@@ -105,7 +117,8 @@ class Report:
                     "learner": x.name,
                     "note": x.note,
                     "isolation": x.isolation,
-                    "scores": {i: x.exercises.get(i, {}).get("score", 0) for i in self.exercise_ids},
+                    # null where the CSV leaves the cell empty: not attempted (0: tried, failed)
+                    "scores": {i: _json_score(x.exercises.get(i)) for i in self.exercise_ids},
                     "total": total(x, self.exercise_ids),
                     "max": sum(self.points.values()),
                 }
@@ -113,6 +126,13 @@ class Report:
             ],
             "exercises": self.per_exercise,
         }
+
+
+def _json_score(entry: dict | None) -> float | None:
+    """The points of one exercise entry; None when not attempted (the CSV's empty cell)."""
+    if entry is None or entry.get("status", "not attempted") == "not attempted":
+        return None
+    return entry.get("score", 0)
 
 
 def total(learner: Learner, ids: list[str]) -> float:
@@ -142,10 +162,24 @@ def _exercises(lessons: set[int] | None) -> list:
     return [ex for ex in checks.all_exercises() if lessons is None or ex.lesson in lessons]
 
 
+TEMPLATE_DIR = "autograd-course"  # what `course start` makes: the Classroom template, a hub home
+
+
+def notebook_folder(folder: Path) -> Path:
+    """Where a learner's notebooks are: ``folder`` itself, or its ``autograd-course/`` (a clone
+    of the Classroom template, a hub home) when ``folder`` holds no lesson notebook. A symbolic
+    link is never followed (it could be a classmate's)."""
+    inner = folder / TEMPLATE_DIR
+    if any(lesson_number(p.name) is not None for p in folder.glob("*.ipynb")):
+        return folder
+    return inner if inner.is_dir() and not inner.is_symlink() else folder
+
+
 def learner_notebooks(folder: Path, lessons: set[int] | None, notes: list[str]) -> dict[str, bytes]:
-    """name -> bytes of the learner's lesson notebooks (symlinks, FIFOs, huge files refused)."""
+    """name -> bytes of the learner's lesson notebooks (symlinks, FIFOs, huge files refused),
+    found in :func:`notebook_folder`."""
     found = {}
-    for p in sorted(folder.glob("*.ipynb")):
+    for p in sorted(notebook_folder(folder).glob("*.ipynb")):
         if p.name.startswith(".") or is_offered_copy(p.name):
             continue
         if lessons is not None and lesson_number(p.name) not in lessons:
@@ -391,8 +425,14 @@ def _learner(
             )
             reports = [report]
         elif not reports:
-            notes.append("no notebooks")
+            learner.empty = True
+            notes.append(
+                f"no lesson notebook in {folder.name}/ nor {folder.name}/{TEMPLATE_DIR}/ (and no report)"
+            )
         for report in reports:
+            for item in report.get("ignored", []):
+                if "another notebook of lesson" in item.get("reason", ""):
+                    notes.append(f"{Path(item['path']).name} ignored: {item['reason']}")
             for nb in report["notebooks"]:
                 if nb.get("error"):
                     notes.append(f"{Path(nb['path']).name}: {nb['error']}")
@@ -412,8 +452,10 @@ def collect(
     quiet: bool = True,
     key: bytes | None = None,
     extra: Path | None = None,
+    expected: list[str] = (),
 ) -> list[Learner]:
-    """Every learner folder of ``roster``, in name order, graded or read from their signed reports.
+    """Every learner folder of ``roster``, in name order, graded or read from their signed reports;
+    and a row for each learner of ``expected`` without a folder ("missing").
 
     ``key``: the instructor's key (what CI signed the learners' reports with); without one,
     no report is trusted and every learner's notebooks are graded. ``extra``: the instructor's
@@ -426,9 +468,43 @@ def collect(
     keys = (key, cache_key(cache, key))
     hide = [roster.resolve(), cache.resolve(), Path.home()]
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return list(
+        found = list(
             pool.map(lambda f: _learner(f, lessons, cache, keys, timeout, quiet, hide, extra), folders)
         )
+    have = [x.name for x in found]
+    found += [
+        Learner(name, note=f"missing: no folder {name}/ in the roster", empty=True)
+        for name in expected
+        if not any(same_learner(name, learner) for learner in have)
+    ]
+    return sorted(found, key=lambda x: x.name)
+
+
+def same_learner(roster_name: str, learner: str) -> bool:
+    """A roster's name is the learner's, or the login a Classroom repository name ends with
+    (``<assignment prefix>-<login>``).
+
+    Example:
+        >>> same_learner("ada", "autograd-ada"), same_learner("ada", "ada"), same_learner("ada", "autograd-adam")
+        (True, True, False)
+    """
+    return learner == roster_name or learner.endswith(f"-{roster_name}")
+
+
+def expected_learners(path: Path) -> list[str]:
+    """The learners of a roster file: one name a line, or a CSV whose first column is the name
+    (a header ``identifier``, ``learner``, ``login`` or ``name`` is skipped; GitHub Classroom's
+    roster export has ``identifier`` first); blank lines and ``#`` comments skipped."""
+    names = []
+    for row in csv.reader(path.read_text(encoding="utf-8").splitlines()):
+        name = row[0].strip() if row else ""
+        if (
+            name
+            and not name.startswith("#")
+            and name.lower() not in ("identifier", "learner", "login", "name")
+        ):
+            names.append(clean_text(name, 200))
+    return list(dict.fromkeys(names))
 
 
 # --- the report -------------------------------------------------------------------------------
@@ -476,7 +552,8 @@ def text(report: Report) -> str:
     lines = [f"{len(report.learners)} learners, {len(report.exercise_ids)} exercises", ""]
     for x in report.learners:
         note = f"  ({x.note})" if x.note else ""
-        lines.append(f"  {x.name:<20} {total(x, report.exercise_ids):g}/{sum(report.points.values())}{note}")
+        points = "-" if x.empty else f"{total(x, report.exercise_ids):g}/{sum(report.points.values())}"
+        lines.append(f"  {x.name:<20} {points}{note}")
     lines.append("")
     for e in report.per_exercise:
         lines.append(
@@ -592,8 +669,18 @@ def main(argv: list[str] | None = None) -> int:
         metavar="FILE.py",
         help="the instructor's extra hidden cases",
     )
+    parser.add_argument(
+        "--expect",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="who should have handed work in: one learner a line (or a CSV, name first)",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     args = parser.parse_args(argv)
+    if args.expect is not None and not args.expect.is_file():
+        print(f"course gradebook: --expect: no such file: {args.expect}", file=sys.stderr)
+        return 2
     if not args.roster.is_dir():
         print(f"course gradebook: no such roster folder: {args.roster}", file=sys.stderr)
         return 2
@@ -621,7 +708,8 @@ def main(argv: list[str] | None = None) -> int:
         except ExtraCasesError as e:
             print(f"course gradebook: --extra-cases: {e}", file=sys.stderr)
             return 2
-    learners = collect(args.roster, args.lessons, args.jobs, args.timeout, args.quiet, key, extra)
+    expected = expected_learners(args.expect) if args.expect else []
+    learners = collect(args.roster, args.lessons, args.jobs, args.timeout, args.quiet, key, extra, expected)
     if not learners:
         print(f"course gradebook: no learner folders in {args.roster}", file=sys.stderr)
         return 2
@@ -637,6 +725,15 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(text(report))
     code = 0
+    empty = [x.name for x in learners if x.empty]
+    if empty:
+        print(
+            f"course gradebook: nothing to grade for {len(empty)} of {len(learners)} learner(s): "
+            f"{', '.join(empty)} (their rows say why; a row of '-' is not a score)",
+            file=sys.stderr,
+        )
+    if len(empty) == len(learners):  # a wrong folder, more likely than a class that did nothing
+        code = 1
     for out, write in ((args.csv, write_csv), (args.json, _write_json), (args.html, write_html)):
         if out is None:
             continue

@@ -10,8 +10,10 @@ takes every notebook the report graded **as its recorded commit holds it** (``gi
 blob COMMIT:PATH`` in ``CLONES/<learner>``, never the working tree, which may hold newer
 work), checks that those are the bytes graded then (their sha256), grades them with this
 course (``course grade --no-run`` in the gradebook's sandbox), and writes the new report,
-signed with the instructor's key, to ``OUT/<learner>/report.json``. It keeps the old
-report's git record (so lateness is unchanged) and says what it replaced (``regraded_from``)::
+signed with the instructor's key, to ``OUT/<learner>/report.json``, and the learner's feedback
+beside it (``OUT/<learner>/NN_slug.feedback.md``, as ``course grade --feedback`` writes it: a
+regrade never leaves the old verdicts to hand back). It keeps the old report's git record (so
+lateness is unchanged) and says what it replaced (``regraded_from``)::
 
     autograd-ada  3/3 -> 3/3  unchanged
     autograd-bob  0/3 -> 1/3  changed
@@ -30,6 +32,7 @@ from pathlib import Path
 
 from course.classroom.collect import Row, collect, instructor_key
 from course.classroom.gradebook import grade_sandboxed
+from course.grading.feedback import feedback_markdown, feedback_name
 from course.grading.files import write_atomically
 from course.grading.isolation import no_dump
 from course.grading.options import positive_seconds
@@ -95,6 +98,11 @@ def regrade(
     new = sign(new, key)
     (out / learner).mkdir(parents=True, exist_ok=True)
     write_atomically(out / learner / "report.json", json.dumps(new, indent=2) + "\n")
+    for nb in new["notebooks"]:  # the feedback to hand back is the regraded one
+        if not nb.get("note"):
+            write_atomically(
+                out / learner / feedback_name(nb["path"]), feedback_markdown(nb, new.get("extra_cases"))
+            )
     return new, isolation
 
 
@@ -127,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = [r for r in collect(args.reports, key) if r.report is not None]
     if args.only_flagged:
         rows = [r for r in rows if any(f.endswith(": regrade") for f in r.flags)]
+    if not rows and args.only_flagged:  # nothing to do is not an error
+        print("course regrade: no report is flagged for regrade: every one was made by this grader")
+        return 0
     if not rows:
         print("course regrade: no signed report to regrade", file=sys.stderr)
         return 2

@@ -90,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise UsageError(f"no lesson notebooks in {args.path}")
         elif args.path.is_file():
             text, lesson = read_notebook(args.path, args.lesson)
+            if isinstance(text, BaseException) and args.path.suffix != ".ipynb":
+                raise UsageError(f"{args.path} is not a notebook (.ipynb): {clean_text(text, 200)}")
             plan, missing, ignored = [(args.path, text, lesson)], [], []
         else:
             raise UsageError(f"no such notebook or folder: {args.path}")

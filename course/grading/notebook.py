@@ -53,7 +53,14 @@ def _source(cell: dict) -> str:
 
 def code_cells(text: str) -> list[list]:
     """[index, source] of every code cell (plain JSON: no nbformat needed to start checking)."""
-    return [[i, _source(c)] for i, c in enumerate(json.loads(text)["cells"]) if c.get("cell_type") == "code"]
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"not a Jupyter notebook: not JSON ({e})") from None
+    cells = data.get("cells") if isinstance(data, dict) else None
+    if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
+        raise ValueError("not a Jupyter notebook: its JSON has no list of cells")
+    return [[i, _source(c)] for i, c in enumerate(cells) if c.get("cell_type") == "code"]
 
 
 def read_notebook(path: Path, lesson: int | None) -> tuple[str | BaseException, int | None]:

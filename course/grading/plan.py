@@ -5,7 +5,9 @@
     plan, missing, ignored = plan_folder(Path("autograd-course"), only=None)
     # plan: [(path, text, lesson), ...] one notebook per lesson, in lesson order
     # missing: lessons with no notebook (every exercise counts as not attempted)
-    # ignored: [{"path", "reason"}] offered copies, other notebooks, lessons not asked for
+    # ignored: [{"path", "reason"}] offered copies, other notebooks, lessons not asked for,
+    #          a second notebook of a lesson (JupyterLab's 00_warmup-Copy1.ipynb): the
+    #          lesson's own name is graded (names.graded_first), the others listed here
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import re
 from pathlib import Path
 
 from course.grading.judging import not_attempted_result
-from course.grading.names import is_offered_copy
+from course.grading.names import graded_first, is_offered_copy
 from course.grading.notebook import read_notebook
 from course.grading.report import NotebookReport
 from course.grading.untrusted import clean_text
@@ -39,8 +41,11 @@ def lesson_numbers() -> list[int]:
 def plan_folder(folder: Path, only: set[int] | None) -> tuple[list, list[int], list[dict]]:
     """(notebooks to grade as (path, text, lesson), lessons with no notebook, ignored files).
 
+    Two notebooks of one lesson (a duplicate, ``00_warmup-Copy1.ipynb``) are not an error: the
+    one named as the course names the lesson is graded, the others are ignored, and said so.
+
     Raises:
-        UsageError: two notebooks of the same lesson, or a lesson the course does not have.
+        UsageError: ``only`` names a lesson the course does not have.
     """
     course_lessons = lesson_numbers()
     wanted = sorted(only) if only is not None else course_lessons
@@ -65,18 +70,28 @@ def plan_folder(folder: Path, only: set[int] | None) -> tuple[list, list[int], l
             ignored.append({"path": clean_text(p, 500), "reason": why})
         else:
             found.setdefault(lesson, []).append((p, text, lesson))
-    twins = {n: entries for n, entries in found.items() if len(entries) > 1}
-    if twins:
-        lines = [
-            f"  lesson {n:02d}: " + ", ".join(p.name for p, _, _ in entries)
-            for n, entries in sorted(twins.items())
-        ]
-        raise UsageError(
-            f"more than one notebook for the same lesson in {folder}:\n"
-            + "\n".join(lines)
-            + "\nKeep one per lesson (or grade them one at a time: course grade FILE.ipynb)."
-        )
+    for n, entries in found.items():  # a duplicate never costs the learner the lesson
+        if len(entries) > 1:
+            by_name = {p.name: (p, text, lesson) for p, text, lesson in entries}
+            order = graded_first(list(by_name), _lesson_notebook(n))
+            found[n] = [by_name[name] for name in order]
+            ignored += [
+                {
+                    "path": clean_text(by_name[name][0], 500),
+                    "reason": f"another notebook of lesson {n:02d}: {order[0]} is graded",
+                }
+                for name in order[1:]
+            ]
     return [found[n][0] for n in sorted(found)], [n for n in wanted if n not in found], ignored
+
+
+def _lesson_notebook(number: int) -> str:
+    from course.lessons import get
+
+    try:
+        return get(number).notebook
+    except KeyError:
+        return ""
 
 
 def missing_report(session, folder: Path, lesson: int) -> NotebookReport:

@@ -124,7 +124,7 @@ def print_notebook(r: NotebookReport) -> None:
         print(f"  {e['id']:<6} {e['name']:<28} {e['status']:<14} {points:<9} {cases}")
     for e in r.exercises:
         if e["status"] != "passed":
-            print("\n" + "\n".join("  " + line for line in e["message"].splitlines()))
+            print("\n" + "\n".join("  " + line for line in _as_status(e).splitlines()))
     run = r.run
     if "failure" in run:
         print(f"\n  notebook run failed: {run['failure']}")
@@ -141,6 +141,20 @@ def print_notebook(r: NotebookReport) -> None:
         print(line)
         for p in problems[:10]:
             print(f"    {clean_text(p, 160)}")
+
+
+def _as_status(e: dict) -> str:
+    """The exercise's message, its first line naming the status the report gives it: an answer
+    that raised on a case is an ``error`` (the check's line says ``failed: 2/4 cases``).
+
+    Example:
+        >>> _as_status({"status": "error", "message": "[1.1 f] failed: 2/4 cases\\n  case: f(1)"})
+        '[1.1 f] error: 2/4 cases\\n  case: f(1)'
+    """
+    head, sep, rest = e["message"].partition("\n")
+    if e["status"] == "error":
+        head = head.replace("] failed: ", "] error: ", 1)
+    return head + sep + rest
 
 
 def print_table(reports: list[NotebookReport]) -> None:

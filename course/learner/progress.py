@@ -355,6 +355,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-cache", action="store_true", help="grade every notebook again")
     args = parser.parse_args(argv)
     root = Path(args.dir)
+    if root.is_file():  # a notebook: its folder holds the progress, `course grade` scores the file
+        folder = workspace.shell_quoted(root.parent)
+        print(
+            f"course progress: {root} is a file; progress is per course folder.\n"
+            f"Fix: `course progress {folder}` for your folder's table, or "
+            f"`course grade {workspace.shell_quoted(root)}` to score this notebook alone.",
+            file=sys.stderr,
+        )
+        return 1
     if not root.is_dir():
         print(
             f"course progress: {root} is not a folder.\nFix: `course start {workspace.shell_quoted(root)}` "
