@@ -13,11 +13,12 @@ Example:
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["LESSONS", "Lesson", "get", "lesson_set", "notebook_folders"]
+__all__ = ["LESSONS", "Lesson", "get", "lesson_set", "notebook_folders", "registered_exercises"]
 
 
 @dataclass(frozen=True)
@@ -321,3 +322,35 @@ def lesson_set() -> str:
     True
     """
     return f"{len(LESSONS)} lessons: " + ", ".join(lesson.slug for lesson in LESSONS)
+
+
+def registered_exercises(number: int) -> list[tuple[str, str]]:
+    """``[(id, name), ...]`` of lesson ``number``'s exercises, in id order: the one answer to
+    "which exercises does this lesson have", for every command.
+
+    Read from ``course/checks/lessonNN.py`` *without importing it* (no torch, no checks run),
+    which is enough when every registration writes its ``id`` and ``name`` as literals; when
+    one does not, the checks are imported and asked. ``[]`` for a lesson without checks.
+
+    >>> registered_exercises(0)[:2]
+    [('0.1', 'cube_sum_grad'), ('0.2', 'predicted_a_grad')]
+    """
+    spec = importlib.util.find_spec("course.checks")
+    module = Path(list(spec.submodule_search_locations)[0]) / f"lesson{number:02d}.py"
+    if not module.is_file():
+        return []
+    found = []
+    for node in ast.walk(ast.parse(module.read_text())):
+        func = getattr(node, "func", None)
+        called = getattr(func, "id", getattr(func, "attr", None))
+        if not isinstance(node, ast.Call) or called not in ("exercise", "predict"):
+            continue
+        given = dict(zip(("id", "name"), node.args)) | {k.arg: k.value for k in node.keywords if k.arg}
+        values = [getattr(given.get(key), "value", None) for key in ("id", "name")]
+        if not all(isinstance(v, str) for v in values):  # not literals: ask the checks themselves
+            from course import checks
+
+            checks.load_all()
+            return [(ex.id, ex.name) for ex in checks.all_exercises(number)]
+        found.append(tuple(values))
+    return sorted(found, key=lambda e: tuple(int(p) for p in e[0].split(".")))

@@ -29,7 +29,7 @@ the grid, each exercise's name, and the hint of each misconception named.
 NOTE [A refresh grades only what changed]
     1. Each learner's notebooks of the lesson are read (regular files only, no symlink
        followed) and hashed: the hash of what the grader reads of them, the code cells with
-       their places (``notebook.code_cells``), so running a cell, which changes only outputs,
+       their places (``course.grading.cells.code_cells``), so running a cell, which changes only outputs,
        grades nothing again (a notebook that is not JSON: the hash of its bytes). A cache
        entry in ``HOMES/.course-room/`` (``--cache DIR``) is named by (learner, notebook name,
        that hash, the grader's fingerprint) and signed with the gradebook's cache key: an
@@ -41,7 +41,7 @@ NOTE [A refresh grades only what changed]
        decided outside learner code), ``-j`` at once (default: the CPU count).
     4. A grading that did not finish is not cached: the next refresh tries again.
     5. A refresh that grades nothing imports no torch: the exercises are read from the checks'
-       source (``progress.registered_exercises``), the misconceptions' names and hints are
+       source (``lessons.registered_exercises``), the misconceptions' names and hints are
        stored in the entry when the notebook is graded.
 
 ``--watch S`` refreshes every S seconds until Ctrl-C and then prints only the learners whose
@@ -61,8 +61,9 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from course import lessons
 from course.classroom import gradebook
-from course.grading import notebook
+from course.grading.cells import code_cells
 from course.grading.files import grader_fingerprint, write_atomically
 from course.grading.signing import notebook_hash, parse, sign, verify
 from course.grading.untrusted import Untrusted, clean_text, read_regular
@@ -184,7 +185,7 @@ def _cells(entries: list[dict], names: dict[str, dict[str, str]]) -> dict[str, l
 def _entry_path(cache: Path, learner: str, name: str, data: bytes, fingerprint: str) -> Path:
     # NOTE [A refresh grades only what changed], rule 1: (learner, notebook, what the grader reads, grader)
     try:
-        read = "code " + json.dumps(notebook.code_cells(data.decode("utf-8")))
+        read = "code " + json.dumps(code_cells(data))
     except Exception:  # not a notebook (bad UTF-8 or JSON, nesting too deep): its bytes
         read = "bytes " + notebook_hash(data)
     h = hashlib.sha256()
@@ -204,8 +205,7 @@ def _cached(path: Path, key: bytes) -> dict | None:
 
 def _untouched(data: bytes, pristine: bytes | None, exercises: list[tuple[str, str]]) -> dict | None:
     """NOTE [A refresh grades only what changed], rule 2: every code cell is the learner copy's."""
-    mine, shipped = progress.code_cells(data), progress.code_cells(pristine) if pristine else None
-    if mine is None or shipped is None or not set(mine) <= set(shipped):
+    if not progress.edits_nothing(data, pristine):
         return None
     return {
         "cells": {i: ["not attempted", "", ""] for i, _ in exercises},
@@ -216,8 +216,6 @@ def _untouched(data: bytes, pristine: bytes | None, exercises: list[tuple[str, s
 
 def _pristine(lesson: int) -> bytes | None:
     """The bytes of the installed learner copy of ``lesson``, if there is one."""
-    from course import lessons
-
     try:
         return read_regular(workspace.find_source() / f"{lessons.get(lesson).slug}.ipynb")
     except (workspace.WorkspaceError, KeyError, ValueError, OSError, Untrusted):
@@ -249,12 +247,7 @@ def collect(
     grade = grade or gradebook.grade_sandboxed
     key = gradebook.cache_key(cache, None)
     fingerprint = f"{grader_fingerprint()} lesson {lesson:02d}"
-    exercises = progress.registered_exercises(lesson)
-    if exercises is None:  # a registration the source reader cannot read: ask the checks
-        from course import checks
-
-        checks.load_all()
-        exercises = [(ex.id, ex.name) for ex in checks.all_exercises(lesson)]
+    exercises = lessons.registered_exercises(lesson)
     room = Room(lesson, exercises, [])
     pristine = _pristine(lesson)
     found: dict[str, list[dict]] = {}  # learner -> the entries of their notebooks

@@ -1,6 +1,7 @@
 """Scoring one notebook: ``course grade``, its reports, and the processes that run learner code.
 
 - :mod:`course.grading.names`: which file is a lesson notebook, which an offered copy (torch-free);
+- :mod:`course.grading.cells`: a notebook's cells read from its JSON, the one reader (torch-free);
 - :mod:`course.grading.files`: the grader's fingerprint, atomic writes, the report formats (torch-free);
 - :mod:`course.grading.grade`: ``course grade``: ties the jobs below together, writes the reports;
 - :mod:`course.grading.options`: ``course grade``'s options, checked as they are read;

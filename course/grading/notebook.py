@@ -15,7 +15,6 @@ while the ``course`` package changed is void (tampering).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import time
@@ -24,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from course.grading import signing
+from course.grading.cells import code_cells
 from course.grading.files import changed_files, package_digest
 from course.grading.isolation import child_env
 from course.grading.judging import check_and_judge, error_result, one_line
@@ -32,7 +32,7 @@ from course.grading.report import NotebookReport
 from course.grading.session import open_session
 from course.grading.untrusted import Untrusted, clean_text, read_regular
 
-__all__ = ["code_cells", "grade_in_session", "grade_notebook", "lesson_of", "read_notebook"]
+__all__ = ["grade_in_session", "grade_notebook", "lesson_of", "read_notebook"]
 
 _EXERCISE_ID = re.compile(r"""(?:check\(\s*["']|exercise )(\d+)\.\d+""")
 
@@ -44,23 +44,6 @@ def lesson_of(path: Path, sources: list[str]) -> int | None:
         return lesson_number(path.name)
     found = {int(x) for src in sources for x in _EXERCISE_ID.findall(src)}
     return found.pop() if len(found) == 1 else None
-
-
-def _source(cell: dict) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else str(source)
-
-
-def code_cells(text: str) -> list[list]:
-    """[index, source] of every code cell (plain JSON: no nbformat needed to start checking)."""
-    try:
-        data = json.loads(text)
-    except ValueError as e:
-        raise ValueError(f"not a Jupyter notebook: not JSON ({e})") from None
-    cells = data.get("cells") if isinstance(data, dict) else None
-    if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
-        raise ValueError("not a Jupyter notebook: its JSON has no list of cells")
-    return [[i, _source(c)] for i, c in enumerate(cells) if c.get("cell_type") == "code"]
 
 
 def read_notebook(path: Path, lesson: int | None) -> tuple[str | BaseException, int | None]:

@@ -26,11 +26,11 @@ What is ours and what is torch's: all of it is ours (torch has no lessons).
 from __future__ import annotations
 
 import ast
-import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from course.grading import cells
 from course.house.rules import offence
 
 __all__ = [
@@ -49,12 +49,8 @@ HERE = Path(".")
 
 def code_cells(path: Path) -> list[tuple[int, str, dict]]:
     """(cell number from 1, source, cell) for each code cell of the notebook at ``path``."""
-    cells = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
-    return [
-        (n, "".join(c["source"]) if isinstance(c["source"], list) else c["source"], c)
-        for n, c in enumerate(cells, 1)
-        if c["cell_type"] == "code"
-    ]
+    found = cells.cells(Path(path).read_bytes())
+    return [(n, cells.source(c), c) for n, c in enumerate(found, 1) if c.get("cell_type") == "code"]
 
 
 def _parse(source: str) -> ast.Module | None:
@@ -230,8 +226,8 @@ def unstable_outputs(path: Path, root: Path = HERE) -> list[str]:
 def minutes_disagree(path: Path, lesson, root: Path = HERE) -> list[str]:
     """Rule ``minutes``: the time the lesson's opening cell announces ("About 45-60 minutes") is
     the time ``course/lessons.py`` lists (``lesson.time_text``), or none is announced."""
-    cells = json.loads((root / path).read_text(encoding="utf-8"))["cells"]
-    opening = "".join(cells[0]["source"]) if cells else ""
+    found = cells.cells((root / path).read_bytes())
+    opening = cells.source(found[0]) if found else ""
     stated = re.findall(r"[Aa]bout (\d+(?:-\d+)? minutes)", opening)
     if stated in ([], [lesson.time_text]):
         return []

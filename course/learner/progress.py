@@ -29,7 +29,7 @@ NOTE [Untouched notebooks are not run]
     the lesson (``workspace.pristine``), by content: if every code cell is one of the learner
     copy's (none edited; some may be deleted, moved or repeated), every answer is still its
     stub, and each exercise is "not attempted" without running anything. The exercises are
-    read from ``course/checks/lessonNN.py`` without importing it (``registered_exercises``),
+    read from ``course/checks/lessonNN.py`` without importing it (``lessons.registered_exercises``),
     so such a run never imports torch. Only a notebook whose code was edited is graded.
 
 A second run with nothing edited grades nothing; editing a code cell re-grades that notebook
@@ -49,7 +49,6 @@ shows the full report of one notebook (every case, yours against expected, the h
 from __future__ import annotations
 
 import argparse
-import ast
 import importlib.util
 import json
 import sys
@@ -58,6 +57,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from course import lessons as course_lessons
+from course.grading.cells import code_cells
 from course.grading.files import grader_fingerprint, write_atomically
 from course.learner import workspace
 
@@ -66,8 +67,8 @@ __all__ = [
     "Row",
     "collect",
     "default_grader",
+    "edits_nothing",
     "main",
-    "registered_exercises",
     "table",
     "untouched_results",
 ]
@@ -243,7 +244,6 @@ def default_grader() -> GradeFn:
     Raises:
         workspace.WorkspaceError: ``course.grading.grade`` cannot be imported.
     """
-    import importlib.util
 
     if importlib.util.find_spec("course.grading.grade") is None:  # found, not imported: a run from
         raise workspace.WorkspaceError(  # the cache never imports torch
@@ -279,57 +279,26 @@ def untouched_results(path: Path, lesson: str, pristine: Path | None) -> list[Re
     >>> untouched_results(d / "00_warmup.ipynb", "00_warmup.ipynb", d / "00_warmup.ipynb")[0]
     ('0.1 cube_sum_grad', 'not attempted', '')
     """
-    if pristine is None:
+    if pristine is None or not edits_nothing(path, pristine):
         return None
-    mine, shipped = code_cells(path), code_cells(pristine)
-    if mine is None or shipped is None or not set(mine) <= set(shipped):
-        return None
-    exercises = registered_exercises(int(lesson[:2]))
-    if exercises is None:
-        return None
+    exercises = course_lessons.registered_exercises(int(lesson[:2]))
     return [(f"{ex_id} {name}", "not attempted", "") for ex_id, name in exercises]
 
 
-def code_cells(path: Path | bytes) -> list[str] | None:
-    """The source of every code cell of a notebook (its path, or its bytes); None if unreadable."""
-    try:
-        cells = json.loads(path if isinstance(path, bytes) else path.read_bytes())["cells"]
-        return [
-            c["source"] if isinstance(c["source"], str) else "".join(c["source"])
-            for c in cells
-            if c["cell_type"] == "code"
-        ]
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
-        return None  # not a notebook we can read (nested too deep, even): let the grader say why
+def edits_nothing(mine: Path | bytes, shipped: Path | bytes | None) -> bool:
+    """True when every code cell of the notebook ``mine`` (its path or its bytes) is one of the
+    learner copy ``shipped``'s: the learner wrote nothing yet. False when either is unreadable
+    (the grader then says why)."""
 
-
-def registered_exercises(number: int) -> list[tuple[str, str]] | None:
-    """``[(id, name), ...]`` of lesson ``number``'s exercises, in id order, read from
-    ``course/checks/lessonNN.py`` *without importing it* (no torch, no checks run).
-
-    Returns:
-        ``[]`` for a lesson without a checks module; ``None`` if a registration is not
-        written with literal ``id`` and ``name`` (then the caller grades instead).
-
-    >>> registered_exercises(0)[:2]
-    [('0.1', 'cube_sum_grad'), ('0.2', 'predicted_a_grad')]
-    """
-    spec = importlib.util.find_spec("course.checks")
-    module = Path(list(spec.submodule_search_locations)[0]) / f"lesson{number:02d}.py"
-    if not module.is_file():
-        return []
-    found = []
-    for node in ast.walk(ast.parse(module.read_text())):
-        func = getattr(node, "func", None)
-        called = getattr(func, "id", getattr(func, "attr", None))
-        if not isinstance(node, ast.Call) or called not in ("exercise", "predict"):
-            continue
-        given = dict(zip(("id", "name"), node.args)) | {k.arg: k.value for k in node.keywords if k.arg}
-        values = [getattr(given.get(key), "value", None) for key in ("id", "name")]
-        if not all(isinstance(v, str) for v in values):
+    def sources(notebook: Path | bytes | None) -> set[str] | None:
+        try:
+            data = notebook if isinstance(notebook, bytes) else Path(notebook).read_bytes()
+            return {text for _, text in code_cells(data)}
+        except (OSError, TypeError, ValueError):
             return None
-        found.append(tuple(values))
-    return sorted(found, key=lambda e: tuple(int(p) for p in e[0].split(".")))
+
+    mine_, shipped_ = sources(mine), sources(shipped) if shipped is not None else None
+    return mine_ is not None and shipped_ is not None and mine_ <= shipped_
 
 
 def result_note(e: dict) -> str:

@@ -74,6 +74,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from course import lessons as course_lessons
+from course.grading import cells
 from course.grading.files import write_atomically
 from course.grading.names import COURSE_LESSON, OFFERED_COPY, offered_name
 
@@ -137,15 +138,11 @@ def notebook_hash(path: Path, cell_types: tuple[str, ...] = ("markdown", "code",
     """
     data = Path(path).read_bytes()
     try:
-        cells = json.loads(data)["cells"]
-        text = [(c["cell_type"], _source(c.get("source", ""))) for c in cells if c["cell_type"] in cell_types]
-    except (ValueError, KeyError, TypeError):
+        found = cells.cells(data)
+        text = [(c.get("cell_type"), cells.source(c)) for c in found if c.get("cell_type") in cell_types]
+    except ValueError:
         return "raw:" + hashlib.sha256(data).hexdigest()
     return "sha256:" + hashlib.sha256(json.dumps(text, ensure_ascii=False).encode()).hexdigest()
-
-
-def _source(source: str | list[str]) -> str:
-    return source if isinstance(source, str) else "".join(source)  # .ipynb stores lines or text
 
 
 def find_source(source: str | Path | None = None) -> Path:
