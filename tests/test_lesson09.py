@@ -491,3 +491,18 @@ def test_is_the_forward_peak_lower_with_the_copies_after_their_last_reader():
     L.offload_pass(ours.fw_module, ours.bw_module, ours.num_fwd_outputs, "2", 1024)
     peaks = [C.forward_device_peak(jd.fw_module) for jd in (plain, at_end, ours)]
     assert peaks[0] == peaks[1] > peaks[2]
+
+
+def test_does_a_compiled_forward_name_no_parameter_and_need_matching_by_name():
+    """The compiled case of 9.5 and 9.6: every placeholder is a PlainAOTInput, so
+    get_named_param_nodes finds none; the reference matches placeholders by name where a
+    position-matching pass reloads other placeholders."""
+    from course.fx_utils import get_named_param_nodes
+
+    jd = C.compiled_partition("lesson")
+    descs = {type(n.meta["desc"]).__name__ for n in jd.fw_module.graph.find_nodes(op="placeholder")}
+    assert descs == {"PlainAOTInput"} and get_named_param_nodes(jd.fw_module.graph) == {}
+    ours = L._run_pass(L.offload_pass, "lesson", "compiled, dynamic", "2", 1024)
+    by_position = L._run_pass(L._pass_matching_by_position, "lesson", "compiled, dynamic", "2", 1024)
+    assert ours["backward placeholders reloaded"] == ours["offloaded"]
+    assert by_position["backward placeholders reloaded"] != by_position["offloaded"]

@@ -4,8 +4,9 @@ Each exercise is registered once, here (see docs/authoring.md). Torch is every o
 
 - 9.1 a pair of saved-tensor hooks that recomputes instead of storing: judged against
   ``torch.utils.checkpoint.checkpoint(..., use_reentrant=False)`` with early stop off
-  (gradients, how many times each aten op runs in forward and in backward, and how many
-  forward results the hooks keep alive);
+  (gradients, how many times each aten op runs in forward and in backward, how many
+  forward results the hooks keep alive, and how many tensors made in backward outlive three
+  steps and a ``gc.collect()``);
 - 9.2 predict what the recomputation reruns (torch's checkpoint, early stop on);
 - 9.3 a selective-checkpointing policy that stores at most a budget of bytes and leaves the
   fewest FLOPs to rerun: run through torch's ``create_selective_checkpoint_contexts``, its
@@ -13,8 +14,11 @@ Each exercise is registered once, here (see docs/authoring.md). Torch is every o
   judged against the reference's;
 - 9.4 predict what the min-cut partitioner recomputes at ``activation_memory_budget=0``;
 - 9.5 choose the saved values an offloading pass should move, from a partitioned forward
-  graph and its descriptors; judged against the reference, and in the lesson against
-  torch's ``choose_offload_sets``.
+  graph and its descriptors (and once from a forward ``torch.compile`` built); judged against
+  the reference, and in the lesson against torch's ``choose_offload_sets``;
+- 9.6 insert the copies: the graphs looked at (what moved, who reads what, where each copy
+  goes, the forward's device peak by liveness) and run, beside torch's
+  ``choose_offload_sets``; torch's own ``offload_chosen_sets`` may not do the surgery.
 
 The model, the programs and the measurements the lesson and the checks share (``make_model``,
 ``PROGRAMS``, ``OFFLOAD_MODELS``, ``partitioned``, ``run_policy``, ``BUDGET``) are lesson
@@ -79,29 +83,50 @@ def _fresh_partition(model_name: str, partitioner: str):
 
     jd = _partition_once(model_name, partitioner, functorch_config.activation_memory_budget)
     return types.SimpleNamespace(
-        fw_module=copy.deepcopy(jd.fw_module),
-        bw_module=copy.deepcopy(jd.bw_module),
+        fw_module=_copy_module(jd.fw_module),
+        bw_module=_copy_module(jd.bw_module),
         num_fwd_outputs=jd.num_fwd_outputs,
         params={k: v.detach().clone() for k, v in jd.params.items()},
         buffers={k: v.detach().clone() for k, v in jd.buffers.items()},
     )
 
 
-_ONCE: list = []  # our own answers whose outcomes may be kept: filled after each registration
-_KEPT: dict = {}
+def _copy_module(gm):
+    """A GraphModule over a copy of ``gm``'s graph: the same node names, each node's metadata
+    copied one level deep (an answer may add keys), the fake values shared (a compiled graph's
+    cannot be deep-copied)."""
+    graph = torch.fx.Graph()
+    returned, output = graph.graph_copy(gm.graph, {}, return_output_node=True)
+    graph.output(returned).meta = dict(output.meta)
+    return torch.fx.GraphModule(gm, graph)
+
+
+@functools.cache
+def _known_answers() -> tuple:
+    """Our own answers to 9.1, 9.5 and 9.6 (solution, oracle, wrong and right ones): they
+    leave nothing behind, so their outcomes are kept per case."""
+    found = []
+    for exercise_id in ("9.1", "9.5", "9.6"):
+        ex = get(exercise_id)
+        found += [
+            a for a in (ex.solution, ex.oracle, *(w.answer for w in ex.wrong), *ex.right) if a is not None
+        ]
+    return tuple(found)
+
+
+@functools.cache
+def _kept(run, answer, case: tuple):
+    return run(answer, *case)
 
 
 def _once_per_case(run):
-    """``run``, remembering its result for the answers in ``_ONCE`` (per case)."""
+    """``run``, computed once per case for the answers of :func:`_known_answers`."""
 
     @functools.wraps(run)
     def remembered(answer, *case):
-        if not any(answer is known for known in _ONCE):
+        if not any(answer is known for known in _known_answers()):
             return run(answer, *case)
-        key = (run.__name__, id(answer), case)
-        if key not in _KEPT:
-            _KEPT[key] = run(answer, *case)
-        return copy.deepcopy(_KEPT[key])
+        return copy.deepcopy(_kept(run, answer, case))
 
     return remembered
 
@@ -795,6 +820,18 @@ def _chooses_among_every_output(fw_module, last_layer, min_bytes):
     }
 
 
+def _sizes_with_nbytes(fw_module, last_layer, min_bytes):
+    """BAD: sizes read with .nbytes, which a symbolic size (a dynamic-shape graph) refuses."""
+    return {
+        n.name
+        for n in _saved_for_backward(fw_module)
+        if n.op != "placeholder"
+        and not _is_view(n)
+        and n.meta["val"].nbytes >= min_bytes  # raises on a graph compiled with dynamic=True
+        and not _computed_from_last_layer(n, last_layer)
+    }
+
+
 def _chooses_and_tags(fw_module, last_layer, min_bytes):
     """BAD: the right choice, left behind as tags on the graph it was handed."""
     chosen = choose_offload(fw_module, last_layer, min_bytes)
@@ -821,7 +858,7 @@ def _choose_by_walking_forward(fw_module, last_layer, min_bytes):
     return {
         n.name
         for n in _saved_for_backward(fw_module)
-        if not keep_out(n) and n.meta["val"].nbytes >= min_bytes
+        if not keep_out(n) and n.meta["val"].numel() * n.meta["val"].element_size() >= min_bytes
     }
 
 
@@ -855,6 +892,14 @@ exercise(
             label="min_bytes=2048: the 2048-byte activations sit exactly on it",
         ),
         case("probed", "min_cut", "1", 0, label="a model that also returns twice its first block's output"),
+        case(
+            "lesson",
+            "compiled, dynamic",
+            "2",
+            1024,
+            label="a forward from torch.compile: parameters come in as plain inputs, so no descriptor "
+            "names the last layer",
+        ),
     ],
     wrong=[
         wrong(
@@ -866,6 +911,12 @@ exercise(
             "you chose among all of the forward's outputs: the first ones are the model's own "
             "outputs, which the caller holds after forward anyway (torch's pass refuses them). "
             "Keep only the outputs whose descriptor is a SavedForBackwardsAOTOutput.",
+        ),
+        wrong(
+            _sizes_with_nbytes,
+            "tensor.nbytes needs concrete sizes, and a graph compiled with dynamic shapes has a "
+            "symbolic one (the batch size): count the bytes as numel() * element_size(), which "
+            "works on both.",
         ),
         wrong(
             _chooses_and_tags,
@@ -994,8 +1045,11 @@ def _offload_outcome(jd, x):
     fw, bw, k = jd.fw_module, jd.bw_module, jd.num_fwd_outputs
     returned = list(fw.graph.output_node().args[0])
     moved = {i: _origin(n) for i, n in enumerate(returned[k:]) if _is_copy(n)}
-    held = bw.graph.find_nodes(op="placeholder")
-    direct = sorted(moved[i] for i in moved if any(not _is_copy(u) for u in held[i].users))
+    held = {n.name: n for n in bw.graph.find_nodes(op="placeholder")}  # named as the forward's values
+    direct = sorted(
+        name for name in moved.values() if name in held and any(not _is_copy(u) for u in held[name].users)
+    )
+    reloaded = sorted(n.args[0].name for n in bw.graph.nodes if _is_copy(n) and n.args[0].op == "placeholder")
     try:
         for gm in (fw, bw):
             gm.graph.lint()
@@ -1011,9 +1065,10 @@ def _offload_outcome(jd, x):
         "devices the backward's copies go to": sorted(
             {str(n.args[1]) for n in bw.graph.nodes if _is_copy(n)}
         ),
+        "backward placeholders reloaded": reloaded,
         "forward's device peak, bytes by liveness": forward_device_peak(fw),
     }
-    if x.device.type == "meta":  # traced on no real device: the graphs are all there is to see
+    if x.device.type == "meta" or not jd.params:  # compiled or on meta: the graphs are all there is to see
         return graphs
     with _CountCopies() as fwd_copies:
         outs = fw(*jd.params.values(), *jd.buffers.values(), x)
@@ -1065,9 +1120,9 @@ def _run_pass(answer, model_name, partitioner, last_layer, min_bytes):
 
 def _copies_to_host(fw_module, num_fwd_outputs, chosen):
     """The forward half of 9.6, as most wrong answers below get it right: each chosen saved
-    value copied to the host after its last reader, the forward returning the copy in its place. Returns
-    ``[(k, node)]``: each moved value and its position among the saved values (which is its
-    placeholder's position in the backward)."""
+    value copied to the host after its last reader, the forward returning the copy in its place.
+    Returns ``[(k, node)]``: each moved value and its position among the saved values (the
+    backward's placeholder for it has its name)."""
     order = {n: i for i, n in enumerate(fw_module.graph.nodes)}
     out = fw_module.graph.output_node()
     returned = list(out.args[0])
@@ -1083,9 +1138,9 @@ def _copies_to_host(fw_module, num_fwd_outputs, chosen):
 
 def _reload_before_every_reader(bw_module, moved):
     """The backward half, right: a copy back before the first reader, every reader rewired."""
-    held_all = bw_module.graph.find_nodes(op="placeholder")
-    for k, node in moved:
-        held = held_all[k]
+    held_all = {n.name: n for n in bw_module.graph.find_nodes(op="placeholder")}
+    for _k, node in moved:
+        held = held_all[node.name]
         readers = [n for n in bw_module.graph.nodes if held in n.all_input_nodes]
         with bw_module.graph.inserting_before(readers[0]):
             reload = bw_module.graph.call_function(DEVICE_PUT, (held, node.meta["val"].device))
@@ -1128,9 +1183,9 @@ def _pass_strictly_larger(fw_module, bw_module, num_fwd_outputs, last_layer, min
 def _pass_rewiring_one_reader(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
     """BAD: only the first backward node that reads a moved value reads the reload."""
     moved = _copies_to_host(fw_module, num_fwd_outputs, choose_offload(fw_module, last_layer, min_bytes))
-    held_all = bw_module.graph.find_nodes(op="placeholder")
-    for k, node in moved:
-        held = held_all[k]
+    held_all = {n.name: n for n in bw_module.graph.find_nodes(op="placeholder")}
+    for _k, node in moved:
+        held = held_all[node.name]
         first_reader = next(n for n in bw_module.graph.nodes if held in n.all_input_nodes)
         with bw_module.graph.inserting_before(first_reader):
             reload = bw_module.graph.call_function(DEVICE_PUT, (held, node.meta["val"].device))
@@ -1168,9 +1223,9 @@ def _pass_without_recompile(fw_module, bw_module, num_fwd_outputs, last_layer, m
 def _pass_reload_at_the_end(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
     """BAD: each reload made at the backward graph's insert point, its end, after its readers."""
     moved = _copies_to_host(fw_module, num_fwd_outputs, choose_offload(fw_module, last_layer, min_bytes))
-    held_all = bw_module.graph.find_nodes(op="placeholder")
-    for k, node in moved:
-        held = held_all[k]
+    held_all = {n.name: n for n in bw_module.graph.find_nodes(op="placeholder")}
+    for _k, node in moved:
+        held = held_all[node.name]
         readers = [n for n in bw_module.graph.nodes if held in n.all_input_nodes]
         # no inserting_before(readers[0]): the reload goes to the graph's end
         reload = bw_module.graph.call_function(DEVICE_PUT, (held, node.meta["val"].device))
@@ -1183,9 +1238,9 @@ def _pass_reload_at_the_end(fw_module, bw_module, num_fwd_outputs, last_layer, m
 def _pass_reloading_to_the_cpu(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
     """BAD: every reload copies to the CPU, whatever device the value was on."""
     moved = _copies_to_host(fw_module, num_fwd_outputs, choose_offload(fw_module, last_layer, min_bytes))
-    held_all = bw_module.graph.find_nodes(op="placeholder")
-    for k, _node in moved:
-        held = held_all[k]
+    held_all = {n.name: n for n in bw_module.graph.find_nodes(op="placeholder")}
+    for _k, node in moved:
+        held = held_all[node.name]
         readers = [n for n in bw_module.graph.nodes if held in n.all_input_nodes]
         with bw_module.graph.inserting_before(readers[0]):
             reload = bw_module.graph.call_function(DEVICE_PUT, (held, torch.device("cpu")))  # not the value's
@@ -1200,13 +1255,13 @@ def _pass_copying_at_the_end(fw_module, bw_module, num_fwd_outputs, last_layer, 
     chosen = choose_offload(fw_module, last_layer, min_bytes)
     out = fw_module.graph.output_node()
     returned = list(out.args[0])
-    held_all = bw_module.graph.find_nodes(op="placeholder")
+    held_all = {n.name: n for n in bw_module.graph.find_nodes(op="placeholder")}
     for k, node in enumerate(returned[num_fwd_outputs:]):
         if node.name not in chosen:
             continue
         with fw_module.graph.inserting_before(out):  # at the end: the value stays on the device to there
             returned[num_fwd_outputs + k] = fw_module.graph.call_function(DEVICE_PUT, (node, HOST))
-        held = held_all[k]
+        held = held_all[node.name]
         readers = [n for n in bw_module.graph.nodes if held in n.all_input_nodes]
         with bw_module.graph.inserting_before(readers[0]):
             reload = bw_module.graph.call_function(DEVICE_PUT, (held, node.meta["val"].device))
@@ -1231,10 +1286,9 @@ def _pass_calling_torchs_pass(fw_module, bw_module, num_fwd_outputs, last_layer,
         gm.recompile()
 
 
-def _pass_copying_after_each_value(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
-    """A right answer written differently: the rules walked forward once (9.5's other right
-    answer), each offload placed right after its value, each reload right after the last
-    placeholder, and the readers rewired one by one."""
+def _pass_matching_by_position(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
+    """BAD: each saved value's backward placeholder found by its position, not its name (each
+    offload right after its value, each reload right after the last placeholder)."""
     chosen = _choose_by_walking_forward(fw_module, last_layer, min_bytes)
     out = fw_module.graph.output_node()
     held_all = list(bw_module.graph.find_nodes(op="placeholder"))
@@ -1246,6 +1300,33 @@ def _pass_copying_after_each_value(fw_module, bw_module, num_fwd_outputs, last_l
         with fw_module.graph.inserting_after(node):
             new_args.append(fw_module.graph.call_function(DEVICE_PUT, args=(node, torch.device("cpu"))))
         held = held_all[position - num_fwd_outputs]
+        with bw_module.graph.inserting_after(held_all[-1]):
+            back = bw_module.graph.call_function(DEVICE_PUT, args=(held, node.meta["val"].device))
+        for user in [u for u in held.users if u is not back]:
+            user.replace_input_with(held, back)
+    out.args = (tuple(new_args),)
+    fw_module.graph.lint()
+    bw_module.graph.lint()
+    fw_module.recompile()
+    bw_module.recompile()
+
+
+def _pass_copying_after_each_value(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
+    """A right answer written differently: the rules walked forward once (9.5's other right
+    answer), each offload placed right after its value, each reload right after the last
+    placeholder, the placeholder found by name, and the readers rewired one by one."""
+    chosen = _choose_by_walking_forward(fw_module, last_layer, min_bytes)
+    out = fw_module.graph.output_node()
+    held_all = list(bw_module.graph.find_nodes(op="placeholder"))
+    by_name = {n.name: n for n in held_all}
+    new_args = []
+    for position, node in enumerate(out.args[0]):
+        if position < num_fwd_outputs or node.name not in chosen:
+            new_args.append(node)
+            continue
+        with fw_module.graph.inserting_after(node):
+            new_args.append(fw_module.graph.call_function(DEVICE_PUT, args=(node, torch.device("cpu"))))
+        held = by_name[node.name]
         with bw_module.graph.inserting_after(held_all[-1]):
             back = bw_module.graph.call_function(DEVICE_PUT, args=(held, node.meta["val"].device))
         for user in [u for u in held.users if u is not back]:
@@ -1296,6 +1377,14 @@ exercise(
             "2",
             1024,
             label="the lesson's model traced on the meta device: the graphs are looked at, not run",
+        ),
+        case(
+            "lesson",
+            "compiled, dynamic",
+            "2",
+            1024,
+            label="the lesson's model under torch.compile(dynamic=True): the batch size is saved last "
+            "and read first, so positions do not line up (graphs looked at, not run)",
         ),
     ],
     wrong=[
@@ -1357,6 +1446,13 @@ exercise(
             "surgery, written by you. Insert the device_put nodes and rewire the readers yourself.",
         ),
         wrong(
+            _pass_matching_by_position,
+            "you found each saved value's backward placeholder by its position: in a graph compiled "
+            "with dynamic shapes the forward returns its saved sizes last and the backward takes "
+            "them first, so you reloaded other placeholders (see the compiled case). Find the "
+            "placeholder by name, as torch's offload_chosen_sets does.",
+        ),
+        wrong(
             _pass_reload_at_the_end,
             "the reload was added at the end of the backward graph, after the nodes that read it, so "
             "the graph no longer lints (a value used before it is defined). Insert it with "
@@ -1368,10 +1464,3 @@ exercise(
     "that the forward returns in the value's place; in the backward, a copy back that every node "
     "reading the value reads instead. Then make the graph modules run their new graphs.",
 )
-
-# Our own answers to 9.1, 9.5 and 9.6 leave nothing behind: their outcomes are kept per case.
-for _id in ("9.1", "9.5", "9.6"):
-    _ex = get(_id)
-    _ONCE += [
-        a for a in (_ex.solution, _ex.oracle, *(w.answer for w in _ex.wrong), *_ex.right) if a is not None
-    ]

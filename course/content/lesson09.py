@@ -47,6 +47,7 @@ __all__ = [
     "Scaled",
     "TwoReaders",
     "backward_counts",
+    "compiled_partition",
     "forward_device_peak",
     "held_for_backward",
     "make_model",
@@ -303,13 +304,54 @@ OFFLOAD_MODELS = {
 }
 
 
+def compiled_partition(model_name: str):
+    """The forward and backward graphs ``torch.compile(..., dynamic=True)`` hands its compilers
+    for ``OFFLOAD_MODELS[model_name]`` (min-cut partitioner), one step run: a namespace with
+    ``fw_module``, ``bw_module`` and ``num_fwd_outputs``, as :func:`partitioned` has. Two things
+    differ from an export: parameters come in as plain inputs (every placeholder's descriptor
+    is ``PlainAOTInput``), and the batch size is a symbol, saved last among the forward's
+    outputs and taken first among the backward's placeholders."""
+    import types
+
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    graphs = {}
+
+    def keep(kind):
+        def compiler(gm, example_inputs):
+            graphs[kind] = gm
+            return gm
+
+        return compiler
+
+    model, x = OFFLOAD_MODELS[model_name]()
+    torch._dynamo.reset()
+    backend = aot_autograd(
+        fw_compiler=keep("fw"), bw_compiler=keep("bw"), partition_fn=min_cut_rematerialization_partition
+    )
+    out = torch.compile(model, dynamic=True, backend=backend)(x)
+    out.pow(2).sum().backward()
+    torch._dynamo.reset()
+    fw = graphs["fw"]
+    user = sum(
+        d.__class__.__name__ != "SavedForBackwardsAOTOutput" for d in fw.graph.output_node().meta["desc"]
+    )
+    return types.SimpleNamespace(
+        fw_module=fw, bw_module=graphs["bw"], num_fwd_outputs=user, params={}, buffers={}
+    )
+
+
 def partitioned(model_name: str, partitioner: str = "min_cut"):
     """The joint of ``OFFLOAD_MODELS[model_name]`` partitioned by torch's default or min-cut
-    partitioner (a ``course.joint`` JointWithDescriptors)."""
+    partitioner (a ``course.joint`` JointWithDescriptors); ``"compiled, dynamic"`` gives
+    :func:`compiled_partition` instead."""
     from torch._functorch.partitioners import default_partition, min_cut_rematerialization_partition
 
     from course.aot.joint import export_joint
 
+    if partitioner == "compiled, dynamic":
+        return compiled_partition(model_name)
     model, x = OFFLOAD_MODELS[model_name]()
     fn = {"default": default_partition, "min_cut": min_cut_rematerialization_partition}[partitioner]
     jd = export_joint(model, (x,), partition_fn=fn)
@@ -327,6 +369,14 @@ def _is_host_copy(node) -> bool:
         and node.target == torch.ops.prims.device_put.default
         and torch.device(node.args[1]).type == "cpu"
     )
+
+
+def _nbytes(val: torch.Tensor) -> int:
+    """Bytes of a (fake) tensor; a symbolic size (a graph compiled with dynamic shapes) counts
+    at the size it was traced with."""
+    from torch.fx.experimental.symbolic_shapes import optimization_hint  # as torch's _size_of reads it
+
+    return optimization_hint(val.numel()) * val.element_size()
 
 
 def _last_use(node, order: dict) -> int:
@@ -360,7 +410,7 @@ def forward_device_peak(fw_module) -> int:
             continue
         if getattr(node.target, "is_view", False) or _is_host_copy(node):
             continue
-        spans.append((order[node], _last_use(node, order), val.numel() * val.element_size()))
+        spans.append((order[node], _last_use(node, order), _nbytes(val)))
     return max(
         (sum(b for first, last, b in spans if first <= i <= last) for i in range(len(nodes))), default=0
     )
@@ -375,7 +425,7 @@ def held_for_backward(fw_module, num_fwd_outputs: int) -> int:
         for n in saved
         if n.op == "call_function" and not getattr(n.target, "is_view", False) and not _is_host_copy(n)
     }
-    return sum(n.meta["val"].numel() * n.meta["val"].element_size() for n in held)
+    return sum(_nbytes(n.meta["val"]) for n in held)
 
 
 def when_answered(demo, *args):
