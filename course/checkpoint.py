@@ -13,6 +13,8 @@ Where each name is built:
 - :mod:`course.autograd.selective`: ``create_selective_checkpoint_contexts``,
   ``SelectiveCheckpointContext``, ``SAC_IGNORED_OPS``, ``CheckpointPolicy`` (torch's enum,
   so policies written for torch work unchanged);
+- :mod:`course.autograd.checkpoint_sequential`: ``checkpoint_sequential``, a chain of
+  layers cut into checkpointed segments;
 - :mod:`course.autograd.checkpoint_debug`: ``set_checkpoint_debug_enabled`` (and what
   ``debug=True`` records);
 - :mod:`course.autograd.checkpoint_state`: the RNG and autocast state carried from the
@@ -30,12 +32,13 @@ Example:
 
 Which parts are ours and which are torch's, and how ours differs (the reentrant path is
 torch's own, called for you), is said in :mod:`course.autograd.checkpoint` and the modules
-above; ``checkpoint_sequential``, ``GraphExecGroup`` and the reentrant helpers are not part of
-the course (a ``GraphExecGroup`` of torch's is honoured).
+above; ``GraphExecGroup`` and the reentrant helpers are not part of the course (a
+``GraphExecGroup`` of torch's is honoured).
 """
 
 from course.autograd.checkpoint import CheckpointError, checkpoint, noop_context_fn, set_checkpoint_early_stop
 from course.autograd.checkpoint_debug import set_checkpoint_debug_enabled
+from course.autograd.checkpoint_sequential import checkpoint_sequential
 from course.autograd.selective import (
     SAC_IGNORED_OPS,
     CheckpointPolicy,
@@ -49,6 +52,7 @@ __all__ = [
     "CheckpointPolicy",
     "SelectiveCheckpointContext",
     "checkpoint",
+    "checkpoint_sequential",
     "create_selective_checkpoint_contexts",
     "noop_context_fn",
     "set_checkpoint_debug_enabled",

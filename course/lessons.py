@@ -259,7 +259,7 @@ LESSONS: tuple[Lesson, ...] = (
         9,
         "09_memory_policies",
         "Memory policies: recompute or offload, from hooks to the compiler",
-        75,
+        (120, 205),  # two learners' walk-throughs (issue 50): 2 h careful, 3 h 25 typical
         (
             "write checkpointing as a pair of saved-tensor hooks and predict what it reruns",
             "write a selective-checkpointing policy and measure its memory and recompute",

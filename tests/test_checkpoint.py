@@ -686,3 +686,58 @@ def test_course_trace_names_the_hook_of_each_pack():
         "ExpBackward0",
         "SinBackward0",
     ]
+
+
+# ---- checkpoint_sequential ----------------------------------------------------------------
+
+
+def chain_inputs():
+    layers = [
+        torch.nn.Linear(6, 12),
+        torch.nn.Tanh(),
+        torch.nn.Linear(12, 12),
+        torch.nn.Dropout(0.3),
+        torch.nn.GELU(),
+        torch.nn.Linear(12, 3),
+    ]
+    return torch.nn.Sequential(*layers), torch.randn(5, 6, requires_grad=True)
+
+
+@pytest.mark.parametrize("segments", [1, 2, 3, 4, 6])
+@pytest.mark.parametrize("as_list", [False, True])
+def test_checkpoint_sequential_recomputes_like_torchs(segments, as_list):
+    """Same outputs, gradients, ops in forward and backward, packs and unpacks as torch's
+    checkpoint_sequential, remainders (6 layers in 4 segments) and plain lists included."""
+
+    def program(lib, net, x):
+        layers = list(net) if as_list else net
+        return lib.checkpoint_sequential(layers, segments, x, use_reentrant=False)
+
+    both(program, chain_inputs)
+
+
+def test_checkpoint_sequential_reentrant_and_its_keyword_checks_match_torchs():
+    def reentrant(lib, net, x):
+        return lib.checkpoint_sequential(net, 2, x, use_reentrant=True, preserve_rng_state=False)
+
+    both(reentrant, chain_inputs)
+    net, x = chain_inputs()
+    for lib in LIBS.values():
+        with pytest.raises(ValueError):
+            lib.checkpoint_sequential(net, 2, x, use_reentrant=False, bogus=1)
+        with pytest.warns(UserWarning):
+            lib.checkpoint_sequential(net, 2, x)
+
+
+def test_overlapping_backwards_in_a_graph_exec_group_name_it_as_torch_does():
+    """Two backwards that need the same saved activation under torch's GraphExecGroup: both
+    raise CheckpointError, and both messages name GraphExecGroup (torch's hint, in our words)."""
+    messages = {}
+    for name, lib in LIBS.items():
+        x = torch.ones(3, requires_grad=True)
+        out = lib.checkpoint(torch.sin, x, use_reentrant=False)
+        with pytest.raises(torch_ckpt.CheckpointError) as raised, torch_ckpt.GraphExecGroup():
+            torch.autograd.grad(out.sum(), x, retain_graph=True)
+            torch.autograd.grad(out.sum(), x)
+        messages[name] = str(raised.value)
+    assert all("GraphExecGroup" in m and "overlap" in m for m in messages.values())

@@ -645,3 +645,26 @@ def test_benchmark_quick_runs():
     for model in ("Linear", "MLP8", "TransformerEncoderLayer", "Linear+BatchNorm1d"):
         assert model in out
     assert "course/torch" in out
+
+
+class _NestedOutputs(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        y = self.lin(x)
+        return {"a": y, "b": (y.sin(), [y.cos()])}
+
+
+@pytest.mark.parametrize("make", [lambda: torch.nn.Linear(3, 2), _NestedOutputs])
+def test_does_the_out_spec_unflatten_the_outputs_as_torchs_does(make):
+    """export_joint's out_spec is torch's: the pytree spec of what the module returns."""
+    x = torch.randn(2, 3)
+    ours = export_joint(make(), (x,))
+    with contextlib.ExitStack() as stack:
+        reference = aot_export_joint_with_descriptors(stack, make(), (x,))
+    assert ours.out_spec == reference.out_spec
+    module = make()
+    flat, spec = torch.utils._pytree.tree_flatten(module(x))
+    assert ours.out_spec == spec

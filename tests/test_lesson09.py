@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import gc
 import itertools
 
 import pytest
@@ -270,6 +271,11 @@ def test_does_the_offload_pass_move_what_torchs_pass_moves_and_keep_eagers_gradi
     ao.enable_activation_offloading(theirs.fw_module, theirs.bw_module, theirs.num_fwd_outputs, static)
     assert {n.args[0].name for n in _device_puts(theirs.fw_module)} == moved
     assert len(_device_puts(ours.bw_module)) == len(_device_puts(theirs.bw_module)) == len(moved)
+    # each copy sits where torch's does (after the value's last reader): the same forward peak
+    assert C.forward_device_peak(ours.fw_module) == C.forward_device_peak(theirs.fw_module)
+    assert C.held_for_backward(ours.fw_module, ours.num_fwd_outputs) == C.held_for_backward(
+        theirs.fw_module, theirs.num_fwd_outputs
+    )
 
     held = ours.bw_module.graph.find_nodes(op="placeholder")
     saved = ours.fw_module.graph.output_node().args[0][ours.num_fwd_outputs :]
@@ -346,3 +352,157 @@ def test_does_torchs_solver_rerun_fewer_products_than_lesson_8s_knapsack_at_the_
     by_course = export_joint(model, (x,), partition_fn=partition)
     assert set(activations(by_course)) == keep and sum(activations(by_course).values()) == nbytes
     assert products(by_torch) < products(by_course)
+
+
+def _alive_after_three_steps(make_forward, name="exp"):
+    """Tensors made in backward that outlive three steps of program ``name`` and a gc.collect()."""
+    made = []
+    for _ in range(3):
+        fn, args, leaves = C.PROGRAMS[name]()
+        out = make_forward(fn, args)
+        with C.OpCounter() as bwd:
+            torch.autograd.grad(out, leaves)
+        made.extend(bwd.results)
+        del fn, args, leaves, out
+    gc.collect()
+    return sum(r() is not None for r in made)
+
+
+def _under_hooks(make_hooks):
+    def forward(fn, args):
+        with saved_tensors_hooks(*make_hooks(fn, *args)):
+            return fn(*args)
+
+    return forward
+
+
+@pytest.mark.parametrize("name", ["exp", "pointwise", "block"])
+def test_do_the_recompute_hooks_leave_nothing_alive_after_backward_as_torchs_checkpoint(name):
+    """9.1's reference keeps nothing of its rerun after backward, as torch's checkpoint (whose
+    recomputation pack detaches); the same hooks without the detach leak every step."""
+    with set_checkpoint_early_stop(False):
+        by_torch = _alive_after_three_steps(lambda fn, args: checkpoint(fn, *args, use_reentrant=False), name)
+        ours = _alive_after_three_steps(_under_hooks(L.recompute_hooks), name)
+        by_dict = _alive_after_three_steps(_under_hooks(L._recompute_hooks_by_dict), name)
+        leaky = _alive_after_three_steps(_under_hooks(L._rerun_keeping_its_graph), name)
+    assert by_torch == ours == by_dict == 0
+    assert leaky >= 3  # at least one a step
+
+
+def test_does_exp_alone_leak_through_the_cycle_lesson_3_shows():
+    """The exp case: kept detached but handed to the rerun's nodes with its graph, exp's output
+    still leaks (it holds the node that holds it), one a step; torch.utils.viz finds the cycle."""
+
+    def kept_detached_returned_attached(fn, *args):
+        counter, kept = itertools.count(), []
+
+        def unpack(i):
+            if not kept:
+
+                def record(t):
+                    kept.append(t.detach())
+                    return t  # the rerun's node keeps t itself, graph and all
+
+                with torch.enable_grad(), saved_tensors_hooks(record, lambda t: t):
+                    fn(*args)
+            return kept[i]
+
+        return (lambda t: next(counter)), unpack
+
+    assert _alive_after_three_steps(_under_hooks(kept_detached_returned_attached), "exp") == 3
+    assert _alive_after_three_steps(_under_hooks(kept_detached_returned_attached), "block") == 0
+
+
+@pytest.mark.parametrize("partitioner", ["default", "min_cut"])
+def test_are_the_backward_placeholders_named_as_the_forward_returns_them(partitioner):
+    """What 9.6 matches by: each saved value's backward placeholder has the forward node's name."""
+    for model_name in ("lesson", "two readers", "buffers", "probed"):
+        jd = C.partitioned(model_name, partitioner)
+        saved = [n.name for n in jd.fw_module.graph.output_node().args[0][jd.num_fwd_outputs :]]
+        held = {n.name for n in jd.bw_module.graph.find_nodes(op="placeholder")}
+        assert set(saved) <= held
+
+
+def test_do_saved_sizes_come_last_in_the_forward_and_first_in_the_backward_under_dynamic_shapes():
+    """Why 9.6 matches by name: compiled with dynamic=True, the forward returns its saved sizes
+    after the saved tensors and the backward takes them first, so positions do not line up."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    graphs = {}
+
+    def keep(kind):
+        def compiler(gm, example_inputs):
+            graphs[kind] = gm
+            return gm
+
+        return compiler
+
+    model, _ = C.make_model()
+    torch._dynamo.reset()
+    compiled = torch.compile(
+        model,
+        dynamic=True,
+        backend=aot_autograd(
+            fw_compiler=keep("fw"), bw_compiler=keep("bw"), partition_fn=min_cut_rematerialization_partition
+        ),
+    )
+    compiled(torch.randn(5, 16)).pow(2).sum().backward()
+    fw_out = graphs["fw"].graph.output_node().args[0]
+    bw_in = graphs["bw"].graph.find_nodes(op="placeholder")
+    saved = [n.name for n in fw_out[1:]]
+    assert [n.name for n in bw_in[: len(saved)]] != saved  # by position: misaligned
+    assert set(saved) <= {n.name for n in bw_in}  # by name: all there
+    sym_first = [not isinstance(n.meta.get("val"), torch.Tensor) for n in bw_in[: len(saved)]]
+    assert sym_first[0]  # the backward starts with a size
+
+
+@pytest.mark.parametrize("partitioner", ["default", "min_cut"])
+def test_does_torch_refuse_the_user_output_the_probed_case_offers(partitioner):
+    """9.5's probed case: a user output computed before the last layer, which torch's
+    choose_offload_sets refuses (a model output) and the descriptor filter leaves out."""
+    jd = C.partitioned("probed", partitioner)
+    fw = jd.fw_module
+    user = [n for n in fw.graph.output_node().args[0][: jd.num_fwd_outputs]]
+    probe = [n for n in user if n.target == torch.ops.aten.mul.Tensor]
+    assert probe and probe[0].name not in L.choose_offload(fw, "1", 0)
+    assert probe[0].name in L._chooses_among_every_output(fw, "1", 0)
+    for node in fw.graph.nodes:
+        node.meta["should_offload"] = node in probe
+    ao.choose_offload_sets(fw, jd.num_fwd_outputs, OrderedSet(get_param_nodes(fw.graph)))
+    assert not probe[0].meta.get("saved_for_offloading")
+
+
+def test_does_the_meta_case_tell_the_value_device_from_a_hard_coded_cpu():
+    """Traced on the meta device, the reference reloads to meta; the wrong answer to the CPU."""
+    outcome = L._run_pass(L.offload_pass, "lesson, on meta", "min_cut", "2", 1024)
+    wrong = L._run_pass(L._pass_reloading_to_the_cpu, "lesson, on meta", "min_cut", "2", 1024)
+    assert outcome["devices the backward's copies go to"] == ["meta"]
+    assert wrong["devices the backward's copies go to"] == ["cpu"]
+
+
+def test_is_the_forward_peak_lower_with_the_copies_after_their_last_reader():
+    """The liveness count: copies placed after the last reader lower the forward's peak to
+    torch's; copies placed at the end leave it where it was without offload."""
+    plain = C.partitioned("lesson", "min_cut")
+    at_end = C.partitioned("lesson", "min_cut")
+    L._pass_copying_at_the_end(at_end.fw_module, at_end.bw_module, at_end.num_fwd_outputs, "2", 1024)
+    ours = C.partitioned("lesson", "min_cut")
+    L.offload_pass(ours.fw_module, ours.bw_module, ours.num_fwd_outputs, "2", 1024)
+    peaks = [C.forward_device_peak(jd.fw_module) for jd in (plain, at_end, ours)]
+    assert peaks[0] == peaks[1] > peaks[2]
+
+
+def test_does_a_compiled_forward_name_no_parameter_and_need_matching_by_name():
+    """The compiled case of 9.5 and 9.6: every placeholder is a PlainAOTInput, so
+    get_named_param_nodes finds none; the reference matches placeholders by name where a
+    position-matching pass reloads other placeholders."""
+    from course.fx_utils import get_named_param_nodes
+
+    jd = C.compiled_partition("lesson")
+    descs = {type(n.meta["desc"]).__name__ for n in jd.fw_module.graph.find_nodes(op="placeholder")}
+    assert descs == {"PlainAOTInput"} and get_named_param_nodes(jd.fw_module.graph) == {}
+    ours = L._run_pass(L.offload_pass, "lesson", "compiled, dynamic", "2", 1024)
+    by_position = L._run_pass(L._pass_matching_by_position, "lesson", "compiled, dynamic", "2", 1024)
+    assert ours["backward placeholders reloaded"] == ours["offloaded"]
+    assert by_position["backward placeholders reloaded"] != by_position["offloaded"]

@@ -121,6 +121,9 @@ class JointWithDescriptors:
     buffers: dict[str, torch.Tensor]
     #: How the module's ``(args, kwargs)`` flatten into plain-input placeholders.
     in_spec: Any
+    #: How the user outputs unflatten into what the module returns (torch's ``out_spec``):
+    #: ``pytree.tree_unflatten(user_outputs, jd.out_spec)``.
+    out_spec: Any
     #: How many leading outputs are forward ones (input mutations + user outputs).
     num_fwd_outputs: int
     #: Per forward output, whether it has a tangent placeholder.
@@ -191,8 +194,12 @@ def _flat_inputs(args: tuple, kwargs: dict) -> list[torch.Tensor]:
     return flat
 
 
-def _functional_call(mod: Any, fqns: list[str], n_args: int, in_spec: Any) -> Callable:
-    """``fn(*params_and_buffers, *flat_args) -> flat outputs``, like torch's create_functional_call."""
+def _functional_call(
+    mod: Any, fqns: list[str], n_args: int, in_spec: Any, seen: dict | None = None
+) -> Callable:
+    """``fn(*params_and_buffers, *flat_args) -> flat outputs``, like torch's create_functional_call;
+    each call writes the pytree spec of the outputs it flattened into ``seen["out_spec"]``."""
+    seen = {} if seen is None else seen
 
     def fn(*primals: torch.Tensor) -> list[torch.Tensor]:
         state, flat = dict(zip(fqns, primals)), primals[len(fqns) :]
@@ -202,7 +209,7 @@ def _functional_call(mod: Any, fqns: list[str], n_args: int, in_spec: Any) -> Ca
             out = torch.func.functional_call(mod, state, args, kwargs, tie_weights=False)
         else:
             out = mod(*args, **kwargs)
-        outs, _ = pytree.tree_flatten(out)
+        outs, seen["out_spec"] = pytree.tree_flatten(out)
         if not outs or any(not isinstance(o, torch.Tensor) for o in outs):
             kinds = sorted({type(o).__name__ for o in outs if not isinstance(o, torch.Tensor)})
             raise TypeError(
@@ -265,7 +272,8 @@ def export_joint(
         descriptors.BufferAOTInput(k) for k in buffers
     ]
     primal_descs += [descriptors.PlainAOTInput(i) for i in range(len(flat_args))]
-    fn = _functional_call(module_or_fn, [*params, *buffers], len(flat_args), in_spec)
+    seen: dict = {}  # the outputs' pytree spec, written by the metadata pass
+    fn = _functional_call(module_or_fn, [*params, *buffers], len(flat_args), in_spec, seen)
 
     timings: dict[str, float] = {}
     clock = time.perf_counter()
@@ -306,6 +314,7 @@ def export_joint(
         params=params,
         buffers=buffers,
         in_spec=in_spec,
+        out_spec=seen["out_spec"],
         num_fwd_outputs=len(meta.mutated_inp_indices) + meta.num_user_outputs,
         tangent_mask=meta.tangent_mask,
         timings=timings,

@@ -312,9 +312,17 @@ class _checkpoint_hook(saved_tensors_hooks):
                 frame.check_recomputed_tensors_match(gid)
             _internal_assert(gid in holder.handles)
             if holder.handles[gid] is None:
+                grouped = ""
+                if torch._C._get_graph_exec_group() is not None:  # torch's GraphExecGroup is on
+                    grouped = (
+                        "inside a torch.utils.checkpoint.GraphExecGroup, two backward calls may not "
+                        "need the same saved activation (their graphs overlap); "
+                    )
                 raise CheckpointError(
-                    "course.checkpoint: this saved tensor was already unpacked once in this backward; "
-                    "a checkpointed tensor can be read once per backward (read ctx.saved_tensors once)."
+                    "course.checkpoint: this saved tensor was already unpacked once"
+                    + ("; " if grouped else " in this backward; ")
+                    + grouped
+                    + "a checkpointed tensor can be read once per backward (read ctx.saved_tensors once)."
                 )
             ret = frame.recomputed[gid][holder.handles[gid]]
             holder.handles[gid] = None  # Rule: recomputed tensors die as soon as they are used

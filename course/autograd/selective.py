@@ -47,7 +47,13 @@ Example:
 
 Differences from torch: no ``torch.compile`` path (torch also tags FX nodes with the policy
 and keys compiled regions apart); ``CheckpointPolicy`` is torch's own enum, so policies
-written for torch run here unchanged.
+written for torch run here unchanged. Three messages are ours and cut differently, with the
+same facts and the same error types: a recomputation that meets an op the forward did not
+run is one ``RuntimeError`` here (torch has two, "not found in storage" for an op never
+cached and "invocation index ... not found" for one call too many); a second backward
+through the region says what was consumed, where torch says "backward an extra time"; and a
+bad op list is a ``ValueError`` that names the overload to use for an ``OpOverloadPacket``
+and the type otherwise (torch puts both in one message).
 
 Index: :func:`create_selective_checkpoint_contexts`, :class:`SelectiveCheckpointContext`,
 ``CheckpointPolicy``, ``SAC_IGNORED_OPS``.

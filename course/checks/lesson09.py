@@ -4,8 +4,9 @@ Each exercise is registered once, here (see docs/authoring.md). Torch is every o
 
 - 9.1 a pair of saved-tensor hooks that recomputes instead of storing: judged against
   ``torch.utils.checkpoint.checkpoint(..., use_reentrant=False)`` with early stop off
-  (gradients, how many times each aten op runs in forward and in backward, and how many
-  forward results the hooks keep alive);
+  (gradients, how many times each aten op runs in forward and in backward, how many
+  forward results the hooks keep alive, and how many tensors made in backward outlive three
+  steps and a ``gc.collect()``);
 - 9.2 predict what the recomputation reruns (torch's checkpoint, early stop on);
 - 9.3 a selective-checkpointing policy that stores at most a budget of bytes and leaves the
   fewest FLOPs to rerun: run through torch's ``create_selective_checkpoint_contexts``, its
@@ -13,8 +14,11 @@ Each exercise is registered once, here (see docs/authoring.md). Torch is every o
   judged against the reference's;
 - 9.4 predict what the min-cut partitioner recomputes at ``activation_memory_budget=0``;
 - 9.5 choose the saved values an offloading pass should move, from a partitioned forward
-  graph and its descriptors; judged against the reference, and in the lesson against
-  torch's ``choose_offload_sets``.
+  graph and its descriptors (and once from a forward ``torch.compile`` built); judged against
+  the reference, and in the lesson against torch's ``choose_offload_sets``;
+- 9.6 insert the copies: the graphs looked at (what moved, who reads what, where each copy
+  goes, the forward's device peak by liveness) and run, beside torch's
+  ``choose_offload_sets``; torch's own ``offload_chosen_sets`` may not do the surgery.
 
 The model, the programs and the measurements the lesson and the checks share (``make_model``,
 ``PROGRAMS``, ``OFFLOAD_MODELS``, ``partitioned``, ``run_policy``, ``BUDGET``) are lesson
@@ -26,7 +30,12 @@ rows of the notebook's table of policies; they stay here, with the answers.
 from __future__ import annotations
 
 import collections
+import copy
+import functools
+import gc
 import itertools
+import sys
+import types
 
 import torch
 from torch.autograd.graph import saved_tensors_hooks
@@ -39,7 +48,7 @@ from torch.utils.checkpoint import (
 
 from course.aot import descriptors as cd
 from course.aot import fx_utils as cf
-from course.checks import case, exercise, handed, predict, wrong
+from course.checks import case, exercise, get, handed, predict, wrong
 from course.checks.solutions.lesson09 import (
     budget_policy,
     choose_offload,
@@ -52,12 +61,83 @@ from course.content.lesson09 import (
     BUDGET,
     OFFLOAD_MODELS,
     PROGRAMS,
+    OpCounter,
     backward_counts,
+    forward_device_peak,
     make_model,
     partitioned,
     plain_backward_counts,
     run_policy,
 )
+
+# --- Speed: what the checks trace once --------------------------------------------------
+#
+# A failing check runs every known wrong answer on every case to find the hint. Two things keep
+# that within seconds: each case's partition is traced once and handed to every call as a copy
+# (an answer edits the graphs in place), and the outcome of a known answer of ours, which leaves
+# nothing behind and never changes, is computed once per case.
+
+
+@functools.cache
+def _partition_once(model_name: str, partitioner: str, budget: float):
+    return partitioned(model_name, partitioner)
+
+
+def _fresh_partition(model_name: str, partitioner: str):
+    """A partition of ``OFFLOAD_MODELS[model_name]`` to hand an answer: its graphs and
+    parameters are copies of the one partition traced for the case, under the current
+    ``activation_memory_budget``."""
+    from torch._functorch import config as functorch_config
+
+    jd = _partition_once(model_name, partitioner, functorch_config.activation_memory_budget)
+    return types.SimpleNamespace(
+        fw_module=_copy_module(jd.fw_module),
+        bw_module=_copy_module(jd.bw_module),
+        num_fwd_outputs=jd.num_fwd_outputs,
+        params={k: v.detach().clone() for k, v in jd.params.items()},
+        buffers={k: v.detach().clone() for k, v in jd.buffers.items()},
+    )
+
+
+def _copy_module(gm):
+    """A GraphModule over a copy of ``gm``'s graph: the same node names, each node's metadata
+    copied one level deep (an answer may add keys), the fake values shared (a compiled graph's
+    cannot be deep-copied)."""
+    graph = torch.fx.Graph()
+    returned, output = graph.graph_copy(gm.graph, {}, return_output_node=True)
+    graph.output(returned).meta = dict(output.meta)
+    return torch.fx.GraphModule(gm, graph)
+
+
+@functools.cache
+def _known_answers() -> tuple:
+    """Our own answers to 9.1, 9.3, 9.5 and 9.6 (solution, oracle, wrong and right ones) that
+    leave nothing behind: their outcomes are kept per case."""
+    found = []
+    for exercise_id in ("9.1", "9.3", "9.5", "9.6"):
+        ex = get(exercise_id)
+        found += [
+            a for a in (ex.solution, ex.oracle, *(w.answer for w in ex.wrong), *ex.right) if a is not None
+        ]
+    return tuple(a for a in found if a is not _plans_with_a_backward)  # it leaves .grad behind
+
+
+@functools.cache
+def _kept(run, answer, case: tuple):
+    return run(answer, *case)
+
+
+def _once_per_case(run):
+    """``run``, computed once per case for the answers of :func:`_known_answers`."""
+
+    @functools.wraps(run)
+    def remembered(answer, *case):
+        if not any(answer is known for known in _known_answers()):
+            return run(answer, *case)
+        return copy.deepcopy(_kept(run, answer, case))
+
+    return remembered
+
 
 # --- Exercise 9.1: recompute instead of store, as a pair of hooks ---------------------------
 
@@ -71,6 +151,7 @@ def _oracle_hooks(fn, *args):
     return _TorchCheckpoint()
 
 
+@_once_per_case
 def _run_hooks(answer, name):
     """Forward and backward of program ``name`` under the answer's hooks (or torch's
     checkpoint, for the oracle): what runs, what stays alive, what pack returns."""
@@ -92,13 +173,41 @@ def _run_hooks(answer, name):
 
     with set_checkpoint_early_stop(False):
         fwd, bwd, alive, grads = backward_counts(fn, args, leaves, forward)
-    return {
-        "gradients": grads,
-        "ops in forward": dict(fwd),
-        "ops in backward": dict(bwd),
-        "forward results kept alive": alive,
-        "tensors pack returned": sum(returned),
-    }
+        outcome = {
+            "gradients": grads,
+            "ops in forward": dict(fwd),
+            "ops in backward": dict(bwd),
+            "forward results kept alive": alive,
+            "tensors pack returned": sum(returned),
+        }
+        if name in _LEAK_PROGRAMS:  # three more steps: on the small programs only
+            outcome["results alive after 3 steps and gc.collect()"] = _alive_after_backward(answer, name)
+    return outcome
+
+
+#: The programs on which 9.1's check also counts what outlives backward.
+_LEAK_PROGRAMS = ("block", "exp", "pointwise")
+
+
+def _alive_after_backward(answer, name, steps: int = 3) -> int:
+    """How many tensors made by ops in backward (the rerun's among them) outlive ``steps``
+    forward and backward passes of program ``name`` and a ``gc.collect()``: what a pair of
+    hooks leaks per step."""
+    made = []
+    for _ in range(steps):
+        fn, args, leaves = PROGRAMS[name]()
+        hooks = answer(fn, *args)
+        if isinstance(hooks, _TorchCheckpoint):
+            out = checkpoint(fn, *args, use_reentrant=False)
+        else:
+            with saved_tensors_hooks(*hooks):
+                out = fn(*args)
+        with OpCounter() as bwd:
+            torch.autograd.grad(out, leaves)
+        made.extend(bwd.results)
+        del fn, args, leaves, hooks, out
+    gc.collect()
+    return sum(ref() is not None for ref in made)
 
 
 def _identity_hooks(fn, *args):
@@ -115,6 +224,24 @@ def _index_but_keep(fn, *args):
     return pack, kept.__getitem__
 
 
+def _rerun_keeping_its_graph(fn, *args):
+    """BAD: the rerun's tensors recorded and handed back as they are, not detached."""
+    counter, recomputed = itertools.count(), []
+
+    def unpack(index):
+        if not recomputed:
+
+            def record(t):
+                recomputed.append(t)  # t still holds the rerun's graph
+                return t
+
+            with torch.enable_grad(), saved_tensors_hooks(record, lambda t: t):
+                fn(*args)
+        return recomputed[index]
+
+    return (lambda t: next(counter)), unpack
+
+
 def _rerun_without_grad_mode(fn, *args):
     """BAD: the rerun happens where unpack runs, in backward, where grad mode is off."""
     counter, recomputed = itertools.count(), []
@@ -123,8 +250,8 @@ def _rerun_without_grad_mode(fn, *args):
         if not recomputed:
 
             def record(t):
-                recomputed.append(t)
-                return t
+                recomputed.append(t.detach())
+                return t.detach()
 
             with saved_tensors_hooks(record, lambda t: t):
                 fn(*args)  # no torch.enable_grad(): nothing is saved, nothing recorded
@@ -141,8 +268,8 @@ def _rerun_on_every_unpack(fn, *args):
         recomputed.clear()  # what the last rerun saved is thrown away
 
         def record(t):
-            recomputed.append(t)
-            return t
+            recomputed.append(t.detach())
+            return t.detach()
 
         with torch.enable_grad(), saved_tensors_hooks(record, lambda t: t):
             fn(*args)
@@ -165,7 +292,7 @@ def _recompute_hooks_by_dict(fn, *args):
         if not rerun:
             torch.set_grad_enabled(True)
             try:
-                with saved_tensors_hooks(lambda t: rerun.setdefault(len(rerun), t), lambda t: t):
+                with saved_tensors_hooks(lambda t: rerun.setdefault(len(rerun), t.detach()), lambda t: t):
                     fn(*args)
             finally:
                 torch.set_grad_enabled(False)
@@ -182,7 +309,10 @@ exercise(
     oracle=_oracle_hooks,
     run=_run_hooks,
     points=3,
-    cases=[case("block", label="block(x) = down(gelu(up(x))).sum(), x of shape (4, 8)")],
+    cases=[
+        case("block", label="block(x) = down(gelu(up(x))).sum(), x of shape (4, 8)"),
+        case("exp", label="x.exp().sin().sum(), x of shape (64, 64): exp saves its own output"),
+    ],
     hidden=[
         case("pointwise", label="((x @ w).sin() * x.exp()).sum(), two leaves"),
         case("model", label="the lesson's three-block model, model(x).pow(2).sum()"),
@@ -199,6 +329,14 @@ exercise(
             _index_but_keep,
             "pack returns an index, but it also puts the tensor in a list: the activation is "
             "still held (by you instead of autograd), so nothing is saved and nothing reruns.",
+        ),
+        wrong(
+            _rerun_keeping_its_graph,
+            "the rerun's tensors you keep and hand back still carry the rerun's graph (their "
+            "grad_fn), and that graph holds tensors too: exp saves its own output, so the output "
+            "and its node hold each other (lesson 3's cycle), and they outlive backward and "
+            "gc.collect() (see 'results alive after 3 steps'). Keep and hand back t.detach(), as "
+            "torch's _recomputation_hook does.",
         ),
         wrong(
             _rerun_without_grad_mode,
@@ -252,8 +390,8 @@ predict(
         wrong(
             {"addmm": 2, "gelu": 1, "sum": 0},
             "close: the rerun stops at the moment the last saved tensor is saved again, and an "
-            "op saves its inputs before its kernel runs. The second addmm's saves are its "
-            "inputs: gelu's output and the transposed weight.",
+            "op saves its inputs before its kernel runs. Ask of the last op that saves something "
+            "whether its kernel has to run for its saves to happen.",
         ),
         wrong(
             {"addmm": 1, "gelu": 0, "sum": 0},
@@ -262,9 +400,8 @@ predict(
         ),
     ],
     right=[{"sum": 0, "gelu": 1, "addmm": 1}],
-    hint="list what each op of block saves (addmm: its input and the transposed weight; gelu: "
-    "its input; sum: no tensor), then rerun the forward in your head and stop as soon as the "
-    "last of those has been saved again.",
+    hint="list what each op of block saves, then rerun the forward in your head and stop as "
+    "soon as the last of those has been saved again.",
 )
 
 # --- Exercise 9.3: a policy that meets a memory budget with the least recompute ------------
@@ -290,24 +427,30 @@ def _products(fn, args):
 
 def _by_position(keep):
     """A policy that saves the matrix products at positions ``keep`` (counted from 0, in
-    forward order), and recomputes everything else; the recomputation counts afresh."""
-    met = {False: 0, True: 0}  # matrix products met so far: in forward, in the recomputation
+    forward order), and recomputes everything else. Torch asks a policy once per op, in
+    forward only (the recomputation replays its answers by position; ``ctx.is_recompute`` is
+    always False on torch 2.13), so one count serves."""
+    met = itertools.count()  # matrix products met so far
 
     def policy(ctx, op, *args, **kwargs):
         if op.overloadpacket.__name__ not in MATMULS:
             return CheckpointPolicy.PREFER_RECOMPUTE
-        position = met[ctx.is_recompute]
-        met[ctx.is_recompute] += 1
-        return CheckpointPolicy.MUST_SAVE if position in keep else CheckpointPolicy.PREFER_RECOMPUTE
+        return CheckpointPolicy.MUST_SAVE if next(met) in keep else CheckpointPolicy.PREFER_RECOMPUTE
 
     return policy
 
 
+def _watched(leaves):
+    return handed(parameters=list(leaves))  # a plan that runs backward fills their .grad
+
+
+@_once_per_case
 def _run_budget(answer, name, budget):
-    r = run_policy(("for", lambda fn, args: answer(fn, args, budget)), name)
+    r = run_policy(("for", lambda fn, args: answer(fn, args, budget)), name, watch=_watched)
     return {"gradients": r["gradients"], "FLOPs rerun in backward": r["FLOPs rerun"]}
 
 
+@_once_per_case
 def _budget_cost(answer, name, budget):
     r = run_policy(("for", lambda fn, args: answer(fn, args, budget)), name)
     return {"bytes stored": r["bytes the policy stored"]}
@@ -342,6 +485,13 @@ def in_forward_order(fn, args, budget):
             keep.add(i)
             total += nbytes
     return _by_position(keep)
+
+
+def _plans_with_a_backward(fn, args, budget):
+    """BAD: a warm-up step before planning, whose backward fills the .grad of the parameters
+    fn closes over."""
+    fn(*args).backward()  # writes .grad into the model the plan is for
+    return budget_policy(fn, args, budget)
 
 
 def _only_mm(fn, args, budget):
@@ -426,6 +576,12 @@ exercise(
             "each as costly to redo, would have used better. Choose by FLOPs saved per byte.",
         ),
         wrong(
+            _plans_with_a_backward,
+            "your plan runs a backward while it profiles, and that backward writes .grad into the "
+            "model's parameters (fn closes over them): a plan must leave the model as it found it. "
+            "Profile one forward under torch.no_grad(), as the spec says.",
+        ),
+        wrong(
             _only_mm,
             "keyed on aten.mm alone: nn.Linear on a batch runs one aten.addmm (bias included), so "
             "your policy never saves a Linear's product. Count mm, addmm and bmm.",
@@ -436,7 +592,8 @@ exercise(
     "saved result's bytes (numel times element size) and keep the total within it.",
     hint="profile one forward first (a TorchDispatchMode that records each matrix product's result "
     "bytes and FLOPs, 2*m*k*n), choose the products that keep the most FLOPs within the budget, then "
-    "answer MUST_SAVE for those, counted in order; ctx.is_recompute tells the recomputation apart.",
+    "answer MUST_SAVE for those, counted in forward order (torch asks the policy once per op, in "
+    "forward only).",
 )
 
 # --- Exercise 9.4: predict what the min-cut partitioner recomputes --------------------------
@@ -511,9 +668,19 @@ def _saved_for_backward(fw_module):
     ]
 
 
+def _graph_state(fw_module) -> tuple:
+    """What a look at the graph must leave as it was: its code and every node's metadata keys."""
+    return fw_module.code, [
+        (n.name, sorted(n.meta), n.meta.get("should_offload")) for n in fw_module.graph.nodes
+    ]
+
+
+@_once_per_case
 def _run_choice(answer, model_name, partitioner, last_layer, min_bytes):
-    chosen = answer(partitioned(model_name, partitioner).fw_module, last_layer, min_bytes)
-    return sorted(chosen)
+    fw = _fresh_partition(model_name, partitioner).fw_module
+    before = _graph_state(fw)
+    chosen = answer(fw, last_layer, min_bytes)
+    return {"chosen": sorted(chosen), "the graph left as it was": _graph_state(fw) == before}
 
 
 def _computed_from_last_layer(node, last_layer) -> bool:
@@ -578,6 +745,51 @@ def _chooses_the_last_layer(fw_module, last_layer, min_bytes):
     }
 
 
+def _chooses_strictly_larger(fw_module, last_layer, min_bytes):
+    """BAD: a value of exactly min_bytes left out."""
+    return {
+        n.name
+        for n in _saved_for_backward(fw_module)
+        if n.op != "placeholder"
+        and not _is_view(n)
+        and _value_bytes(n) > min_bytes  # > where the spec says at least
+        and not _computed_from_last_layer(n, last_layer)
+    }
+
+
+def _chooses_among_every_output(fw_module, last_layer, min_bytes):
+    """BAD: no descriptor filter: the model's own outputs chosen with the saved values."""
+    return {
+        n.name
+        for n in fw_module.graph.output_node().args[0]  # every output, the user's included
+        if n.op != "placeholder"
+        and not _is_view(n)
+        and _value_bytes(n) >= min_bytes
+        and not _computed_from_last_layer(n, last_layer)
+    }
+
+
+def _sizes_with_nbytes(fw_module, last_layer, min_bytes):
+    """BAD: sizes read with .nbytes, which a symbolic size (a dynamic-shape graph) refuses."""
+    return {
+        n.name
+        for n in _saved_for_backward(fw_module)
+        if n.op != "placeholder"
+        and not _is_view(n)
+        and n.meta["val"].nbytes >= min_bytes  # raises on a graph compiled with dynamic=True
+        and not _computed_from_last_layer(n, last_layer)
+    }
+
+
+def _chooses_and_tags(fw_module, last_layer, min_bytes):
+    """BAD: the right choice, left behind as tags on the graph it was handed."""
+    chosen = choose_offload(fw_module, last_layer, min_bytes)
+    for node in fw_module.graph.nodes:
+        if node.name in chosen:
+            node.meta["should_offload"] = True  # the caller's graph, changed
+    return chosen
+
+
 def _choose_by_walking_forward(fw_module, last_layer, min_bytes):
     """A right answer written differently: mark every node downstream of the last layer's
     parameters in one walk over the graph, then filter the saved values."""
@@ -595,7 +807,7 @@ def _choose_by_walking_forward(fw_module, last_layer, min_bytes):
     return {
         n.name
         for n in _saved_for_backward(fw_module)
-        if not keep_out(n) and n.meta["val"].nbytes >= min_bytes
+        if not keep_out(n) and n.meta["val"].numel() * n.meta["val"].element_size() >= min_bytes
     }
 
 
@@ -621,8 +833,46 @@ exercise(
         case("lesson", "default", "2", 1024, label="the lesson's model, default partitioner"),
         case("four blocks", "min_cut", "3", 500, label="four narrower blocks, min_bytes=500"),
         case("float64", "default", "1", 0, label="two blocks in float64"),
+        case(
+            "lesson",
+            "min_cut",
+            "2",
+            2048,
+            label="min_bytes=2048: the 2048-byte activations sit exactly on it",
+        ),
+        case("probed", "min_cut", "1", 0, label="a model that also returns twice its first block's output"),
+        case(
+            "lesson",
+            "compiled, dynamic",
+            "2",
+            1024,
+            label="a forward from torch.compile: parameters come in as plain inputs, so no descriptor "
+            "names the last layer",
+        ),
     ],
     wrong=[
+        wrong(
+            _chooses_strictly_larger,
+            "a value of exactly min_bytes is large enough to move: the rule is at least min_bytes.",
+        ),
+        wrong(
+            _chooses_among_every_output,
+            "you chose among all of the forward's outputs: the first ones are the model's own "
+            "outputs, which the caller holds after forward anyway (torch's pass refuses them). "
+            "Keep only the outputs whose descriptor is a SavedForBackwardsAOTOutput.",
+        ),
+        wrong(
+            _sizes_with_nbytes,
+            "tensor.nbytes needs concrete sizes, and a graph compiled with dynamic shapes has a "
+            "symbolic one (the batch size): count the bytes as numel() * element_size(), which "
+            "works on both.",
+        ),
+        wrong(
+            _chooses_and_tags,
+            "your choice is right, but you left marks on the graph you were handed "
+            "(node.meta['should_offload']): a choice only looks, and whoever runs a pass next "
+            "on that graph would read your marks. Build the set without changing the graph.",
+        ),
         wrong(
             _chooses_placeholders,
             "you chose placeholders: a parameter (or the input) is saved for backward but lives "
@@ -657,6 +907,19 @@ DEVICE_PUT = torch.ops.prims.device_put.default
 HOST = torch.device("cpu")
 
 
+def _effective_users(node) -> list:
+    """The nodes that read ``node``, a view's readers counted as readers of its base (torch's
+    ``_find_all_effective_users``); the output node left out."""
+    found = []
+    for user in node.users:
+        if user.op == "output":
+            continue
+        found.append(user)
+        if getattr(user.target, "is_view", False):
+            found += _effective_users(user)
+    return found
+
+
 class _CountCopies(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
@@ -680,16 +943,21 @@ def _origin(node) -> str:
 
 def _torch_refuses(model_name, partitioner, names):
     """The names among ``names`` that torch's ``choose_offload_sets`` will not offload."""
+    return list(_torch_refuses_once(model_name, partitioner, tuple(sorted(names))))
+
+
+@functools.cache
+def _torch_refuses_once(model_name, partitioner, names):
     from torch._functorch._activation_offloading import activation_offloading as ao
     from torch.utils._ordered_set import OrderedSet
 
-    jd = partitioned(model_name, partitioner)
+    jd = _fresh_partition(model_name, partitioner)
     fw = jd.fw_module
     for node in fw.graph.output_node().args[0]:
         node.meta["should_offload"] = node.name in names
     static = OrderedSet([*cf.get_param_nodes(fw.graph), *cf.get_buffer_nodes(fw.graph)])
     ao.choose_offload_sets(fw, jd.num_fwd_outputs, static)
-    return sorted(set(names) - {n.name for n in fw.graph.nodes if n.meta.get("saved_for_offloading")})
+    return tuple(sorted(set(names) - {n.name for n in fw.graph.nodes if n.meta.get("saved_for_offloading")}))
 
 
 def _offload_outcome(jd, x):
@@ -697,24 +965,37 @@ def _offload_outcome(jd, x):
     fw, bw, k = jd.fw_module, jd.bw_module, jd.num_fwd_outputs
     returned = list(fw.graph.output_node().args[0])
     moved = {i: _origin(n) for i, n in enumerate(returned[k:]) if _is_copy(n)}
-    held = bw.graph.find_nodes(op="placeholder")
-    direct = sorted(moved[i] for i in moved if any(not _is_copy(u) for u in held[i].users))
+    held = {n.name: n for n in bw.graph.find_nodes(op="placeholder")}  # named as the forward's values
+    direct = sorted(
+        name for name in moved.values() if name in held and any(not _is_copy(u) for u in held[name].users)
+    )
+    reloaded = sorted(n.args[0].name for n in bw.graph.nodes if _is_copy(n) and n.args[0].op == "placeholder")
     try:
         for gm in (fw, bw):
             gm.graph.lint()
     except Exception as e:  # noqa: BLE001 - what lint says becomes the outcome
         return {"offloaded": sorted(moved.values()), "graphs lint": f"{type(e).__name__}"}
-    with _CountCopies() as fwd_copies:
-        outs = fw(*jd.params.values(), *jd.buffers.values(), x)
-    with _CountCopies() as bwd_copies:
-        grads = bw(*outs[k:], 2 * outs[0])[: len(jd.params)]
-    return {
+    graphs = {
         "offloaded": sorted(moved.values()),
         "graphs lint": True,
         "forward returns a reloaded copy": sorted(
             _origin(n) for n in returned[k:] if _is_copy(n) and _is_copy(n.args[0])
         ),
         "backward readers of the host copy, not the reloaded value": direct,
+        "devices the backward's copies go to": sorted(
+            {str(n.args[1]) for n in bw.graph.nodes if _is_copy(n)}
+        ),
+        "backward placeholders reloaded": reloaded,
+        "forward's device peak, bytes by liveness": forward_device_peak(fw),
+    }
+    if x.device.type == "meta" or not jd.params:  # compiled or on meta: the graphs are all there is to see
+        return graphs
+    with _CountCopies() as fwd_copies:
+        outs = fw(*jd.params.values(), *jd.buffers.values(), x)
+    with _CountCopies() as bwd_copies:
+        grads = bw(*outs[k:], *(2 * o for o in outs[:k]))[: len(jd.params)]  # loss: sum of squares
+    return {
+        **graphs,
         "copies run in forward": fwd_copies.copies,
         "copies run in backward": bwd_copies.copies,
         "output": outs[0],
@@ -722,12 +1003,35 @@ def _offload_outcome(jd, x):
     }
 
 
+def _torchs_surgery_runs(call) -> bool:
+    """Whether torch's offloading surgery (``offload_chosen_sets``, sync or async) ran during
+    ``call()``: 9.6 asks for that surgery written by hand."""
+    from torch._functorch._activation_offloading import activation_offloading as ao
+
+    surgery = {ao.offload_chosen_sets.__code__, ao.offload_chosen_sets_async.__code__}
+    ran, previous = [], sys.getprofile()
+
+    def watch(frame, event, arg):
+        if event == "call" and frame.f_code in surgery:
+            ran.append(True)
+
+    sys.setprofile(watch)
+    try:
+        call()
+    finally:
+        sys.setprofile(previous)
+    return bool(ran)
+
+
+@_once_per_case
 def _run_pass(answer, model_name, partitioner, last_layer, min_bytes):
-    jd = partitioned(model_name, partitioner)
+    jd = _fresh_partition(model_name, partitioner)
     model, x = OFFLOAD_MODELS[model_name]()
     with handed(params=list(jd.params.values())):
-        answer(jd.fw_module, jd.bw_module, jd.num_fwd_outputs, last_layer, min_bytes)
-    outcome = _offload_outcome(jd, x)
+        by_torch = _torchs_surgery_runs(
+            lambda: answer(jd.fw_module, jd.bw_module, jd.num_fwd_outputs, last_layer, min_bytes)
+        )
+    outcome = {"torch's offload_chosen_sets did the surgery": by_torch, **_offload_outcome(jd, x)}
     outcome["torch's choose_offload_sets refuses"] = _torch_refuses(
         model_name, partitioner, outcome["offloaded"]
     )
@@ -736,15 +1040,16 @@ def _run_pass(answer, model_name, partitioner, last_layer, min_bytes):
 
 def _copies_to_host(fw_module, num_fwd_outputs, chosen):
     """The forward half of 9.6, as most wrong answers below get it right: each chosen saved
-    value copied to the host, the forward returning the copy in its place. Returns
-    ``[(k, node)]``: each moved value and its position among the saved values (which is its
-    placeholder's position in the backward)."""
+    value copied to the host after its last reader, the forward returning the copy in its place.
+    Returns ``[(k, node)]``: each moved value and its position among the saved values (the
+    backward's placeholder for it has its name)."""
+    order = {n: i for i, n in enumerate(fw_module.graph.nodes)}
     out = fw_module.graph.output_node()
     returned = list(out.args[0])
     moved = []
     for k, node in enumerate(returned[num_fwd_outputs:]):
         if node.name in chosen:
-            with fw_module.graph.inserting_before(out):
+            with fw_module.graph.inserting_after(max(_effective_users(node), key=order.get, default=node)):
                 returned[num_fwd_outputs + k] = fw_module.graph.call_function(DEVICE_PUT, (node, HOST))
             moved.append((k, node))
     out.args = (tuple(returned),)
@@ -753,9 +1058,9 @@ def _copies_to_host(fw_module, num_fwd_outputs, chosen):
 
 def _reload_before_every_reader(bw_module, moved):
     """The backward half, right: a copy back before the first reader, every reader rewired."""
-    held_all = bw_module.graph.find_nodes(op="placeholder")
-    for k, node in moved:
-        held = held_all[k]
+    held_all = {n.name: n for n in bw_module.graph.find_nodes(op="placeholder")}
+    for _k, node in moved:
+        held = held_all[node.name]
         readers = [n for n in bw_module.graph.nodes if held in n.all_input_nodes]
         with bw_module.graph.inserting_before(readers[0]):
             reload = bw_module.graph.call_function(DEVICE_PUT, (held, node.meta["val"].device))
@@ -798,9 +1103,9 @@ def _pass_strictly_larger(fw_module, bw_module, num_fwd_outputs, last_layer, min
 def _pass_rewiring_one_reader(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
     """BAD: only the first backward node that reads a moved value reads the reload."""
     moved = _copies_to_host(fw_module, num_fwd_outputs, choose_offload(fw_module, last_layer, min_bytes))
-    held_all = bw_module.graph.find_nodes(op="placeholder")
-    for k, node in moved:
-        held = held_all[k]
+    held_all = {n.name: n for n in bw_module.graph.find_nodes(op="placeholder")}
+    for _k, node in moved:
+        held = held_all[node.name]
         first_reader = next(n for n in bw_module.graph.nodes if held in n.all_input_nodes)
         with bw_module.graph.inserting_before(first_reader):
             reload = bw_module.graph.call_function(DEVICE_PUT, (held, node.meta["val"].device))
@@ -838,9 +1143,9 @@ def _pass_without_recompile(fw_module, bw_module, num_fwd_outputs, last_layer, m
 def _pass_reload_at_the_end(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
     """BAD: each reload made at the backward graph's insert point, its end, after its readers."""
     moved = _copies_to_host(fw_module, num_fwd_outputs, choose_offload(fw_module, last_layer, min_bytes))
-    held_all = bw_module.graph.find_nodes(op="placeholder")
-    for k, node in moved:
-        held = held_all[k]
+    held_all = {n.name: n for n in bw_module.graph.find_nodes(op="placeholder")}
+    for _k, node in moved:
+        held = held_all[node.name]
         readers = [n for n in bw_module.graph.nodes if held in n.all_input_nodes]
         # no inserting_before(readers[0]): the reload goes to the graph's end
         reload = bw_module.graph.call_function(DEVICE_PUT, (held, node.meta["val"].device))
@@ -850,10 +1155,60 @@ def _pass_reload_at_the_end(fw_module, bw_module, num_fwd_outputs, last_layer, m
         gm.recompile()
 
 
-def _pass_copying_after_each_value(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
-    """A right answer written differently: the rules walked forward once (9.5's other right
-    answer), each offload placed right after its value, each reload right after the last
-    placeholder, and the readers rewired one by one."""
+def _pass_reloading_to_the_cpu(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
+    """BAD: every reload copies to the CPU, whatever device the value was on."""
+    moved = _copies_to_host(fw_module, num_fwd_outputs, choose_offload(fw_module, last_layer, min_bytes))
+    held_all = {n.name: n for n in bw_module.graph.find_nodes(op="placeholder")}
+    for _k, node in moved:
+        held = held_all[node.name]
+        readers = [n for n in bw_module.graph.nodes if held in n.all_input_nodes]
+        with bw_module.graph.inserting_before(readers[0]):
+            reload = bw_module.graph.call_function(DEVICE_PUT, (held, torch.device("cpu")))  # not the value's
+        for reader in readers:
+            reader.replace_input_with(held, reload)
+    for gm in (fw_module, bw_module):
+        gm.recompile()
+
+
+def _pass_copying_at_the_end(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
+    """BAD: every copy to the host made just before the forward's output node."""
+    chosen = choose_offload(fw_module, last_layer, min_bytes)
+    out = fw_module.graph.output_node()
+    returned = list(out.args[0])
+    held_all = {n.name: n for n in bw_module.graph.find_nodes(op="placeholder")}
+    for k, node in enumerate(returned[num_fwd_outputs:]):
+        if node.name not in chosen:
+            continue
+        with fw_module.graph.inserting_before(out):  # at the end: the value stays on the device to there
+            returned[num_fwd_outputs + k] = fw_module.graph.call_function(DEVICE_PUT, (node, HOST))
+        held = held_all[node.name]
+        readers = [n for n in bw_module.graph.nodes if held in n.all_input_nodes]
+        with bw_module.graph.inserting_before(readers[0]):
+            reload = bw_module.graph.call_function(DEVICE_PUT, (held, node.meta["val"].device))
+        for reader in readers:
+            reader.replace_input_with(held, reload)
+    out.args = (tuple(returned),)
+    for gm in (fw_module, bw_module):
+        gm.recompile()
+
+
+def _pass_calling_torchs_pass(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
+    """BAD: the values tagged, and torch's enable_activation_offloading left to do the surgery."""
+    from torch._functorch._activation_offloading import activation_offloading as ao
+    from torch.utils._ordered_set import OrderedSet
+
+    chosen = choose_offload(fw_module, last_layer, min_bytes)
+    for node in fw_module.graph.output_node().args[0]:
+        node.meta["should_offload"] = node.name in chosen
+    static = OrderedSet([*cf.get_param_nodes(fw_module.graph), *cf.get_buffer_nodes(fw_module.graph)])
+    ao.enable_activation_offloading(fw_module, bw_module, num_fwd_outputs, static)
+    for gm in (fw_module, bw_module):
+        gm.recompile()
+
+
+def _pass_matching_by_position(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
+    """BAD: each saved value's backward placeholder found by its position, not its name (each
+    offload right after its value, each reload right after the last placeholder)."""
     chosen = _choose_by_walking_forward(fw_module, last_layer, min_bytes)
     out = fw_module.graph.output_node()
     held_all = list(bw_module.graph.find_nodes(op="placeholder"))
@@ -865,6 +1220,33 @@ def _pass_copying_after_each_value(fw_module, bw_module, num_fwd_outputs, last_l
         with fw_module.graph.inserting_after(node):
             new_args.append(fw_module.graph.call_function(DEVICE_PUT, args=(node, torch.device("cpu"))))
         held = held_all[position - num_fwd_outputs]
+        with bw_module.graph.inserting_after(held_all[-1]):
+            back = bw_module.graph.call_function(DEVICE_PUT, args=(held, node.meta["val"].device))
+        for user in [u for u in held.users if u is not back]:
+            user.replace_input_with(held, back)
+    out.args = (tuple(new_args),)
+    fw_module.graph.lint()
+    bw_module.graph.lint()
+    fw_module.recompile()
+    bw_module.recompile()
+
+
+def _pass_copying_after_each_value(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
+    """A right answer written differently: the rules walked forward once (9.5's other right
+    answer), each offload placed right after its value, each reload right after the last
+    placeholder, the placeholder found by name, and the readers rewired one by one."""
+    chosen = _choose_by_walking_forward(fw_module, last_layer, min_bytes)
+    out = fw_module.graph.output_node()
+    held_all = list(bw_module.graph.find_nodes(op="placeholder"))
+    by_name = {n.name: n for n in held_all}
+    new_args = []
+    for position, node in enumerate(out.args[0]):
+        if position < num_fwd_outputs or node.name not in chosen:
+            new_args.append(node)
+            continue
+        with fw_module.graph.inserting_after(node):
+            new_args.append(fw_module.graph.call_function(DEVICE_PUT, args=(node, torch.device("cpu"))))
+        held = by_name[node.name]
         with bw_module.graph.inserting_after(held_all[-1]):
             back = bw_module.graph.call_function(DEVICE_PUT, args=(held, node.meta["val"].device))
         for user in [u for u in held.users if u is not back]:
@@ -909,6 +1291,21 @@ exercise(
         ),
         case("buffers", "default", "1", 0, label="blocks with a buffer that backward needs"),
         case("float64", "min_cut", "1", 0, label="two blocks in float64"),
+        case(
+            "lesson, on meta",
+            "min_cut",
+            "2",
+            1024,
+            label="the lesson's model traced on the meta device: the graphs are looked at, not run",
+        ),
+        case(
+            "lesson",
+            "compiled, dynamic",
+            "2",
+            1024,
+            label="the lesson's model under torch.compile(dynamic=True): the batch size is saved last "
+            "and read first, so positions do not line up (graphs looked at, not run)",
+        ),
     ],
     wrong=[
         wrong(
@@ -948,6 +1345,32 @@ exercise(
             "your graphs look right but never ran: a GraphModule keeps running the code generated "
             "when it was built until you call recompile() after changing its graph (see the "
             "copies run in forward and backward).",
+        ),
+        wrong(
+            _pass_reloading_to_the_cpu,
+            "your reloads copy to the CPU whatever device the value came from: on this CPU that "
+            "looks right, but on a GPU the backward would compute on host memory (see the "
+            "devices on the case traced on the meta device). Reload each value to its own "
+            "device, node.meta['val'].device.",
+        ),
+        wrong(
+            _pass_copying_at_the_end,
+            "your copies to the host all sit at the end of the forward, so every moved value "
+            "stays on the device to the last node: the forward's peak is what it was without "
+            "offload (see the peak line). Copy each value right after its last reader in the "
+            "forward (a view's readers count as its base's), where the device can free it.",
+        ),
+        wrong(
+            _pass_calling_torchs_pass,
+            "torch's enable_activation_offloading did the surgery: this exercise is that "
+            "surgery, written by you. Insert the device_put nodes and rewire the readers yourself.",
+        ),
+        wrong(
+            _pass_matching_by_position,
+            "you found each saved value's backward placeholder by its position: in a graph compiled "
+            "with dynamic shapes the forward returns its saved sizes last and the backward takes "
+            "them first, so you reloaded other placeholders (see the compiled case). Find the "
+            "placeholder by name, as torch's offload_chosen_sets does.",
         ),
         wrong(
             _pass_reload_at_the_end,

@@ -27,6 +27,7 @@ course/checks/lesson09.py.
 from __future__ import annotations
 
 import collections
+import contextlib
 import weakref
 
 import torch
@@ -42,14 +43,19 @@ __all__ = [
     "PROGRAMS",
     "Block",
     "OpCounter",
+    "Probed",
     "Scaled",
     "TwoReaders",
     "backward_counts",
+    "compiled_partition",
+    "forward_device_peak",
+    "held_for_backward",
     "make_model",
     "partitioned",
     "plain_backward_counts",
     "run_policy",
     "stored_bytes",
+    "when_answered",
 ]
 
 # --- the model and the programs ------------------------------------------------------------
@@ -127,6 +133,16 @@ def _pointwise_program():
     return chain, (x, w), [x, w]
 
 
+def _exp_program():
+    torch.manual_seed(7)
+    x = torch.randn(64, 64, requires_grad=True)
+
+    def chain(x):
+        return x.exp().sin().sum()  # exp saves its own output, sin its input (the same tensor)
+
+    return chain, (x,), [x]
+
+
 def _model_program(**sizes):
     model, x = make_model(**sizes)
 
@@ -140,6 +156,7 @@ def _model_program(**sizes):
 PROGRAMS = {
     "block": _block_program,
     "pointwise": _pointwise_program,
+    "exp": _exp_program,
     "model": _model_program,
     "float64, 3-d input": lambda: _block_program(torch.float64, (2, 3), seed=2),
     "four blocks": lambda: _model_program(layers=4, d=8, hidden=24, batch=(6,), seed=3),
@@ -195,14 +212,16 @@ def _backward_flops(out, leaves):
     return flops.get_total_flops(), list(grads)
 
 
-def run_policy(policy, name):
+def run_policy(policy, name, watch=contextlib.nullcontext):
     """Program ``name`` under torch's checkpoint with ``policy``: gradients, the bytes the
     policy stored, the ops backward reruns beyond a plain backward, and the FLOPs it runs
     beyond a plain backward (counted by torch's ``FlopCounterMode``). ``policy`` may also be
-    ``("for", make)``: ``make(fn, args)`` builds the policy for this very program."""
+    ``("for", make)``: ``make(fn, args)`` builds the policy for this very program, inside
+    ``watch(leaves)`` (a check watches what the plan does to the parameters)."""
     fn, args, leaves = PROGRAMS[name]()
     if isinstance(policy, tuple):
-        policy = policy[1](fn, args)
+        with watch(leaves):
+            policy = policy[1](fn, args)
     plain_flops, _ = _backward_flops(fn(*args), leaves)
     modes = []
 
@@ -251,6 +270,22 @@ class Scaled(Block):
         return x + self.down(nn.functional.gelu(self.up(x)) * self.scale)
 
 
+class Probed(nn.Sequential):
+    """Blocks that also return a probe of the first block's output, ``(out, 2 * first)``: a
+    user output computed before the last layer."""
+
+    def forward(self, x: torch.Tensor):
+        first = out = self[0](x)
+        for block in list(self)[1:]:
+            out = block(out)
+        return out, 2 * first
+
+
+def _probed(seed: int, x_shape: tuple):
+    torch.manual_seed(seed)
+    return Probed(Block(16, 32), Block(16, 32)), torch.randn(*x_shape)
+
+
 def _made(seed: int, x_shape: tuple, *blocks: nn.Module):
     torch.manual_seed(seed)
     model = nn.Sequential(*[make() for make in blocks])
@@ -264,18 +299,147 @@ OFFLOAD_MODELS = {
     "float64": lambda: make_model(layers=2, d=8, hidden=16, batch=(4,), dtype=torch.float64, seed=4),
     "two readers": lambda: _made(5, (4, 16), lambda: TwoReaders(16, 32), lambda: Block(16, 32)),
     "buffers": lambda: _made(6, (4, 8), lambda: Scaled(8, 32), lambda: Scaled(8, 32)),
+    "probed": lambda: _probed(8, (4, 16)),
+    "lesson, on meta": lambda: tuple(t.to("meta") for t in make_model()),
 }
+
+
+def compiled_partition(model_name: str):
+    """The forward and backward graphs ``torch.compile(..., dynamic=True)`` hands its compilers
+    for ``OFFLOAD_MODELS[model_name]`` (min-cut partitioner), one step run: a namespace with
+    ``fw_module``, ``bw_module`` and ``num_fwd_outputs``, as :func:`partitioned` has. Two things
+    differ from an export: parameters come in as plain inputs (every placeholder's descriptor
+    is ``PlainAOTInput``), and the batch size is a symbol, saved last among the forward's
+    outputs and taken first among the backward's placeholders."""
+    import types
+
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    graphs = {}
+
+    def keep(kind):
+        def compiler(gm, example_inputs):
+            graphs[kind] = gm
+            return gm
+
+        return compiler
+
+    model, x = OFFLOAD_MODELS[model_name]()
+    torch._dynamo.reset()
+    backend = aot_autograd(
+        fw_compiler=keep("fw"), bw_compiler=keep("bw"), partition_fn=min_cut_rematerialization_partition
+    )
+    out = torch.compile(model, dynamic=True, backend=backend)(x)
+    out.pow(2).sum().backward()
+    torch._dynamo.reset()
+    fw = graphs["fw"]
+    user = sum(
+        d.__class__.__name__ != "SavedForBackwardsAOTOutput" for d in fw.graph.output_node().meta["desc"]
+    )
+    return types.SimpleNamespace(
+        fw_module=fw, bw_module=graphs["bw"], num_fwd_outputs=user, params={}, buffers={}
+    )
 
 
 def partitioned(model_name: str, partitioner: str = "min_cut"):
     """The joint of ``OFFLOAD_MODELS[model_name]`` partitioned by torch's default or min-cut
-    partitioner (a ``course.joint`` JointWithDescriptors)."""
+    partitioner (a ``course.joint`` JointWithDescriptors); ``"compiled, dynamic"`` gives
+    :func:`compiled_partition` instead."""
     from torch._functorch.partitioners import default_partition, min_cut_rematerialization_partition
 
     from course.aot.joint import export_joint
 
+    if partitioner == "compiled, dynamic":
+        return compiled_partition(model_name)
     model, x = OFFLOAD_MODELS[model_name]()
     fn = {"default": default_partition, "min_cut": min_cut_rematerialization_partition}[partitioner]
     jd = export_joint(model, (x,), partition_fn=fn)
     jd.fw_module  # noqa: B018 (read for its effect); the stages run when first read: partition now, under the caller's config
     return jd
+
+
+# --- what a forward graph holds on the device: a liveness count ---------------------------
+
+
+def _is_host_copy(node) -> bool:
+    """A ``prims.device_put`` to the CPU: its result lives on the host, not on the device."""
+    return (
+        node.op == "call_function"
+        and node.target == torch.ops.prims.device_put.default
+        and torch.device(node.args[1]).type == "cpu"
+    )
+
+
+def _nbytes(val: torch.Tensor) -> int:
+    """Bytes of a (fake) tensor; a symbolic size (a graph compiled with dynamic shapes) counts
+    at the size it was traced with."""
+    from torch.fx.experimental.symbolic_shapes import optimization_hint  # as torch's _size_of reads it
+
+    return optimization_hint(val.numel()) * val.element_size()
+
+
+def _last_use(node, order: dict) -> int:
+    """The position of ``node``'s last reader, a view's readers counted as the base's (a view
+    keeps its base's memory alive); the output node counts as the end of the graph."""
+    last = order[node]
+    for user in node.users:
+        last = max(last, order[user])
+        if getattr(user.target, "is_view", False):
+            last = max(last, _last_use(user, order))
+    return last
+
+
+def forward_device_peak(fw_module) -> int:
+    """The most bytes of computed values alive on the device at any node of ``fw_module``'s
+    graph, counted by liveness: a value (not a view, not a placeholder, not a copy to the
+    host) takes its bytes from the node that computes it to its last reader, following views;
+    a value the forward returns stays to the end. Placeholders (parameters, the input) are
+    left out: they are on the device before and after, whatever a pass does.
+
+    >>> peak = forward_device_peak(partitioned("lesson", "min_cut").fw_module)
+    >>> peak
+    14336
+    """
+    nodes = list(fw_module.graph.nodes)
+    order = {n: i for i, n in enumerate(nodes)}
+    spans = []  # (first, last, bytes)
+    for node in nodes:
+        val = node.meta.get("val")
+        if node.op != "call_function" or not isinstance(val, torch.Tensor):
+            continue
+        if getattr(node.target, "is_view", False) or _is_host_copy(node):
+            continue
+        spans.append((order[node], _last_use(node, order), _nbytes(val)))
+    return max(
+        (sum(b for first, last, b in spans if first <= i <= last) for i in range(len(nodes))), default=0
+    )
+
+
+def held_for_backward(fw_module, num_fwd_outputs: int) -> int:
+    """Bytes the forward hands the backward on the device: the saved values it returns that
+    are computed (not placeholders, not views) and not copies to the host, each once."""
+    saved = fw_module.graph.output_node().args[0][num_fwd_outputs:]
+    held = {
+        n
+        for n in saved
+        if n.op == "call_function" and not getattr(n.target, "is_view", False) and not _is_host_copy(n)
+    }
+    return sum(_nbytes(n.meta["val"]) for n in held)
+
+
+def when_answered(demo, *args):
+    """``demo(*args)``, a demonstration that runs one of the learner's answers; while that
+    answer is still the stub, one line that says so instead of a traceback (what ``check()``
+    says of a stub), and None.
+
+    >>> def stub():
+    ...     raise NotImplementedError("exercise 9.6")
+    >>> when_answered(stub)
+    exercise 9.6 is not written yet: write it above, then run this cell again
+    """
+    try:
+        return demo(*args)
+    except NotImplementedError as e:
+        print(f"{e} is not written yet: write it above, then run this cell again")
+        return None

@@ -23,6 +23,7 @@ def recompute_hooks(fn, *args):
     def unpack(index):
         if not recomputed:
             def record(t):
+                t = t.detach()  # keep no graph of the rerun (exp would hold its own node)
                 recomputed.append(t)
                 return t
 
@@ -56,14 +57,12 @@ def budget_policy(fn, args, budget):
             key = (sum(products[i][1] for i in subset), -nbytes)
             if nbytes <= budget and key > best_key:
                 best, best_key = subset, key
-    met = {False: 0, True: 0}  # products met so far, in forward and in the recomputation
+    met = itertools.count()  # products met so far; torch asks in forward only
 
     def policy(ctx, op, *a, **k):
         if op.overloadpacket.__name__ not in ("mm", "addmm", "bmm"):
             return CheckpointPolicy.PREFER_RECOMPUTE
-        position = met[ctx.is_recompute]
-        met[ctx.is_recompute] += 1
-        return CheckpointPolicy.MUST_SAVE if position in best else CheckpointPolicy.PREFER_RECOMPUTE
+        return CheckpointPolicy.MUST_SAVE if next(met) in best else CheckpointPolicy.PREFER_RECOMPUTE
 
     return policy
 
@@ -89,24 +88,34 @@ def choose_offload(fw_module, last_layer, min_bytes):
             continue
         if node.op == "placeholder" or (node.op == "call_function" and node.target.is_view):
             continue
-        if node.meta["val"].nbytes >= min_bytes and not uses_last_layer(node):
+        val = node.meta["val"]
+        if val.numel() * val.element_size() >= min_bytes and not uses_last_layer(node):
             chosen.add(node.name)
     return chosen
 
 
 def offload_pass(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
     "Insert offload copies in the forward and reloads in the backward, for what choose_offload picks."
+    def readers(node):  # who reads node, a view's readers counted as the base's
+        found = []
+        for user in node.users:
+            if user.op != "output":
+                found.append(user)
+                if getattr(user.target, "is_view", False):
+                    found += readers(user)
+        return found
+
     chosen = choose_offload(fw_module, last_layer, min_bytes)
+    order = {n: i for i, n in enumerate(fw_module.graph.nodes)}
     out = fw_module.graph.output_node()
     returned = list(out.args[0])
-    saved_inputs = bw_module.graph.find_nodes(op="placeholder")  # saved values, then tangents
-    for k, node in enumerate(returned[num_fwd_outputs:]):
+    held_by_name = {n.name: n for n in bw_module.graph.find_nodes(op="placeholder")}
+    for k, node in enumerate(returned[num_fwd_outputs:], start=num_fwd_outputs):
         if node.name not in chosen:
             continue
-        with fw_module.graph.inserting_before(out):
-            returned[num_fwd_outputs + k] = fw_module.graph.call_function(
-                torch.ops.prims.device_put.default, (node, torch.device("cpu")))
-        held = saved_inputs[k]
+        with fw_module.graph.inserting_after(max(readers(node), key=order.get, default=node)):
+            returned[k] = fw_module.graph.call_function(torch.ops.prims.device_put.default, (node, torch.device("cpu")))
+        held = held_by_name[node.name]
         first_reader = next(n for n in bw_module.graph.nodes if held in n.all_input_nodes)
         with bw_module.graph.inserting_before(first_reader):
             reload = bw_module.graph.call_function(torch.ops.prims.device_put.default, (held, node.meta["val"].device))
