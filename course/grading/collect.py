@@ -15,8 +15,9 @@ instructor's key, ``--key-file`` or ``$COURSE_GRADE_KEY``), then gives one row p
     autograd-bob   0/3     yes   5b1e0c9a77d2  2026-12-01T12:00:00Z   graded by another grader (...): regrade
     report-eve     -       -                                          report.json ignored: its signature does not check
 
-- the learner is the one the report names (``course grade --learner``, signed), else the
-  folder that holds the report; a learner with several reports gets the one graded last;
+- the learner is the one the report names (``course grade --learner``, signed); a report
+  that names none is ignored (never credited to the folder it sits in: a gradebook's cache
+  entry or a report copied there); a learner with several reports gets the one graded last;
 - **late**: the report's latest notebook commit is after ``--deadline`` (``unknown`` when a
   notebook was graded outside git or from uncommitted changes);
 - **flags**: a report made by another course version or another grader (its fingerprint
@@ -131,6 +132,11 @@ def _flags(report: dict) -> list[str]:
     return flags
 
 
+def _one_line(value: object, limit: int) -> str:
+    """``value`` as text for one line of the table: control characters gone, breaks as spaces."""
+    return " ".join(clean_text(value, limit).split())
+
+
 def _graded_at(report: dict):
     return _when(report.get("graded_at")) or parse_utc("1970-01-01T00:00:00Z")
 
@@ -141,24 +147,28 @@ def collect(paths: list[Path], key: bytes | None, deadline=None) -> list[Row]:
     ignored: dict[Path, list[str]] = {}  # folder -> why its reports were not taken
     whose: dict[Path, str] = {}  # folder -> the learner of a report taken from it
     for path in find_reports(paths):
+        name = _one_line(path.name, 200)  # a planted file name is text, never a terminal command
         try:
             data = parse(read_regular(path, REPORT_LIMIT))
         except (OSError, Untrusted, ValueError) as e:
             why = f"unreadable ({clean_text(e, 200)})"
-            ignored.setdefault(path.parent, []).append(f"{path.name} ignored: {why}")
+            ignored.setdefault(path.parent, []).append(f"{name} ignored: {why}")
             continue
         if not (isinstance(data, dict) and data.get("format") == REPORT_FORMAT):
             continue  # some other JSON file
         why = rejected(data, key)
         if why:
-            ignored.setdefault(path.parent, []).append(f"{path.name} ignored: {why}")
+            ignored.setdefault(path.parent, []).append(f"{name} ignored: {why}")
             continue
-        learner = data.get("learner") if isinstance(data.get("learner"), str) else path.parent.name
-        whose[path.parent] = learner = clean_text(learner, 200)
+        learner = _one_line(data["learner"], 200)  # rejected() refused a report that names none
+        whose[path.parent] = learner
         taken.setdefault(learner, []).append((path, data))
-    notes: dict[str, list[str]] = {}  # a folder's ignored reports go to its learner's row
+    # A folder's ignored reports go to the learner of a report taken from that same folder (the
+    # same artifact), else to a row of their own named by the folder's path: a folder named
+    # after a classmate never puts its note on that classmate's row.
+    notes: dict[str, list[str]] = {}
     for folder, why in ignored.items():
-        notes.setdefault(whose.get(folder, clean_text(folder.name, 200)), []).extend(why)
+        notes.setdefault(whose.get(folder) or _one_line(folder, 300), []).extend(why)
     rows = []
     for learner in sorted(set(taken) | set(notes)):
         row = Row(learner, flags=list(notes.get(learner, [])))
@@ -217,7 +227,7 @@ def print_rows(rows: list[Row]) -> None:
     width = max([len(r.learner) for r in rows] + [8])
     print(f"{'learner':<{width}}  {'points':>9}  {'late':<7}  {'commit':<12}  {'committed':<20}  flags")
     for row in rows:
-        cells = dict(zip(_COLUMNS, _cells(row)))
+        cells = {k: _one_line(v, 4000) for k, v in zip(_COLUMNS, _cells(row))}
         points = f"{cells['score']}/{cells['max_score']}" if row.report else "-"
         print(
             f"{row.learner:<{width}}  {points:>9}  {row.late or '-':<7}  {cells['commit'][:12]:<12}  "

@@ -123,15 +123,17 @@ def total(learner: Learner, ids: list[str]) -> float:
 #
 # NOTE [Nothing a learner wrote is trusted]
 # 1. A report in a learner's folder counts only when it parses as a report (signing.problems),
-#    its signature checks with the instructor's key, it names this course version, and every
-#    notebook it graded that is also in the folder has the sha256 it names. Else it is ignored,
-#    and the row's note says why (the notebooks are graded instead).
+#    its signature checks with the instructor's key as a grade (not a cache entry), it names
+#    the folder's learner and this course version, and every notebook it graded is in the
+#    folder with the sha256 it names. Else it is ignored, and the row's note says why (the
+#    notebooks are graded instead).
 # 2. Notebooks are graded by `course grade` in a bubblewrap sandbox per learner: the roster,
 #    the cache and the home folder hidden, /tmp and the working folder private tmpfs, no
 #    network, no capabilities, its own PID namespace. The sandboxed grader signs its report
 #    with a one-time key sent on its stdin (read before any learner code, in a process learner
 #    code cannot read); a report without that signature is "grading did not finish".
-# 3. Cache entries are signed with the gradebook's key and bound to the notebooks' bytes.
+# 3. Cache entries are signed with the gradebook's key for the purpose "cache" (so no reader
+#    takes one for a learner's grade), bound to the notebooks' bytes, and written 0600.
 # 4. Whatever goes wrong for one learner costs that learner's row, never the gradebook.
 
 
@@ -157,12 +159,21 @@ def learner_notebooks(folder: Path, lessons: set[int] | None, notes: list[str]) 
     return found
 
 
-def _accepted(data: object, key: bytes | None, notebooks: dict[str, bytes], extra: Path | None = None) -> str:
-    """Why a report is not taken ("" when it is). With ``extra`` (``--extra-cases``), only a
+def _accepted(
+    data: object,
+    key: bytes | None,
+    notebooks: dict[str, bytes],
+    extra: Path | None = None,
+    learner: str | None = None,
+    lessons: set[int] | None = None,
+) -> str:
+    """Why a report is not taken ("" when it is): it must be a grade signed for ``learner``
+    (the folder's), by this course version, and, in a folder that holds notebooks, every
+    notebook it graded (of ``lessons``) must be there with the bytes it graded. With ``extra`` (``--extra-cases``), only a
     report graded with that very file counts."""
     import course
 
-    why = rejected(data, key)
+    why = rejected(data, key, learner)
     if why:
         return why
     if data["course_version"] != course.__version__:
@@ -171,8 +182,14 @@ def _accepted(data: object, key: bytes | None, notebooks: dict[str, bytes], extr
         return "not graded with the --extra-cases file given"
     for nb in data["notebooks"]:
         name = Path(nb["path"]).name
-        if name in notebooks and nb.get("sha256") != notebook_hash(notebooks[name]):
-            return f"{name} changed since it was graded"
+        if nb.get("note") or (lessons is not None and lesson_number(name) not in lessons):
+            continue  # a lesson the report found no notebook for, or one not asked for
+        if not notebooks:
+            continue  # a folder of CI reports alone (their artifacts): bound by the learner
+        if name not in notebooks:
+            return f"{clean_text(name, 80)} is not in the folder"
+        if nb.get("sha256") != notebook_hash(notebooks[name]):
+            return f"{clean_text(name, 80)} changed since it was graded"
     return ""
 
 
@@ -181,7 +198,12 @@ def _sha256(path: Path) -> str:
 
 
 def _reports(
-    folder: Path, key: bytes | None, notebooks: dict[str, bytes], notes: list[str], extra: Path | None = None
+    folder: Path,
+    key: bytes | None,
+    notebooks: dict[str, bytes],
+    notes: list[str],
+    extra: Path | None = None,
+    lessons: set[int] | None = None,
 ) -> list[dict]:
     out = []
     for path in sorted(folder.glob("*.json")):
@@ -192,7 +214,7 @@ def _reports(
             continue
         if not (isinstance(data, dict) and data.get("format") == REPORT_FORMAT):
             continue  # some other JSON file of the learner's
-        why = _accepted(data, key, notebooks, extra)
+        why = _accepted(data, key, notebooks, extra, folder.name, lessons)
         if why:
             notes.append(f"{path.name} ignored: {why}")
         else:
@@ -217,7 +239,7 @@ def cache_key(cache: Path, key: bytes | None) -> bytes:
     ``course room`` signs its cache with the same key, and grades in :func:`grade_sandboxed`."""
     if key is not None:
         return key
-    cache.mkdir(exist_ok=True)
+    cache.mkdir(mode=0o700, exist_ok=True)
     path = cache / "key"
     try:
         return read_regular(path, 4096).strip() or _new_key(path)
@@ -357,14 +379,14 @@ def _graded(
     )
     try:
         cached = parse(read_regular(entry, REPORT_LIMIT))
-        if not problems(cached) and verify(cached, key):
+        if not problems(cached) and verify(cached, key, purpose="cache"):
             return cached, "cached"
     except (OSError, Untrusted, ValueError):
         pass  # no entry, a half-written or a forged one: grade again
     report, isolation = grade_sandboxed(notebooks, timeout, lessons, hide, extra)
-    report = sign(report, key)
-    cache.mkdir(exist_ok=True)
-    write_atomically(entry, json.dumps(report))
+    report = sign(report, key, purpose="cache")  # never a learner's grade (NOTE [A signature has a purpose])
+    cache.mkdir(mode=0o700, exist_ok=True)
+    write_atomically(entry, json.dumps(report), mode=0o600)
     if not quiet:
         print(f"graded {clean_text(name, 80)}", file=sys.stderr, flush=True)
     return report, isolation
@@ -384,7 +406,7 @@ def _learner(
     notes: list[str] = []
     try:
         notebooks = learner_notebooks(folder, lessons, notes)
-        reports = _reports(folder, keys[0], notebooks, notes, extra)
+        reports = _reports(folder, keys[0], notebooks, notes, extra, lessons)
         if not reports and notebooks:
             report, learner.isolation = _graded(
                 folder.name, notebooks, cache, keys[1], timeout, quiet, lessons, hide, extra

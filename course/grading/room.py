@@ -198,7 +198,11 @@ def _cached(path: Path, key: bytes) -> dict | None:
         entry = parse(read_regular(path, 1 << 20))
     except (OSError, Untrusted, ValueError):
         return None  # no entry, a half-written or a damaged one: grade again
-    ok = isinstance(entry, dict) and entry.get("format") == ENTRY_FORMAT and verify(entry, key)
+    ok = (
+        isinstance(entry, dict)
+        and entry.get("format") == ENTRY_FORMAT
+        and verify(entry, key, purpose="cache")
+    )
     return entry if ok else None
 
 
@@ -271,7 +275,7 @@ def collect(
             try:
                 entry = _cached(path, key)
                 if entry is None and (entry := _untouched(data, pristine, exercises)) is not None:
-                    _save(path, sign({"format": ENTRY_FORMAT, **entry}, key))
+                    _save(path, sign({"format": ENTRY_FORMAT, **entry}, key, purpose="cache"))
             except Exception:  # a notebook nested too deep to read, say: the grader says why
                 entry = None
             if entry is None:
@@ -291,7 +295,7 @@ def collect(
                 "error": nb.get("error", ""),
                 "isolation": isolation,
             }
-            _save(path, sign({"format": ENTRY_FORMAT, **entry}, key))
+            _save(path, sign({"format": ENTRY_FORMAT, **entry}, key, purpose="cache"))
             return entry
 
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -329,7 +333,7 @@ def _fill(row: Row, entries: list[dict]) -> None:
 
 def _save(path: Path, entry: dict) -> None:
     try:
-        path.parent.mkdir(exist_ok=True)
-        write_atomically(path, json.dumps(entry))
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        write_atomically(path, json.dumps(entry), mode=0o600)
     except OSError:
         pass  # a read-only cache folder: the grid is still right, the next refresh grades again

