@@ -180,7 +180,7 @@ def test_only_signed_well_formed_reports_count_and_a_bad_one_costs_only_its_row(
     forged_score = _report([_entry(first, "failed"), _entry(second, "failed")])
     forged_score["notebooks"][0]["exercises"] = copy.deepcopy(honest)  # edited after signing: well formed,
     forged_score["score"] = first.points + second.points  # totals that add up
-    stale = copy.deepcopy(_report(honest, learner="stale"))  # signed, but for another notebook than the one in the folder
+    stale = copy.deepcopy(_report(honest, learner="stale"))  # signed, for another notebook than the folder's
     stale["notebooks"][0]["sha256"] = "0" * 64
     stale = signing.sign(stale, KEY.encode())
     bad = {

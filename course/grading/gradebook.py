@@ -169,8 +169,8 @@ def _accepted(
 ) -> str:
     """Why a report is not taken ("" when it is): it must be a grade signed for ``learner``
     (the folder's), by this course version, and, in a folder that holds notebooks, every
-    notebook it graded (of ``lessons``) must be there with the bytes it graded. With ``extra`` (``--extra-cases``), only a
-    report graded with that very file counts."""
+    notebook it graded (of ``lessons``) must be there with the bytes it graded. With ``extra``
+    (``--extra-cases``), only a report graded with that very file counts."""
     import course
 
     why = rejected(data, key, learner)
