@@ -123,3 +123,31 @@ def test_collect_files_a_planted_folders_note_under_that_folder_cleaned(tmp_path
     bob = [line for line in proc.stdout.splitlines() if line.startswith("autograd-bob ")]
     assert len(bob) == 1 and "ignored" not in bob[0], proc.stdout
     assert sum("signature does not check" in line for line in proc.stdout.splitlines()) == 1
+
+
+def _learner_00(cube_sum_grad_cell: str) -> dict:
+    """The learner copy of lesson 00 with 0.1's cell replaced and 0.2 answered."""
+    nb = json.loads((ROOT / "solutions" / "00_warmup.ipynb").read_text())
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code" and "def cube_sum_grad" in "".join(cell["source"]):
+            cell["source"] = cube_sum_grad_cell
+    return nb
+
+
+@pytest.mark.slow
+def test_an_answer_imported_from_a_file_beside_the_notebook_is_not_graded(tmp_path):
+    checkout = tmp_path / "autograd-course"
+    checkout.mkdir()
+    (checkout / "helper.py").write_text(  # committed late, bound by no signature
+        "def cube_sum_grad(x):\n    x = x.detach().requires_grad_()\n    (x**3).sum().backward()\n"
+        "    return x.grad\n"
+    )
+    nb = _learner_00("from helper import cube_sum_grad\n")
+    (checkout / "00_warmup.ipynb").write_text(json.dumps(nb))
+    out = tmp_path / "report.json"
+    proc = _course("grade", checkout / "00_warmup.ipynb", "--json", out, "-q", cwd=checkout)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (ex,) = [
+        e for nb in json.loads(out.read_text())["notebooks"] for e in nb["exercises"] if e["id"] == "0.1"
+    ]
+    assert ex["status"] != "passed" and ex["score"] == 0, ex  # helper.py cannot be imported
