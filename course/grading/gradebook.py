@@ -48,20 +48,18 @@ import io
 import json
 import os
 import secrets
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from course.grading.files import GRADEBOOK_FORMAT, REPORT_FORMAT, grader_fingerprint, write_atomically
-from course.grading.isolation import SANDBOX_DIR, child_env, limits, python_command, sandbox_command
+from course.grading.isolation import python_command
 from course.grading.names import is_offered_copy, lesson_number
 from course.grading.options import positive_seconds
+from course.grading.sandbox import run_untrusted
 from course.grading.signing import notebook_hash, parse, problems, read_key, rejected, sign, verify
 from course.grading.untrusted import Untrusted, clean_text, csv_cell, read_regular
 
@@ -258,10 +256,13 @@ def _new_key(path: Path) -> bytes:
 
 
 def grade_sandboxed(
-    notebooks: dict[str, bytes], timeout: float, lessons: set[int] | None, hide: list[Path], extra=None
+    notebooks: dict[str, bytes], timeout: float, lessons: set[int] | None, hide: list[Path] = (), extra=None
 ) -> tuple[dict, str]:
     """(the grade report of ``notebooks``, the isolation used); runs ``course grade --no-run``
-    on a private copy, in a sandbox where one can be made."""
+    on a private copy through :func:`course.grading.sandbox.run_untrusted` (bubblewrap where it
+    runs: nothing of the host but the allow-list is visible, so ``hide`` needs no entry; its
+    paths are kept for the callers that name what must never be seen)."""
+    del hide  # the allow-list shows none of them (NOTE [An allow-list, not a deny-list])
     with tempfile.TemporaryDirectory(prefix="course-gradebook-") as tmp:
         inputs = Path(tmp) / "in"
         inputs.mkdir()
@@ -269,8 +270,6 @@ def grade_sandboxed(
             (inputs / name).write_bytes(data)
         if extra is not None:  # the instructor's extra cases, beside them (a dot file: not graded)
             (inputs / ".extra-cases.py").write_bytes(extra.read_bytes())
-        (Path(tmp) / "cwd").mkdir()
-        (Path(tmp) / "tmp").mkdir()
         once = secrets.token_hex(32)  # the sandboxed grader signs with this: learner code never sees it
 
         def args(folder: str) -> list[str]:
@@ -293,71 +292,26 @@ def grade_sandboxed(
                 cmd += ["--extra-cases", f"{folder}/.extra-cases.py"]
             return python_command(*cmd)
 
-        sandboxed = sandbox_command(args(f"{SANDBOX_DIR}/in"), inputs, hide)
-        isolation = "bubblewrap" if sandboxed else "none (separate process, private copy, limits)"
-        out_path = Path(tmp) / "out.json"
-        with open(out_path, "wb") as out:
-            proc = subprocess.Popen(
-                sandboxed or args(str(inputs)),
-                stdin=subprocess.PIPE,
-                stdout=out,
-                stderr=subprocess.PIPE,
-                cwd=Path(tmp) / "cwd",
-                env=child_env(Path(tmp) / "tmp"),
-                preexec_fn=None if sandboxed else limits,
-                start_new_session=bool(sandboxed),
-            )
-            last_words = _tail(proc.stderr)
-            with contextlib.suppress(OSError):  # it may have died before reading the key
-                proc.stdin.write(once.encode())
-                proc.stdin.close()
-            try:
-                proc.wait(timeout=len(notebooks) * (2 * timeout + 90) + 180)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(OSError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.kill()
-                proc.wait()
-                raise RuntimeError("grading did not finish in time") from None
-        said = last_words()
-        said = f": {said}" if said else ""
-        try:
-            report = parse(read_regular(out_path, REPORT_LIMIT))
-        except (OSError, Untrusted, ValueError):
-            raise RuntimeError(f"grading did not finish (exit {proc.returncode}){said}") from None
+        # Bounded: a sandbox stopped by learner code (SIGSTOP) costs this, then it is killed.
+        limit = len(notebooks) * (2 * timeout + 90) + 180
+        run = run_untrusted(args, inputs, stdin=once.encode(), timeout=limit, stdout_limit=REPORT_LIMIT)
+    if run.timed_out:
+        raise RuntimeError(f"grading did not finish in time ({limit:g} s)")
+    said = f": {clean_text(run.said, 300)}" if run.said else ""
+    try:
+        report = parse(run.stdout)
+    except ValueError:
+        raise RuntimeError(f"grading did not finish (exit {run.returncode}){said}") from None
     if problems(report) or not verify(report, once.encode()):
         raise RuntimeError(
-            f"grading did not finish (exit {proc.returncode}{said}): no report signed by the grader"
+            f"grading did not finish (exit {run.returncode}{said}): no report signed by the grader"
         )
     for nb in report["notebooks"]:  # a notebook that scored must be the one we gave
         name = Path(nb["path"]).name
         scored = sum(e["score"] for e in nb["exercises"]) > 0
         if scored and (name not in notebooks or nb.get("sha256") != notebook_hash(notebooks[name])):
             raise RuntimeError(f"grading did not finish: {name} is not the notebook given")
-    return report, isolation
-
-
-def _tail(stream, keep: int = 4096):
-    """Read ``stream`` to its end in a thread, keeping only its last ``keep`` bytes; returns a
-    function giving the last line read (what a grader that failed said last), "" if none."""
-    kept = bytearray()
-
-    def drain() -> None:
-        for chunk in iter(lambda: stream.read1(1 << 16), b""):
-            kept.extend(chunk)
-            del kept[:-keep]
-
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
-
-    def last_line() -> str:
-        reader.join(timeout=10)
-        if not reader.is_alive():
-            stream.close()
-        lines = kept.decode("utf-8", "replace").strip().splitlines()
-        return lines[-1].strip() if lines else ""
-
-    return last_line
+    return report, run.isolation
 
 
 def _graded(
