@@ -151,3 +151,127 @@ def test_an_answer_imported_from_a_file_beside_the_notebook_is_not_graded(tmp_pa
         e for nb in json.loads(out.read_text())["notebooks"] for e in nb["exercises"] if e["id"] == "0.1"
     ]
     assert ex["status"] != "passed" and ex["score"] == 0, ex  # helper.py cannot be imported
+
+
+_PROBES = '''
+import glob, os, socket, time
+
+
+def _right(x):
+    x = x.detach().requires_grad_()
+    (x**3).sum().backward()
+    return x.grad
+
+
+def _wrong(x):
+    return x * 0
+
+
+def _leaks():
+    """What this learner code could reach that it must not (any: full marks for 0.1)."""
+    found = []
+    for path in ({key!r}, "/etc/shadow", "/proc/1/environ"):
+        try:
+            found.append(open(path).read(64) or path)
+        except OSError:
+            pass
+    try:
+        open("/proc/1/fd/1", "w").write("")
+        found.append("bwrap's stdout")
+    except OSError:
+        pass
+    try:
+        s = socket.socket(socket.AF_UNIX)
+        s.connect({sock!r})
+        found.append("the host's socket")
+    except OSError:
+        pass
+    found += [p for p in glob.glob({tmpdir!r} + "/**/*.ipynb", recursive=True)]  # classmates' copies
+    try:
+        if {tmpdir!r} in open("/proc/1/cmdline").read():
+            found.append("a host path in /proc/1/cmdline")
+    except OSError:
+        pass
+    if os.getuid() == 0 or os.geteuid() == 0:
+        found.append("root")
+    try:  # /dev/shm: 300 MiB where the sandbox caps it at 256
+        with open("/dev/shm/filler", "wb") as f:
+            for _ in range(300):
+                f.write(b"0" * (1 << 20))
+        found.append("300 MiB in /dev/shm")
+    except OSError:
+        pass
+    finally:
+        try:
+            os.unlink("/dev/shm/filler")
+        except OSError:
+            pass
+    children = []
+    try:  # 600 processes where the sandbox allows 512 in all
+        for _ in range(600):
+            pid = os.fork()
+            if pid == 0:
+                time.sleep(30)
+                os._exit(0)
+            children.append(pid)
+        found.append("600 processes")
+    except OSError:
+        pass
+    finally:
+        for pid in children:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+    return found
+
+
+_found = _leaks()
+cube_sum_grad = _right if _found else _wrong
+'''
+
+
+@pytest.mark.slow
+def test_learner_code_in_the_sandbox_reaches_no_key_classmate_socket_root_file_or_unbounded_resource(
+    tmp_path,
+):
+    import shutil
+    import socket
+    import tempfile
+
+    from course.grading.sandbox import sandbox_available
+
+    if shutil.which("bwrap") is None or not sandbox_available():
+        pytest.skip("bubblewrap cannot run here")
+    # Outside $HOME and the roster, outside /tmp: where the deny-list of old showed them.
+    base = Path(tempfile.mkdtemp(prefix="course-attack-", dir="/var/tmp"))
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        key_file, tmpdir = base / "instructor.key", base / "tmpdir"
+        key_file.write_text(KEY)
+        key_file.chmod(0o644)  # even a key file anyone may read
+        tmpdir.mkdir()
+        server.bind(str(base / "listen.sock"))
+        server.listen(8)
+        roster = tmp_path / "roster"
+        probes = _PROBES.format(key=str(key_file), sock=str(base / "listen.sock"), tmpdir=str(tmpdir))
+        for name, source in (("ada", None), ("mallory", probes), ("zed", probes)):
+            (roster / name).mkdir(parents=True)
+            nb = (
+                _learner_00(source)
+                if source
+                else json.loads((ROOT / "solutions" / "00_warmup.ipynb").read_text())
+            )
+            (roster / name / "00_warmup.ipynb").write_text(json.dumps(nb))
+        out = tmp_path / "class.json"
+        env = {"TMPDIR": str(tmpdir), "COURSE_GRADE_KEY": ""}
+        proc = _course(
+            "gradebook", roster, "--lessons", "00", "--json", out, "--key-file", key_file, "-j", "2", env=env
+        )
+        assert proc.returncode == 0, proc.stderr
+        rows = {x["learner"]: x for x in json.loads(out.read_text())["learners"]}
+        assert {x["isolation"] for x in rows.values()} == {"bubblewrap"}, rows
+        assert rows["ada"]["total"] == rows["ada"]["max"]  # graded beside two hostile classmates
+        for name in ("mallory", "zed"):  # 0.1 scores only if some probe leaked
+            assert rows[name]["scores"]["0.1"] == 0, (name, rows[name])
+    finally:
+        server.close()
+        shutil.rmtree(base, ignore_errors=True)
