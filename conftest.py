@@ -142,6 +142,11 @@ def _work_rank(item: pytest.Item, together: set[str]) -> int:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if "stress" not in (config.option.markexpr or ""):  # opt-in: `-m stress` (CI runs it)
+        stress = [item for item in items if item.get_closest_marker("stress")]
+        if stress:
+            config.hook.pytest_deselected(items=stress)
+            items[:] = [item for item in items if not item.get_closest_marker("stress")]
     known = _lesson_markers()
     for item in items:
         if type(item).__name__ == "IPyNbCell":

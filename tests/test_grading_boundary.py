@@ -275,3 +275,37 @@ def test_learner_code_in_the_sandbox_reaches_no_key_classmate_socket_root_file_o
     finally:
         server.close()
         shutil.rmtree(base, ignore_errors=True)
+
+
+_HOPPER = """
+import os, sys, time
+if os.fork() == 0:  # detached, then a new PID every 5 ms, for a minute
+    os.setsid()
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        if os.fork() != 0:
+            os._exit(0)
+        time.sleep(0.005)
+    os._exit(0)
+print("started", flush=True)
+"""
+
+
+def test_a_pid_hopping_descendant_is_gone_when_the_sandbox_returns_with_no_scan(tmp_path):
+    import secrets
+    import shutil
+
+    import psutil
+
+    from course.grading.sandbox import run_untrusted, sandbox_available
+
+    if shutil.which("bwrap") is None or not sandbox_available():
+        pytest.skip("bubblewrap cannot run here")
+    marker = f"hopper-{secrets.token_hex(8)}"
+    (tmp_path / "in").mkdir()
+    run = run_untrusted(
+        lambda folder: [sys.executable, "-I", "-c", _HOPPER, marker], tmp_path / "in", timeout=60
+    )
+    assert run.isolation == "bubblewrap" and run.stdout == b"started\n", run
+    alive = [p for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or [])]
+    assert alive == [], alive  # the PID namespace's first process exited: the kernel ended the rest
