@@ -104,10 +104,10 @@ def test_collect_refuses_a_report_without_a_learner_or_signed_for_the_cache(tmp_
         (tmp_path / folder / "report.json").write_text(json.dumps(report))
     proc = _course("collect", tmp_path)
     assert proc.returncode == 0, proc.stderr
-    rows = {Path(line.split()[0]).name: line for line in proc.stdout.splitlines()[1:]}
-    assert "it names no learner" in rows["report-eve"] and " - " in rows["report-eve"]
-    assert "another purpose (cache)" in rows["report-mal"]
-    assert set(rows) == {"autograd-ada", "report-eve", "report-mal"}  # eve and mal: their folders' rows
+    rows = {line.split()[0]: line for line in proc.stdout.splitlines()[1:]}
+    assert "it names no learner" in rows["report-eve/"] and " - " in rows["report-eve/"]
+    assert "another purpose (cache)" in rows["report-mal/"]
+    assert set(rows) == {"autograd-ada", "report-eve/", "report-mal/"}  # eve and mal: their folders' rows
 
 
 @pytest.mark.parametrize("name", ["autograd-bob", "\x1b[2Jautograd-zed\x1b[31m"])
@@ -309,3 +309,43 @@ def test_a_pid_hopping_descendant_is_gone_when_the_sandbox_returns_with_no_scan(
     assert run.isolation == "bubblewrap" and run.stdout == b"started\n", run
     alive = [p for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or [])]
     assert alive == [], alive  # the PID namespace's first process exited: the kernel ended the rest
+
+
+def _git(repo: Path, *args: str, when: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when}
+    env |= {"GIT_AUTHOR_NAME": "l", "GIT_AUTHOR_EMAIL": "l@x", "GIT_COMMITTER_NAME": "l"}
+    env |= {"GIT_COMMITTER_EMAIL": "l@x"}
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], env=env, capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+@pytest.mark.slow
+def test_a_backdated_commit_or_a_late_head_is_never_on_time(tmp_path):
+    repo = tmp_path / "autograd-mal"
+    repo.mkdir()
+    _git(repo, "init", "-q", when="2026-11-30T20:00:00Z")
+    (repo / "00_warmup.ipynb").write_bytes((ROOT / "solutions" / "00_warmup.ipynb").read_bytes())
+    _git(repo, "add", "-A", when="2026-11-30T20:00:00Z")
+    # Committed after the deadline, dated before it (GIT_COMMITTER_DATE): the "on time" commit.
+    _git(repo, "commit", "-qm", "work", when="2026-11-30T20:00:00Z")
+    out = tmp_path / "reports" / "report.json"
+    proc = _course(
+        "grade", repo / "00_warmup.ipynb", "--no-run", "--learner", "autograd-mal", "--json", out, "-q"
+    )
+    assert proc.returncode == 0, proc.stderr
+    # graded now, after the deadline: nothing proves the work existed by then
+    collected = _course("collect", out.parent, "--deadline", "2026-12-01T00:00:00Z")
+    (row,) = [line for line in collected.stdout.splitlines() if line.startswith("autograd-mal")]
+    assert " unknown " in row and " no " not in row, collected.stdout
+    # A helper committed after the deadline moves HEAD: late, whatever the notebook's commit says.
+    (repo / "helper.py").write_text("x = 1\n")
+    _git(repo, "add", "-A", when="2026-12-02T09:00:00Z")
+    _git(repo, "commit", "-qm", "helper", when="2026-12-02T09:00:00Z")
+    proc = _course(
+        "grade", repo / "00_warmup.ipynb", "--no-run", "--learner", "autograd-mal", "--json", out, "-q"
+    )
+    collected = _course("collect", out.parent, "--deadline", "2026-12-01T00:00:00Z")
+    (row,) = [line for line in collected.stdout.splitlines() if line.startswith("autograd-mal")]
+    assert " yes " in row, collected.stdout

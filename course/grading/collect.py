@@ -18,8 +18,10 @@ instructor's key, ``--key-file`` or ``$COURSE_GRADE_KEY``), then gives one row p
 - the learner is the one the report names (``course grade --learner``, signed); a report
   that names none is ignored (never credited to the folder it sits in: a gradebook's cache
   entry or a report copied there); a learner with several reports gets the one graded last;
-- **late**: the report's latest notebook commit is after ``--deadline`` (``unknown`` when a
-  notebook was graded outside git or from uncommitted changes);
+- **late**: the later of the report's notebook commits and HEAD is after ``--deadline``
+  (``yes``); ``no`` only when the report was also graded by the deadline; ``unknown`` when a
+  notebook was graded outside git or from uncommitted changes, or the report was graded
+  after the deadline (a backdated commit says "before"; only ``graded_at`` proves it);
 - **flags**: a report made by another course version or another grader (its fingerprint
   covers the checks' code: a fixed check changes it), which ``course regrade`` grades again;
   notebooks that could not be graded; reports that were ignored, and why.
@@ -91,12 +93,18 @@ def find_reports(paths: list[Path]) -> list[Path]:
 
 def lateness(report: dict, deadline) -> str:
     """``"yes"`` when a notebook of ``report`` was committed after ``deadline`` (an aware
-    datetime), ``"no"`` when every one was committed by then, ``"unknown"`` when a notebook
-    has no commit time or was graded from bytes no commit holds::
+    datetime), or HEAD was; ``"no"`` when every one was committed by then and the report was
+    graded by then too; ``"unknown"`` otherwise: a notebook has no commit time, was graded
+    from bytes no commit holds, or the report was graded after the deadline (a commit time
+    is what the committer's clock or ``GIT_COMMITTER_DATE`` says: only ``graded_at``, the
+    grader's clock under the signature, proves the work existed by then)::
 
-        >>> report = {"notebooks": [{"git": {"commit_time": "2026-12-01T12:00:00Z", "modified": False}}]}
+        >>> git = {"commit_time": "2026-12-01T12:00:00Z", "modified": False}
+        >>> report = {"graded_at": "2026-12-01T12:30:00Z", "notebooks": [{"git": git}]}
         >>> lateness(report, parse_utc("2026-12-01T00:00Z")), lateness(report, parse_utc("2026-12-01T13:30+01:00"))
         ('yes', 'no')
+        >>> lateness(report, parse_utc("2026-12-01T12:10Z"))    # committed "before", graded after
+        'unknown'
         >>> lateness({"notebooks": [{"git": None}]}, parse_utc("2026-12-01T00:00:00Z"))   # graded outside git
         'unknown'
     """
@@ -106,10 +114,13 @@ def lateness(report: dict, deadline) -> str:
         when = _when(git.get("commit_time"))
         if when is None or git.get("modified", True):
             return "unknown"
-        times.append(when)
+        times += [when] + ([head] if (head := _when(git.get("head_time"))) else [])
     if not times:
         return "unknown"
-    return "yes" if max(times) > deadline else "no"
+    if max(times) > deadline:
+        return "yes"
+    graded = _when(report.get("graded_at"))
+    return "no" if graded is not None and graded <= deadline else "unknown"
 
 
 def _flags(report: dict) -> list[str]:
@@ -164,11 +175,11 @@ def collect(paths: list[Path], key: bytes | None, deadline=None) -> list[Row]:
         whose[path.parent] = learner
         taken.setdefault(learner, []).append((path, data))
     # A folder's ignored reports go to the learner of a report taken from that same folder (the
-    # same artifact), else to a row of their own named by the folder's path: a folder named
-    # after a classmate never puts its note on that classmate's row.
+    # same artifact), else to a row of their own named by the folder, with a "/" no learner's
+    # name has: a folder named after a classmate never puts its note on that classmate's row.
     notes: dict[str, list[str]] = {}
     for folder, why in ignored.items():
-        notes.setdefault(whose.get(folder) or _one_line(folder, 300), []).extend(why)
+        notes.setdefault(whose.get(folder) or _one_line(folder.name, 200) + "/", []).extend(why)
     rows = []
     for learner in sorted(set(taken) | set(notes)):
         row = Row(learner, flags=list(notes.get(learner, [])))

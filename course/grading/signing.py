@@ -166,7 +166,9 @@ def _git_problems(git: object, where: str) -> list[str]:
     if not isinstance(git, dict):
         return [f"{where}: not an object or null"]
     bad = [
-        k for k in ("head", "commit", "commit_time", "path") if not isinstance(git.get(k), (str, type(None)))
+        k
+        for k in ("head", "head_time", "commit", "commit_time", "path")
+        if not isinstance(git.get(k), (str, type(None)))
     ]
     if not isinstance(git.get("modified", False), bool):
         bad.append("modified")
