@@ -107,6 +107,9 @@ def test_usage_errors_are_one_line_not_tracebacks(tmp_path):
     assert proc.returncode == 2 and "no learner folders" in proc.stderr
     proc = _run(tmp_path / "r", "--csv", tmp_path / "missing" / "x.csv")
     assert proc.returncode == 2 and "does not exist" in proc.stderr
+    (tmp_path / "r" / "ada").mkdir()
+    proc = _run(tmp_path / "r", "--lessons", "99")  # as `course grade --lessons 99` (issue 44)
+    assert proc.returncode == 2 and "the course has no lesson 99" in proc.stderr and not proc.stdout
 
 
 @pytest.mark.slow

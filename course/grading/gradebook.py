@@ -576,6 +576,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs < 1:
         print("course gradebook: -j needs a positive number of learners", file=sys.stderr)
         return 2
+    from course.grading.plan import lesson_numbers
+
+    unknown = sorted(set(args.lessons or ()) - set(lesson_numbers()))
+    if unknown:  # as `course grade` says it: a typo must not print a 0/0 table
+        print(
+            f"course gradebook: --lessons: the course has no lesson {', '.join(f'{n:02d}' for n in unknown)}",
+            file=sys.stderr,
+        )
+        return 2
     for out in (args.csv, args.json, args.html):
         if out is not None and not out.parent.is_dir():
             print(f"course gradebook: the folder for {out} does not exist", file=sys.stderr)
