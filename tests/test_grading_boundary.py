@@ -349,3 +349,14 @@ def test_a_backdated_commit_or_a_late_head_is_never_on_time(tmp_path):
     collected = _course("collect", out.parent, "--deadline", "2026-12-01T00:00:00Z")
     (row,) = [line for line in collected.stdout.splitlines() if line.startswith("autograd-mal")]
     assert " yes " in row, collected.stdout
+
+
+@pytest.mark.slow
+def test_a_notebook_name_is_text_in_the_feedback_never_markdown_or_html(tmp_path):
+    name = "00_<img src=x onerror=alert(1)>[me](javascript:x).ipynb"
+    (tmp_path / name).write_bytes((ROOT / "notebooks" / "00_warmup.ipynb").read_bytes())
+    feedback = tmp_path / "fb.md"
+    proc = _course("grade", tmp_path / name, "--no-run", "-q", "--feedback", feedback, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr  # the learner copy: not attempted
+    heading = feedback.read_text().splitlines()[0]
+    assert heading == r"# Feedback on 00\_&lt;img src=x onerror=alert\(1\)&gt;\[me\]\(javascript:x\).ipynb"

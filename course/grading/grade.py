@@ -55,7 +55,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from course.grading import classroom, provenance, signing
 from course.grading import report as reporting
-from course.grading.feedback import feedback_markdown, feedback_name, feedback_target
+from course.grading.feedback import feedback_markdown, feedback_name, feedback_target, markdown_text
 from course.grading.files import grader_fingerprint, write_atomically
 from course.grading.isolation import no_dump
 from course.grading.notebook import grade_in_session, grade_notebook, read_notebook
@@ -117,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
             out = _feedback_path(feedback, str(path), args.path.is_dir())
             try:
                 write_atomically(
-                    out, f"# Feedback on {path.name}\n\nGrading did not finish: no verdict yet.\n"
+                    out,
+                    f"# Feedback on {markdown_text(path.name, 300)}\n\nGrading did not finish: no verdict yet.\n",
                 )
             except OSError as e:
                 print(f"course grade: cannot write {out}: {e.strerror or e}", file=sys.stderr)
