@@ -125,10 +125,12 @@ def test_collect_files_a_planted_folders_note_under_that_folder_cleaned(tmp_path
     assert sum("signature does not check" in line for line in proc.stdout.splitlines()) == 1
 
 
-def _learner_00(cube_sum_grad_cell: str) -> dict:
-    """The learner copy of lesson 00 with 0.1's cell replaced and 0.2 answered."""
+def _learner_00(cube_sum_grad_cell: str | None) -> dict:
+    """The solved lesson 00 with 0.1's cell replaced (None: kept)."""
     nb = json.loads((ROOT / "solutions" / "00_warmup.ipynb").read_text())
     for cell in nb["cells"]:
+        if cube_sum_grad_cell is None:
+            break
         if cell["cell_type"] == "code" and "def cube_sum_grad" in "".join(cell["source"]):
             cell["source"] = cube_sum_grad_cell
     return nb
@@ -360,3 +362,30 @@ def test_a_notebook_name_is_text_in_the_feedback_never_markdown_or_html(tmp_path
     assert proc.returncode == 1, proc.stderr  # the learner copy: not attempted
     heading = feedback.read_text().splitlines()[0]
     assert heading == r"# Feedback on 00\_&lt;img src=x onerror=alert\(1\)&gt;\[me\]\(javascript:x\).ipynb"
+
+
+_STOPPER = "import os, signal\n_stopped = os.kill(-1, signal.SIGSTOP)  # every process of its sandbox\n"
+
+
+@pytest.mark.slow
+def test_a_sandbox_stopped_by_learner_code_costs_the_room_one_deadline_not_the_class(tmp_path):
+    import shutil
+    import time
+
+    from course.grading.sandbox import sandbox_available
+
+    if shutil.which("bwrap") is None or not sandbox_available():
+        pytest.skip("bubblewrap cannot run here (without it kill(-1) would stop this machine's processes)")
+    homes = tmp_path / "homes"
+    for name, nb in (("ada", _learner_00(None)), ("mallory", _learner_00(None))):
+        (homes / name).mkdir(parents=True)
+        if name == "mallory":
+            nb["cells"].insert(1, {"cell_type": "code", "metadata": {}, "outputs": [], "source": _STOPPER})
+        (homes / name / "00_warmup.ipynb").write_text(json.dumps(nb))
+    started = time.monotonic()
+    proc = _course("room", homes, "--lesson", "0", "--deadline", "40", "--timeout", "5", "-j", "2", "-q")
+    took = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split()[0]: line for line in proc.stdout.splitlines() if line.strip()}
+    assert "passed" in rows["ada"] and "grading…" in rows["mallory"], proc.stdout
+    assert took < 120, took  # not the stopped sandbox's limit (2 x 5 + 90 + 180 s), nor the 870 s of old
