@@ -389,3 +389,47 @@ def test_a_sandbox_stopped_by_learner_code_costs_the_room_one_deadline_not_the_c
     rows = {line.split()[0]: line for line in proc.stdout.splitlines() if line.strip()}
     assert "passed" in rows["ada"] and "grading…" in rows["mallory"], proc.stdout
     assert took < 120, took  # not the stopped sandbox's limit (2 x 5 + 90 + 180 s), nor the 870 s of old
+
+
+_PLANTER = """
+import os
+def _plant():
+    for path in ({out!r} + "/planted.txt", {out!r} + "/junit.xml"):
+        try:
+            with open(path, "w") as f:
+                f.write("planted")
+        except OSError:
+            pass
+_planted = _plant()
+"""
+
+
+@pytest.mark.slow
+def test_grade_in_the_sandbox_writes_reports_where_learner_code_cannot(tmp_path):
+    import shutil
+
+    from course.grading.sandbox import sandbox_available
+
+    if shutil.which("bwrap") is None or not sandbox_available():
+        pytest.skip("bubblewrap cannot run here")
+    reports, key_file = tmp_path / "reports", tmp_path / "key"
+    reports.mkdir()
+    key_file.write_text(KEY)
+    nb = _learner_00(None)
+    nb["cells"].insert(
+        1, {"cell_type": "code", "metadata": {}, "outputs": [], "source": _PLANTER.format(out=str(reports))}
+    )
+    (tmp_path / "00_warmup.ipynb").write_text(json.dumps(nb))
+    proc = _course(
+        "grade", tmp_path / "00_warmup.ipynb", "--sandbox", "--no-run", "--key-file", key_file,
+        "--learner", "autograd-ada", "--json", reports / "report.json", "--junit", reports / "junit.xml", "-q",
+        env={"COURSE_GRADE_KEY": ""},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads((reports / "report.json").read_text())
+    assert (
+        signing.rejected(report, KEY.encode(), "autograd-ada") == "" and report["isolation"] == "bubblewrap"
+    )
+    assert report["notebooks"][0]["path"] == str(tmp_path / "00_warmup.ipynb")
+    assert sorted(p.name for p in reports.iterdir()) == ["junit.xml", "report.json"]
+    assert "planted" not in (reports / "junit.xml").read_text()

@@ -458,6 +458,16 @@ def test_the_workflows_pin_the_course_version_and_use_real_grade_options(name):
     assert checkout["with"]["fetch-depth"] == 0  # the last commit of each notebook needs the history
 
 
+def test_the_instructors_workflow_grades_in_the_sandbox_and_uploads_only_the_reports():
+    yaml = pytest.importorskip("yaml")
+    (job,) = yaml.safe_load((ROOT / "docs" / "ci-grading-example.yml").read_text())["jobs"].values()
+    (grade,) = [s["run"] for s in job["steps"] if "course grade" in s.get("run", "")]
+    # the grader writes the reports outside the sandbox: no bwrap of ours binds a folder read-write
+    assert "--sandbox" in grade and "bwrap" not in grade and "--bind" not in grade
+    (upload,) = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
+    assert upload["with"]["path"].split() == ["/reports/report.json", "/reports/junit.xml"]
+
+
 def test_the_classroom_workflow_feeds_the_reporter_what_the_grader_writes():
     job = _workflow()["jobs"]["run-autograding-tests"]
     (reporter,) = [s for s in job["steps"] if "autograding-grading-reporter" in s.get("uses", "")]
