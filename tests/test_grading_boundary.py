@@ -433,3 +433,15 @@ def test_grade_in_the_sandbox_writes_reports_where_learner_code_cannot(tmp_path)
     assert report["notebooks"][0]["path"] == str(tmp_path / "00_warmup.ipynb")
     assert sorted(p.name for p in reports.iterdir()) == ["junit.xml", "report.json"]
     assert "planted" not in (reports / "junit.xml").read_text()
+
+
+def test_a_notebooks_check_imports_nothing_of_the_sandbox():
+    code = (
+        "import sys, course.checks; from course.checks import check; "
+        "print(sorted(m for m in sys.modules if m.startswith('course.grading')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "course.grading.sandbox" not in done.stdout, done.stdout
