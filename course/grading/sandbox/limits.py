@@ -72,14 +72,18 @@ class CgroupHolder:
         through it, by every process of the sandbox)."""
         import resource
 
+        joined = bool(self.paths)
         for path in self.paths:
-            with open(path / "cgroup.procs", "w") as f:
-                f.write(str(os.getpid()))
+            try:
+                with open(path / "cgroup.procs", "w") as f:
+                    f.write(str(os.getpid()))
+            except OSError:  # a cgroup we may make but not join: the rlimits below bound memory
+                joined = False
         n, size = self.nproc, self.limits.file_bytes
         resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
         resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if not self.paths:
+        if not joined:
             memory = self.limits.memory_bytes
             resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 
@@ -117,10 +121,14 @@ def _v2(name: str, limits: Limits) -> list[Path]:
         return []
     path = _CGROUP / name
     path.mkdir()
-    (path / "memory.max").write_text(str(limits.memory_bytes))
+    try:
+        (path / "memory.max").write_text(str(limits.memory_bytes))
+        (path / "pids.max").write_text(str(limits.processes))
+    except OSError:
+        path.rmdir()
+        raise
     with contextlib.suppress(OSError):
         (path / "memory.swap.max").write_text("0")
-    (path / "pids.max").write_text(str(limits.processes))
     return [path]
 
 
