@@ -11,8 +11,9 @@ that learner's notebooks, or the signed ``course grade --json`` report a CI job 
       linus/                         # empty: listed, with zeros and a reason
 
 Notebooks are graded by ``course grade --no-run`` itself, one learner at a time (``-j N``
-learners at once), each in a bubblewrap sandbox of its own (the roster and the cache
-hidden, no network; without bubblewrap a loud warning and a separate process with limits),
+learners at once), each in a sandbox of its own (``course.grading.sandbox.run_untrusted``:
+bubblewrap, nothing of the host but an allow-list; without it a loud warning and a separate
+process with limits),
 see the NOTE below and docs/grading.md; it skips the headless "Run All", which never changes
 a score. Its reports are cached in ``ROSTER/.course-gradebook/``, signed, under the hash of
 the learner's notebooks, the lessons chosen and the grader's fingerprint (version and
@@ -122,12 +123,13 @@ def total(learner: Learner, ids: list[str]) -> float:
 # NOTE [Nothing a learner wrote is trusted]
 # 1. A report in a learner's folder counts only when it parses as a report (signing.problems),
 #    its signature checks with the instructor's key as a grade (not a cache entry), it names
-#    the folder's learner and this course version, and every notebook it graded is in the
-#    folder with the sha256 it names. Else it is ignored, and the row's note says why (the
+#    the folder's learner and this course version, and (in a folder of notebooks) every
+#    notebook it graded is there with the sha256 it names. Else it is ignored, and the row's note says why (the
 #    notebooks are graded instead).
-# 2. Notebooks are graded by `course grade` in a bubblewrap sandbox per learner: the roster,
-#    the cache and the home folder hidden, /tmp and the working folder private tmpfs, no
-#    network, no capabilities, its own PID namespace. The sandboxed grader signs its report
+# 2. Notebooks are graded by `course grade` in a sandbox per learner (run_untrusted: an
+#    allow-list of read-only binds, so neither the roster, the cache, the key nor the home
+#    folder is there; an unprivileged uid, limits, no network, its own PID namespace, NOTE
+#    [What bubblewrap gives, and what the fallback gives]). The sandboxed grader signs its report
 #    with a one-time key sent on its stdin (read before any learner code, in a process learner
 #    code cannot read); a report without that signature is "grading did not finish".
 # 3. Cache entries are signed with the gradebook's key for the purpose "cache" (so no reader
