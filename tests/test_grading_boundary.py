@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -445,3 +446,81 @@ def test_a_notebooks_check_imports_nothing_of_the_sandbox():
     )
     assert done.returncode == 0, done.stderr
     assert "course.grading.sandbox" not in done.stdout, done.stdout
+
+
+def test_learner_code_runs_as_a_uid_of_its_own_that_cannot_read_root_only_files(tmp_path, monkeypatch):
+    import shutil
+
+    from course.grading.sandbox import run_untrusted, sandbox_available
+
+    if shutil.which("bwrap") is None or not sandbox_available():
+        pytest.skip("bubblewrap cannot run here")
+    if os.geteuid() != 0:
+        pytest.skip("as a user the sandbox runs as that user (a user namespace); the uid drop is root's")
+    site = tmp_path / "lib" / "site-packages"  # a folder the allow-list binds (site-packages on sys.path)
+    site.mkdir(parents=True)
+    for folder in (tmp_path, tmp_path / "lib", site):
+        folder.chmod(0o755)
+    (site / "secret.txt").write_text("root only")
+    (site / "secret.txt").chmod(0o600)
+    (site / "public.txt").write_text("anyone")
+    monkeypatch.syspath_prepend(str(site))
+    (tmp_path / "in").mkdir()
+    probe = (
+        "import os, sys; print(os.getuid(), os.geteuid()); "
+        "print([open(sys.argv[1] + n).read() if os.access(sys.argv[1] + n, os.R_OK) else '-' "
+        "for n in ('/public.txt', '/secret.txt')])"
+    )
+    run = run_untrusted(lambda f: [sys.executable, "-I", "-c", probe, str(site)], tmp_path / "in", timeout=60)
+    uid, seen = run.stdout.decode().splitlines()
+    assert run.isolation == "bubblewrap" and "0" not in uid.split(), run
+    assert seen == "['anyone', '-']", seen
+
+
+_HOG = """
+import os, time
+kids = []
+try:
+    for _ in range(400):  # a fork bomb, held
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(30)
+            os._exit(0)
+        kids.append(pid)
+except OSError:
+    pass
+print("forked", len(kids), flush=True)
+blocks = []
+try:
+    while True:  # a memory hog: killed, or refused, at the sandbox's limit
+        blocks.append(bytearray(32 << 20))
+except MemoryError:
+    print("refused at", 32 * len(blocks), "MiB", flush=True)
+"""
+
+
+def test_a_fork_bomb_and_a_memory_hog_do_not_stop_a_classmate_graded_at_the_same_time(tmp_path):
+    import shutil
+    from concurrent.futures import ThreadPoolExecutor
+
+    from course.grading.sandbox import Limits, run_untrusted, sandbox_available
+
+    if shutil.which("bwrap") is None or not sandbox_available():
+        pytest.skip("bubblewrap cannot run here")
+    for name in ("hog", "classmate"):
+        (tmp_path / name).mkdir()
+    small = Limits(memory_bytes=384 << 20, processes=128)  # the defaults, scaled down for a shared machine
+    classmate = "import torch; print(float(torch.arange(4.0).sum()))"
+    with ThreadPoolExecutor(2) as pool:
+        hog = pool.submit(
+            run_untrusted, lambda f: [sys.executable, "-I", "-c", _HOG], tmp_path / "hog", b"", 120, small
+        )
+        time.sleep(0.5)
+        other = pool.submit(
+            run_untrusted, lambda f: [sys.executable, "-I", "-c", classmate], tmp_path / "classmate", b"", 120
+        )
+        hog, other = hog.result(), other.result()
+    assert other.returncode == 0 and other.stdout == b"6.0\n", other
+    forked = int(hog.stdout.split()[1])
+    assert forked < 128, hog  # refused at the sandbox's process limit
+    assert hog.returncode != 0 or b"refused at" in hog.stdout, hog  # killed by the cgroup, or refused
