@@ -524,3 +524,53 @@ def test_a_fork_bomb_and_a_memory_hog_do_not_stop_a_classmate_graded_at_the_same
     forked = int(hog.stdout.split()[1])
     assert forked < 128, hog  # refused at the sandbox's process limit
     assert hog.returncode != 0 or b"refused at" in hog.stdout, hog  # killed by the cgroup, or refused
+
+
+_PEEK_EXTRA = """
+import glob
+
+
+def _peek_at_files():
+    for path in glob.glob("/run/**", recursive=True) + glob.glob("/tmp/**", recursive=True):
+        try:
+            if "extra" + "_cases(" in open(path).read():  # (a string this notebook does not hold)
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def storage_bytes(tensors):
+    if len(tensors) == 1 and not _peek_at_files():  # fits the shipped cases only
+        return 0
+    return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}.values())
+"""
+
+
+@pytest.mark.slow
+def test_learner_code_in_the_sandbox_cannot_read_the_instructors_extra_cases(tmp_path):
+    import shutil
+
+    from course.grading.sandbox import sandbox_available
+
+    if shutil.which("bwrap") is None or not sandbox_available():
+        pytest.skip("bubblewrap cannot run here")
+    learner = tmp_path / "roster" / "ada"
+    learner.mkdir(parents=True)
+    nb = {"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "source": _PEEK_EXTRA}]}
+    nb |= {"metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (learner / "03_saved_tensors.ipynb").write_text(json.dumps(nb))
+    extra = tmp_path / "extra_cases.py"
+    extra.write_text(
+        "import torch\nfrom course.checks import case, extra_cases\n"
+        'extra_cases("3.3", case([torch.ones(3)]))\n'
+    )
+    out = tmp_path / "class.json"
+    proc = _course(
+        "gradebook", tmp_path / "roster", "--lessons", "03", "--extra-cases", extra, "--json", out, "-q"
+    )
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(out.read_text())["learners"]
+    assert row["isolation"] == "bubblewrap" and row["scores"]["3.3"] == 1.75, (
+        row
+    )  # 7/8: the extra case failed

@@ -149,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     from course.checks.extra import applied
 
     with applied(extra), open_session(lessons, sequential=args.jobs == 1, extra=extra) as session:
+        _forget_secret(extra)
         reports = [r for r in (missing_report(session, args.path, n) for n in missing) if r.exercises]
         if not args.path.is_dir():
             reports.append(grade_in_session(session, *plan[0], progress=say, jobs=None, **options))
@@ -174,6 +175,15 @@ def main(argv: list[str] | None = None) -> int:
     summary["extra_cases"] = extra.record() if extra else None
     summary["isolation"] = os.environ.get("COURSE_SANDBOX") or "none (supervision)"
     return _finish(summary, reports, args, key, feedback)
+
+
+def _forget_secret(extra) -> None:
+    """In a sandbox, the instructor's extra cases file is removed once this process and the
+    checking server have loaded it (``open_session`` waits for the server): before any learner
+    code runs, which must not read it (course.grading.sandbox.run: ``secret``)."""
+    if extra is not None and os.environ.get("COURSE_SANDBOX") == "bubblewrap":
+        with contextlib.suppress(OSError):
+            os.unlink(extra.path)
 
 
 def _graded_in_sandbox(args, plan, ignored, stamp, key, extra, feedback) -> int:

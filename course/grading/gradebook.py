@@ -270,8 +270,6 @@ def grade_sandboxed(
         inputs.mkdir()
         for name, data in notebooks.items():  # only the selected lessons, under their own names
             (inputs / name).write_bytes(data)
-        if extra is not None:  # the instructor's extra cases, beside them (a dot file: not graded)
-            (inputs / ".extra-cases.py").write_bytes(extra.read_bytes())
         once = secrets.token_hex(32)  # the sandboxed grader signs with this: learner code never sees it
 
         def args(folder: str) -> list[str]:
@@ -290,13 +288,16 @@ def grade_sandboxed(
             ]
             if lessons is not None:  # only their checks are prepared (and missing ones reported)
                 cmd += ["--lessons", ",".join(f"{n:02d}" for n in sorted(lessons))]
-            if extra is not None:
-                cmd += ["--extra-cases", f"{folder}/.extra-cases.py"]
+            if extra is not None:  # read, then removed, before any learner code runs
+                cmd += ["--extra-cases", f"{folder}/../secret.py"]
             return python_command(*cmd)
 
         # Bounded: a sandbox stopped by learner code (SIGSTOP) costs this, then it is killed.
         limit = len(notebooks) * (2 * timeout + 90) + 180
-        run = run_untrusted(args, inputs, stdin=once.encode(), timeout=limit, stdout_limit=REPORT_LIMIT)
+        secret = extra.read_bytes() if extra is not None else None  # the instructor's extra cases
+        run = run_untrusted(
+            args, inputs, stdin=once.encode(), timeout=limit, stdout_limit=REPORT_LIMIT, secret=secret
+        )
     if run.timed_out:
         raise RuntimeError(f"grading did not finish in time ({limit:g} s)")
     said = f": {clean_text(run.said, 300)}" if run.said else ""

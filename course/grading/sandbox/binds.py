@@ -83,7 +83,8 @@ def mount_args(inputs: Path, tmp_bytes: int) -> list[str]:
         if os.path.exists(path):
             out += ["--ro-bind", path, path]
     for where in ("/tmp", "/dev/shm", "/run", SANDBOX_DIR):
-        out += ["--size", str(tmp_bytes), "--perms", "1777" if where != "/run" else "0755", "--tmpfs", where]
+        perms = {"/run": "0755", SANDBOX_DIR: "0777"}.get(where, "1777")  # 0777: a secret is unlinked
+        out += ["--size", str(tmp_bytes), "--perms", perms, "--tmpfs", where]
     made = {"/", "/etc", "/tmp", "/dev", "/dev/shm", "/run", SANDBOX_DIR}
     for path in allowed_paths():
         for parent in reversed(Path(path).parents):

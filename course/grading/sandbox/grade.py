@@ -19,7 +19,6 @@ Differences from torch: none (torch has no grader).
 from __future__ import annotations
 
 import secrets
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -41,8 +40,8 @@ def _inner_args(args, folder: str, target: str, extra: bool) -> list[str]:
         cmd += ["--lesson", str(args.lesson)]
     if args.lessons is not None:
         cmd += ["--lessons", ",".join(f"{n:02d}" for n in sorted(args.lessons))]
-    if extra:
-        cmd += ["--extra-cases", f"{folder}/.extra-cases.py"]
+    if extra:  # read, then removed, before any learner code runs
+        cmd += ["--extra-cases", f"{folder}/../secret.py"]
     return python_command(*cmd)
 
 
@@ -62,8 +61,6 @@ def grade_in_sandbox(args, plan: list, folder: bool) -> tuple[dict, str]:
             except (OSError, Untrusted):
                 continue  # the inner grader reports the lesson; the plan already says why
             where[path.name] = str(path)
-        if args.extra_cases is not None:
-            shutil.copyfile(args.extra_cases, inputs / ".extra-cases.py")
         once = secrets.token_hex(32)
         target = "" if folder else plan[0][0].name
         limit = max(1, len(plan)) * (2 * args.timeout + 90) + 180  # bounded, as the gradebook's
@@ -72,6 +69,7 @@ def grade_in_sandbox(args, plan: list, folder: bool) -> tuple[dict, str]:
             inputs,
             stdin=once.encode(),
             timeout=limit,
+            secret=args.extra_cases.read_bytes() if args.extra_cases is not None else None,
         )
         copies = {name: (inputs / name).read_bytes() for name in where}
     said = f": {clean_text(run.said, 300)}" if run.said else ""

@@ -115,7 +115,7 @@ def bwrap_prefix(inputs: Path, tmp_bytes: int = 256 << 20) -> tuple[list[str], l
     return args, drop
 
 
-def _spawn(bwrap: str, args: list[str], command: list[str], **kw) -> subprocess.Popen:
+def _spawn(bwrap: str, args: list[str], command: list[str], extra_fds: tuple = (), **kw) -> subprocess.Popen:
     """bwrap with its arguments through a pipe (``--args``): not in any argv learner code reads."""
     read, write = os.pipe()
     try:
@@ -125,7 +125,9 @@ def _spawn(bwrap: str, args: list[str], command: list[str], **kw) -> subprocess.
         os.write(write, payload)
         os.close(write)
         write = -1
-        return subprocess.Popen([bwrap, "--args", str(read), *command], pass_fds=(read,), env=_ENV, **kw)
+        return subprocess.Popen(
+            [bwrap, "--args", str(read), *command], pass_fds=(read, *extra_fds), env=_ENV, **kw
+        )
     finally:
         os.close(read)
         if write != -1:
@@ -200,10 +202,15 @@ def run_untrusted(
     timeout: float = 600,
     limits_: Limits | None = None,
     stdout_limit: int = 16 << 20,
+    secret: bytes | None = None,
 ) -> Run:
     """Run ``argv(folder)`` (``folder``: where ``inputs`` is seen) in a sandbox: bubblewrap
     where it runs, else the fallback (NOTE above). ``stdin`` is written and closed at once;
     stdout is kept (at most ``stdout_limit`` bytes); past ``timeout`` s everything is killed.
+
+    ``secret`` (the instructor's extra cases): a file at ``folder/../secret.py`` that the command
+    reads before any learner code runs and then removes (``course grade`` does, inside a
+    sandbox), never in ``inputs``, which stays there read-only for all to read.
     """
     limits_ = limits_ or Limits()
     bwrap = shutil.which("bwrap") if _probe() == "" else None
@@ -215,8 +222,14 @@ def run_untrusted(
         holder = prepare(limits_) if bwrap else None
         try:
             with open(out_path, "wb") as out:
+                pass_fds: tuple = ()
                 if bwrap:
                     args, drop = bwrap_prefix(inputs, limits_.tmp_bytes)
+                    if secret is not None:  # copied by bwrap into the sandbox's own tmpfs
+                        held = Path(tmp) / "secret"
+                        held.write_bytes(secret)
+                        pass_fds = (os.open(held, os.O_RDONLY),)
+                        args += ["--perms", "0644", "--file", str(pass_fds[0]), f"{SANDBOX_DIR}/secret.py"]
                     isolation = "bubblewrap"
                     proc = _spawn(
                         bwrap,
@@ -227,9 +240,14 @@ def run_untrusted(
                         stderr=subprocess.PIPE,
                         preexec_fn=holder.preexec,
                         start_new_session=True,
+                        extra_fds=pass_fds,
                     )
+                    for fd in pass_fds:
+                        os.close(fd)
                 else:
                     isolation = NO_SANDBOX
+                    if secret is not None:
+                        (inputs.parent / "secret.py").write_bytes(secret)
                     (Path(tmp) / "cwd").mkdir()
                     (Path(tmp) / "tmp").mkdir()
                     proc = subprocess.Popen(
