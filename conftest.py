@@ -50,6 +50,9 @@ except ImportError:  # the plain install has no Hypothesis; its tests are not co
 SANITIZE = ROOT / "nbval_sanitize.cfg"
 STRICT_DIRS = (ROOT / "solutions",)
 LAX_DIRS = (ROOT / "notebooks",)
+#: Markers whose tests run only when ``-m`` names them: minutes of machinery that CI runs as
+#: steps of their own (.ci/run), left out of the README's test command.
+OPT_IN = ("stress", "guides")
 
 
 def _nbval_flag(config: pytest.Config) -> bool:
@@ -142,6 +145,12 @@ def _work_rank(item: pytest.Item, together: set[str]) -> int:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for marker in OPT_IN:  # opt-in: `-m stress`, `-m guides` (CI runs each as a step)
+        if marker not in (config.option.markexpr or ""):
+            left_out = [item for item in items if item.get_closest_marker(marker)]
+            if left_out:
+                config.hook.pytest_deselected(items=left_out)
+                items[:] = [item for item in items if not item.get_closest_marker(marker)]
     known = lesson_markers()
     for item in items:
         if type(item).__name__ == "IPyNbCell":

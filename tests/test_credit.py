@@ -313,13 +313,16 @@ def test_an_answer_fitting_only_the_shipped_cases_fails_an_extra_case_and_the_re
         "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
     }
     assert "torch.ones(3)" not in json.dumps(graded)  # the cases themselves stay with the instructor
-    assert "case:     instructor's extra case 1 (hidden case)" in ex["message"]
+    # Issue 44: an extra case is passed/failed only (its label, yours and expected were shown)
+    assert "case:     one of your instructor's extra cases (not shown)" in ex["message"]
+    assert "yours:" not in ex["message"] and "expected:" not in ex["message"]
     assert "failed         1.75/2    7/8 cases, partial credit" in proc.stdout
     assert "graded with 1 extra case(s) (1 for 3.3) from a file with sha256" in proc.stdout
     text = (tmp_path / "fb.md").read_text()
     assert "| 3.3 storage_bytes | failed | 1.75/2 | 7/8 (partial credit) |" in text
     assert "1 extra hidden case(s) your instructor holds" in text
-    assert "instructor's extra case 1 (hidden case)" in text and "expected: 12" in text
+    assert "one of your instructor's extra cases (not shown)" in text
+    assert "instructor's extra case 1" not in text and "expected: 12" not in text
 
     feedback = tmp_path / "feedback"  # without the file, the same answer passes; a folder's feedback
     proc, plain = _grade(tmp_path, str(homework), "--lessons", "03", "--feedback", str(feedback))

@@ -31,11 +31,12 @@ def _entry(ex, status, hint=""):
     return {"id": ex.id, "name": ex.name, "status": status, "points": ex.points, "score": score, "hint": hint}
 
 
-def _report(entries, key=KEY):
-    """A report as ``course grade --json`` in CI makes it: totals, course version, signed."""
+def _report(entries, key=KEY, learner="ada"):
+    """A report as ``course grade --json --learner`` in CI makes it: totals, course version, signed."""
     report = {
         "format": "course-grade/1",
         "course_version": course.__version__,
+        "learner": learner,
         "score": sum(e["score"] for e in entries),
         "max_score": sum(e["points"] for e in entries),
         "notebooks": [{"path": "00_warmup.ipynb", "error": "", "exercises": entries}],
@@ -69,7 +70,7 @@ def test_a_roster_of_ci_reports_gives_scores_rates_and_misconceptions(tmp_path):
     }
     for name, entries in learners.items():
         (roster / name).mkdir(parents=True)
-        (roster / name / "report.json").write_text(json.dumps(_report(entries)))
+        (roster / name / "report.json").write_text(json.dumps(_report(entries, learner=name)))
     (roster / "eve").mkdir()  # no notebooks, no report
     out_csv, out_json, out_html = tmp_path / "class.csv", tmp_path / "class.json", tmp_path / "class.html"
 
@@ -109,6 +110,9 @@ def test_usage_errors_are_one_line_not_tracebacks(tmp_path):
     assert proc.returncode == 2 and "no learner folders" in proc.stderr
     proc = _run(tmp_path / "r", "--csv", tmp_path / "missing" / "x.csv")
     assert proc.returncode == 2 and "does not exist" in proc.stderr
+    (tmp_path / "r" / "ada").mkdir()
+    proc = _run(tmp_path / "r", "--lessons", "99")  # as `course grade --lessons 99` (issue 44)
+    assert proc.returncode == 2 and "the course has no lesson 99" in proc.stderr and not proc.stdout
 
 
 @pytest.mark.slow
@@ -159,6 +163,21 @@ def test_a_roster_of_notebooks_is_graded_and_cached(tmp_path):
     for x in report["learners"] + cached["learners"]:
         x.pop("isolation")
     assert cached == report
+    # Issue 44: a cache entry is for its owner's eyes only, and is never a learner's grade.
+    entries = [p for p in (roster / ".course-gradebook").iterdir() if p.suffix == ".json"]
+    assert entries and {p.stat().st_mode & 0o777 for p in entries} == {0o600}
+    assert (roster / ".course-gradebook").stat().st_mode & 0o077 == 0
+    shutil.copy(entries[0], roster / "empty" / "report.json")  # planted where a CI report would be
+    again = _run(roster, "--lessons", "00", "--json", out_json, "-q")
+    notes = {x["learner"]: x["note"] for x in json.loads(out_json.read_text())["learners"]}
+    assert "another purpose (cache)" in notes["empty"], notes["empty"]
+    collected = subprocess.run(
+        [sys.executable, "-I", "-m", "course", "collect", roster / "empty"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COURSE_GRADE_KEY": KEY},
+    )
+    assert "another purpose (cache)" in collected.stdout and " 2/" not in collected.stdout, collected.stdout
 
 
 def test_only_signed_well_formed_reports_count_and_a_bad_one_costs_only_its_row(tmp_path):
@@ -169,14 +188,14 @@ def test_only_signed_well_formed_reports_count_and_a_bad_one_costs_only_its_row(
     forged_score = _report([_entry(first, "failed"), _entry(second, "failed")])
     forged_score["notebooks"][0]["exercises"] = copy.deepcopy(honest)  # edited after signing: well formed,
     forged_score["score"] = first.points + second.points  # totals that add up
-    stale = copy.deepcopy(_report(honest))  # signed, but for another notebook than the one in the folder
+    stale = copy.deepcopy(_report(honest, learner="stale"))  # signed, for another notebook than the folder's
     stale["notebooks"][0]["sha256"] = "0" * 64
     stale = signing.sign(stale, KEY.encode())
     bad = {
         "ada": json.dumps(_report(honest)),
-        "unsigned": json.dumps(_report(honest, key=None)),
-        "other-key": json.dumps(_report(honest, key="a guess")),
-        "edited": json.dumps(forged_score),
+        "unsigned": json.dumps(_report(honest, key=None, learner="unsigned")),
+        "other-key": json.dumps(_report(honest, key="a guess", learner="other-key")),
+        "edited": json.dumps({**forged_score, "learner": "edited"}),
         "big": json.dumps(signing.sign({**_report(honest, key=None), "score": 1002}, KEY.encode())),
         "negative": json.dumps(signing.sign(_report([{**honest[0], "score": -50}], key=None), KEY.encode())),
         "nan": json.dumps(_report([{**honest[0], "score": float("nan")}], key=None)),
@@ -300,9 +319,9 @@ def test_a_grader_that_fails_costs_its_row_and_the_note_says_what_it_said_last(t
 )
 def test_a_sandbox_that_cannot_start_the_grader_costs_the_row_with_the_reason(tmp_path, monkeypatch):
     from course.classroom import gradebook
-    from course.grading import isolation
+    from course.grading.sandbox import sandbox_available
 
-    if isolation.sandbox_command(["true"], tmp_path, []) is None:
+    if not sandbox_available():
         pytest.skip("bubblewrap cannot make namespaces here")
     gone = tmp_path / "gone" / "bin" / "python"  # a venv the sandbox hides, or one removed
     monkeypatch.setattr(sys, "executable", str(gone))

@@ -215,6 +215,7 @@ def test_the_ci_report_records_the_commit_and_its_time_under_the_signature(rehea
         when = ON_TIME if learner == "autograd-ada" else LATE
         assert nb["git"] == {
             "head": rehearsal["commits"][learner],
+            "head_time": when,
             "commit": rehearsal["commits"][learner],
             "commit_time": when,
             "path": f"{FOLDER}/00_warmup.ipynb",
@@ -234,9 +235,11 @@ def test_collect_gives_one_row_per_learner_marks_late_work_and_flags_the_old_gra
     done = _course("collect", rehearsal["artifacts"], "--deadline", DEADLINE, "--csv", out)
     assert done.returncode == 0, done.stderr
     rows = _csv(out)
-    assert sorted(rows) == ["autograd-ada", "autograd-bob", "report-eve"]
-    ada, bob, eve = rows["autograd-ada"], rows["autograd-bob"], rows["report-eve"]
-    assert (ada["score"], ada["max_score"], ada["late"], ada["flags"]) == ("3", "3", "no", "")
+    assert sorted(rows) == ["autograd-ada", "autograd-bob", "report-eve/"]  # eve: the artifact's row
+    ada, bob, eve = rows["autograd-ada"], rows["autograd-bob"], rows["report-eve/"]
+    # Committed on time, but graded now, after the deadline: a commit time is the committer's
+    # word, so "unknown" (issue 44; it said "no" before, which a backdated commit also got).
+    assert (ada["score"], ada["max_score"], ada["late"], ada["flags"]) == ("3", "3", "unknown", "")
     assert ada["commit"] == rehearsal["commits"]["autograd-ada"] and ada["commit_time"] == ON_TIME
     assert (bob["score"], bob["late"], bob["commit_time"]) == ("0", "yes", LATE)
     assert "graded by another grader" in bob["flags"] and bob["flags"].endswith("regrade")
@@ -289,6 +292,7 @@ def test_git_record_names_the_last_commit_of_the_file_and_its_time_in_utc(tmp_pa
     record = provenance.git_record(repo / "work/00_warmup.ipynb", b"{}")
     assert record == {
         "head": head,
+        "head_time": "2026-12-01T10:00:00Z",
         "commit": first,
         "commit_time": "2026-11-30T21:30:00Z",
         "path": "work/00_warmup.ipynb",
@@ -379,6 +383,17 @@ def test_lateness_compares_the_last_commit_with_the_deadline():
     assert collect.lateness(report, deadline) == "unknown"
 
 
+def test_lateness_takes_heads_commit_and_distrusts_a_commit_time_graded_after_the_deadline():
+    deadline = provenance.parse_utc(DEADLINE)
+    report = json.loads(json.dumps(_signed_report()))
+    assert collect.lateness(report, deadline) == "no"  # committed and graded before the deadline
+    report["notebooks"][0]["git"]["head_time"] = LATE  # a helper committed after it
+    assert collect.lateness(report, deadline) == "yes"
+    report["notebooks"][0]["git"]["head_time"] = ON_TIME
+    report["graded_at"] = LATE  # backdated? only the grader's clock proves the work existed
+    assert collect.lateness(report, deadline) == "unknown"
+
+
 def test_collect_refuses_a_deadline_without_a_time_zone_and_runs_without_a_key_refused(
     tmp_path, capsys, monkeypatch
 ):
@@ -444,6 +459,16 @@ def test_the_workflows_pin_the_course_version_and_use_real_grade_options(name):
     assert checkout["with"]["fetch-depth"] == 0  # the last commit of each notebook needs the history
 
 
+def test_the_instructors_workflow_grades_in_the_sandbox_and_uploads_only_the_reports():
+    yaml = pytest.importorskip("yaml")
+    (job,) = yaml.safe_load((ROOT / "docs" / "ci-grading-example.yml").read_text())["jobs"].values()
+    (grade,) = [s["run"] for s in job["steps"] if "course grade" in s.get("run", "")]
+    # the grader writes the reports outside the sandbox: no bwrap of ours binds a folder read-write
+    assert "--sandbox" in grade and "bwrap" not in grade and "--bind" not in grade
+    (upload,) = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
+    assert upload["with"]["path"].split() == ["/reports/report.json", "/reports/junit.xml"]
+
+
 def test_the_classroom_workflow_feeds_the_reporter_what_the_grader_writes():
     job = _workflow()["jobs"]["run-autograding-tests"]
     (reporter,) = [s for s in job["steps"] if "autograding-grading-reporter" in s.get("uses", "")]
@@ -472,7 +497,7 @@ def test_collect_takes_the_report_graded_last_and_files_ignored_ones_under_their
         "autograd-ada",
         0,
         str(folder / "b.json"),
-        "no",
+        "unknown",  # graded after the deadline (issue 44: "no" before, whatever a commit claimed)
     )
     assert "c.json ignored: its signature does not check" in row.flags
     assert "2 reports: the one graded last is taken" in row.flags

@@ -16,10 +16,13 @@ instructor's key, ``--key-file`` or ``$COURSE_GRADE_KEY``), then gives one row p
     report-eve     -       -                                                               report.json ignored: ...
     autograd-fay   -       -                                                               missing: no report
 
-- the learner is the one the report names (``course grade --learner``, signed), else the
-  folder that holds the report; a learner with several reports gets the one graded last;
-- **late**: the report's latest notebook commit is after ``--deadline`` (``unknown`` when a
-  notebook was graded outside git or from uncommitted changes);
+- the learner is the one the report names (``course grade --learner``, signed); a report
+  that names none is ignored (never credited to the folder it sits in: a gradebook's cache
+  entry or a report copied there); a learner with several reports gets the one graded last;
+- **late**: the later of the report's notebook commits and HEAD is after ``--deadline``
+  (``yes``); ``no`` only when the report was also graded by the deadline; ``unknown`` when a
+  notebook was graded outside git or from uncommitted changes, or the report was graded
+  after the deadline (a backdated commit says "before"; only ``graded_at`` proves it);
 - **flags**: a report made by another course version or another grader (its fingerprint
   covers the checks' code: a fixed check changes it), which ``course regrade`` grades again;
   notebooks that could not be graded; reports that were ignored, and why; with
@@ -100,12 +103,18 @@ def find_reports(paths: list[Path]) -> list[Path]:
 
 def lateness(report: dict, deadline) -> str:
     """``"yes"`` when a notebook of ``report`` was committed after ``deadline`` (an aware
-    datetime), ``"no"`` when every one was committed by then, ``"unknown"`` when a notebook
-    has no commit time or was graded from bytes no commit holds::
+    datetime), or HEAD was; ``"no"`` when every one was committed by then and the report was
+    graded by then too; ``"unknown"`` otherwise: a notebook has no commit time, was graded
+    from bytes no commit holds, or the report was graded after the deadline (a commit time
+    is what the committer's clock or ``GIT_COMMITTER_DATE`` says: only ``graded_at``, the
+    grader's clock under the signature, proves the work existed by then)::
 
-        >>> report = {"notebooks": [{"git": {"commit_time": "2026-12-01T12:00:00Z", "modified": False}}]}
+        >>> git = {"commit_time": "2026-12-01T12:00:00Z", "modified": False}
+        >>> report = {"graded_at": "2026-12-01T12:30:00Z", "notebooks": [{"git": git}]}
         >>> lateness(report, parse_utc("2026-12-01T00:00Z")), lateness(report, parse_utc("2026-12-01T13:30+01:00"))
         ('yes', 'no')
+        >>> lateness(report, parse_utc("2026-12-01T12:10Z"))    # committed "before", graded after
+        'unknown'
         >>> lateness({"notebooks": [{"git": None}]}, parse_utc("2026-12-01T00:00:00Z"))   # graded outside git
         'unknown'
     """
@@ -115,10 +124,13 @@ def lateness(report: dict, deadline) -> str:
         when = _when(git.get("commit_time"))
         if when is None or git.get("modified", True):
             return "unknown"
-        times.append(when)
+        times += [when] + ([head] if (head := _when(git.get("head_time"))) else [])
     if not times:
         return "unknown"
-    return "yes" if max(times) > deadline else "no"
+    if max(times) > deadline:
+        return "yes"
+    graded = _when(report.get("graded_at"))
+    return "no" if graded is not None and graded <= deadline else "unknown"
 
 
 def _flags(report: dict) -> list[str]:
@@ -141,6 +153,11 @@ def _flags(report: dict) -> list[str]:
     return flags
 
 
+def _one_line(value: object, limit: int) -> str:
+    """``value`` as text for one line of the table: control characters gone, breaks as spaces."""
+    return " ".join(clean_text(value, limit).split())
+
+
 def _graded_at(report: dict):
     return _when(report.get("graded_at")) or parse_utc("1970-01-01T00:00:00Z")
 
@@ -152,24 +169,28 @@ def collect(paths: list[Path], key: bytes | None, deadline=None, expected: list[
     ignored: dict[Path, list[str]] = {}  # folder -> why its reports were not taken
     whose: dict[Path, str] = {}  # folder -> the learner of a report taken from it
     for path in find_reports(paths):
+        name = _one_line(path.name, 200)  # a planted file name is text, never a terminal command
         try:
             data = parse(read_regular(path, REPORT_LIMIT))
         except (OSError, Untrusted, ValueError) as e:
             why = f"unreadable ({clean_text(e, 200)})"
-            ignored.setdefault(path.parent, []).append(f"{path.name} ignored: {why}")
+            ignored.setdefault(path.parent, []).append(f"{name} ignored: {why}")
             continue
         if not (isinstance(data, dict) and data.get("format") == REPORT_FORMAT):
             continue  # some other JSON file
         why = rejected(data, key)
         if why:
-            ignored.setdefault(path.parent, []).append(f"{path.name} ignored: {why}")
+            ignored.setdefault(path.parent, []).append(f"{name} ignored: {why}")
             continue
-        learner = data.get("learner") if isinstance(data.get("learner"), str) else path.parent.name
-        whose[path.parent] = learner = clean_text(learner, 200)
+        learner = _one_line(data["learner"], 200)  # rejected() refused a report that names none
+        whose[path.parent] = learner
         taken.setdefault(learner, []).append((path, data))
-    notes: dict[str, list[str]] = {}  # a folder's ignored reports go to its learner's row
+    # A folder's ignored reports go to the learner of a report taken from that same folder (the
+    # same artifact), else to a row of their own named by the folder, with a "/" no learner's
+    # name has: a folder named after a classmate never puts its note on that classmate's row.
+    notes: dict[str, list[str]] = {}
     for folder, why in ignored.items():
-        notes.setdefault(whose.get(folder, clean_text(folder.name, 200)), []).extend(why)
+        notes.setdefault(whose.get(folder) or _one_line(folder.name, 200) + "/", []).extend(why)
     rows = []
     for learner in sorted(set(taken) | set(notes)):
         row = Row(learner, flags=list(notes.get(learner, [])))
@@ -250,7 +271,7 @@ def print_rows(rows: list[Row]) -> None:
         f"{'graded':<20}  flags"
     )
     for row in rows:
-        cells = dict(zip(_COLUMNS, _cells(row)))
+        cells = {k: _one_line(v, 4000) for k, v in zip(_COLUMNS, _cells(row))}
         points = f"{cells['score']}/{cells['max_score']}" if row.report else "-"
         print(
             f"{row.learner:<{width}}  {points:>9}  {row.late or '-':<7}  {cells['commit'][:12]:<12}  "

@@ -19,8 +19,9 @@ is ignored and named in the row's note: the lesson's own ``NN_slug.ipynb`` is gr
 no folder gets a row that says so.
 
 Notebooks are graded by ``course grade --no-run`` itself, one learner at a time (``-j N``
-learners at once), each in a bubblewrap sandbox of its own (the roster and the cache
-hidden, no network; without bubblewrap a loud warning and a separate process with limits),
+learners at once), each in a sandbox of its own (``course.grading.sandbox.run_untrusted``:
+bubblewrap, nothing of the host but an allow-list; without it a loud warning and a separate
+process with limits),
 see the NOTE below and docs/grading.md; it skips the headless "Run All", which never changes
 a score. Its reports are cached in ``ROSTER/.course-gradebook/``, signed, under the hash of
 the learner's notebooks, the lessons chosen and the grader's fingerprint (version and
@@ -56,20 +57,18 @@ import io
 import json
 import os
 import secrets
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from course.grading.files import GRADEBOOK_FORMAT, REPORT_FORMAT, grader_fingerprint, write_atomically
-from course.grading.isolation import SANDBOX_DIR, child_env, limits, python_command, sandbox_command
+from course.grading.isolation import python_command
 from course.grading.names import is_offered_copy, lesson_number
 from course.grading.options import positive_seconds
+from course.grading.sandbox import run_untrusted
 from course.grading.signing import notebook_hash, parse, problems, read_key, rejected, sign, verify
 from course.grading.untrusted import Untrusted, clean_text, csv_cell, read_regular
 
@@ -143,15 +142,18 @@ def total(learner: Learner, ids: list[str]) -> float:
 #
 # NOTE [Nothing a learner wrote is trusted]
 # 1. A report in a learner's folder counts only when it parses as a report (signing.problems),
-#    its signature checks with the instructor's key, it names this course version, and every
-#    notebook it graded that is also in the folder has the sha256 it names. Else it is ignored,
-#    and the row's note says why (the notebooks are graded instead).
-# 2. Notebooks are graded by `course grade` in a bubblewrap sandbox per learner: the roster,
-#    the cache and the home folder hidden, /tmp and the working folder private tmpfs, no
-#    network, no capabilities, its own PID namespace. The sandboxed grader signs its report
+#    its signature checks with the instructor's key as a grade (not a cache entry), it names
+#    the folder's learner and this course version, and (in a folder of notebooks) every
+#    notebook it graded is there with the sha256 it names. Else it is ignored, and the row's note says why (the
+#    notebooks are graded instead).
+# 2. Notebooks are graded by `course grade` in a sandbox per learner (run_untrusted: an
+#    allow-list of read-only binds, so neither the roster, the cache, the key nor the home
+#    folder is there; an unprivileged uid, limits, no network, its own PID namespace, NOTE
+#    [What bubblewrap gives, and what the fallback gives]). The sandboxed grader signs its report
 #    with a one-time key sent on its stdin (read before any learner code, in a process learner
 #    code cannot read); a report without that signature is "grading did not finish".
-# 3. Cache entries are signed with the gradebook's key and bound to the notebooks' bytes.
+# 3. Cache entries are signed with the gradebook's key for the purpose "cache" (so no reader
+#    takes one for a learner's grade), bound to the notebooks' bytes, and written 0600.
 # 4. Whatever goes wrong for one learner costs that learner's row, never the gradebook.
 
 
@@ -191,12 +193,21 @@ def learner_notebooks(folder: Path, lessons: set[int] | None, notes: list[str]) 
     return found
 
 
-def _accepted(data: object, key: bytes | None, notebooks: dict[str, bytes], extra: Path | None = None) -> str:
-    """Why a report is not taken ("" when it is). With ``extra`` (``--extra-cases``), only a
-    report graded with that very file counts."""
+def _accepted(
+    data: object,
+    key: bytes | None,
+    notebooks: dict[str, bytes],
+    extra: Path | None = None,
+    learner: str | None = None,
+    lessons: set[int] | None = None,
+) -> str:
+    """Why a report is not taken ("" when it is): it must be a grade signed for ``learner``
+    (the folder's), by this course version, and, in a folder that holds notebooks, every
+    notebook it graded (of ``lessons``) must be there with the bytes it graded. With ``extra``
+    (``--extra-cases``), only a report graded with that very file counts."""
     import course
 
-    why = rejected(data, key)
+    why = rejected(data, key, learner)
     if why:
         return why
     if data["course_version"] != course.__version__:
@@ -205,8 +216,14 @@ def _accepted(data: object, key: bytes | None, notebooks: dict[str, bytes], extr
         return "not graded with the --extra-cases file given"
     for nb in data["notebooks"]:
         name = Path(nb["path"]).name
-        if name in notebooks and nb.get("sha256") != notebook_hash(notebooks[name]):
-            return f"{name} changed since it was graded"
+        if nb.get("note") or (lessons is not None and lesson_number(name) not in lessons):
+            continue  # a lesson the report found no notebook for, or one not asked for
+        if not notebooks:
+            continue  # a folder of CI reports alone (their artifacts): bound by the learner
+        if name not in notebooks:
+            return f"{clean_text(name, 80)} is not in the folder"
+        if nb.get("sha256") != notebook_hash(notebooks[name]):
+            return f"{clean_text(name, 80)} changed since it was graded"
     return ""
 
 
@@ -215,7 +232,12 @@ def _sha256(path: Path) -> str:
 
 
 def _reports(
-    folder: Path, key: bytes | None, notebooks: dict[str, bytes], notes: list[str], extra: Path | None = None
+    folder: Path,
+    key: bytes | None,
+    notebooks: dict[str, bytes],
+    notes: list[str],
+    extra: Path | None = None,
+    lessons: set[int] | None = None,
 ) -> list[dict]:
     out = []
     for path in sorted(folder.glob("*.json")):
@@ -226,7 +248,7 @@ def _reports(
             continue
         if not (isinstance(data, dict) and data.get("format") == REPORT_FORMAT):
             continue  # some other JSON file of the learner's
-        why = _accepted(data, key, notebooks, extra)
+        why = _accepted(data, key, notebooks, extra, folder.name, lessons)
         if why:
             notes.append(f"{path.name} ignored: {why}")
         else:
@@ -251,7 +273,7 @@ def cache_key(cache: Path, key: bytes | None) -> bytes:
     ``course room`` signs its cache with the same key, and grades in :func:`grade_sandboxed`."""
     if key is not None:
         return key
-    cache.mkdir(exist_ok=True)
+    cache.mkdir(mode=0o700, exist_ok=True)
     path = cache / "key"
     try:
         return read_regular(path, 4096).strip() or _new_key(path)
@@ -270,19 +292,18 @@ def _new_key(path: Path) -> bytes:
 
 
 def grade_sandboxed(
-    notebooks: dict[str, bytes], timeout: float, lessons: set[int] | None, hide: list[Path], extra=None
+    notebooks: dict[str, bytes], timeout: float, lessons: set[int] | None, hide: list[Path] = (), extra=None
 ) -> tuple[dict, str]:
     """(the grade report of ``notebooks``, the isolation used); runs ``course grade --no-run``
-    on a private copy, in a sandbox where one can be made."""
+    on a private copy through :func:`course.grading.sandbox.run_untrusted` (bubblewrap where it
+    runs: nothing of the host but the allow-list is visible, so ``hide`` needs no entry; its
+    paths are kept for the callers that name what must never be seen)."""
+    del hide  # the allow-list shows none of them (NOTE [An allow-list, not a deny-list])
     with tempfile.TemporaryDirectory(prefix="course-gradebook-") as tmp:
         inputs = Path(tmp) / "in"
         inputs.mkdir()
         for name, data in notebooks.items():  # only the selected lessons, under their own names
             (inputs / name).write_bytes(data)
-        if extra is not None:  # the instructor's extra cases, beside them (a dot file: not graded)
-            (inputs / ".extra-cases.py").write_bytes(extra.read_bytes())
-        (Path(tmp) / "cwd").mkdir()
-        (Path(tmp) / "tmp").mkdir()
         once = secrets.token_hex(32)  # the sandboxed grader signs with this: learner code never sees it
 
         def args(folder: str) -> list[str]:
@@ -301,75 +322,33 @@ def grade_sandboxed(
             ]
             if lessons is not None:  # only their checks are prepared (and missing ones reported)
                 cmd += ["--lessons", ",".join(f"{n:02d}" for n in sorted(lessons))]
-            if extra is not None:
-                cmd += ["--extra-cases", f"{folder}/.extra-cases.py"]
+            if extra is not None:  # read, then removed, before any learner code runs
+                cmd += ["--extra-cases", f"{folder}/../secret.py"]
             return python_command(*cmd)
 
-        sandboxed = sandbox_command(args(f"{SANDBOX_DIR}/in"), inputs, hide)
-        isolation = "bubblewrap" if sandboxed else "none (separate process, private copy, limits)"
-        out_path = Path(tmp) / "out.json"
-        with open(out_path, "wb") as out:
-            proc = subprocess.Popen(
-                sandboxed or args(str(inputs)),
-                stdin=subprocess.PIPE,
-                stdout=out,
-                stderr=subprocess.PIPE,
-                cwd=Path(tmp) / "cwd",
-                env=child_env(Path(tmp) / "tmp"),
-                preexec_fn=None if sandboxed else limits,
-                start_new_session=bool(sandboxed),
-            )
-            last_words = _tail(proc.stderr)
-            with contextlib.suppress(OSError):  # it may have died before reading the key
-                proc.stdin.write(once.encode())
-                proc.stdin.close()
-            try:
-                proc.wait(timeout=len(notebooks) * (2 * timeout + 90) + 180)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(OSError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.kill()
-                proc.wait()
-                raise RuntimeError("grading did not finish in time") from None
-        said = last_words()
-        said = f": {said}" if said else ""
-        try:
-            report = parse(read_regular(out_path, REPORT_LIMIT))
-        except (OSError, Untrusted, ValueError):
-            raise RuntimeError(f"grading did not finish (exit {proc.returncode}){said}") from None
+        # Bounded: a sandbox stopped by learner code (SIGSTOP) costs this, then it is killed.
+        limit = len(notebooks) * (2 * timeout + 90) + 180
+        secret = extra.read_bytes() if extra is not None else None  # the instructor's extra cases
+        run = run_untrusted(
+            args, inputs, stdin=once.encode(), timeout=limit, stdout_limit=REPORT_LIMIT, secret=secret
+        )
+    if run.timed_out:
+        raise RuntimeError(f"grading did not finish in time ({limit:g} s)")
+    said = f": {clean_text(run.said, 300)}" if run.said else ""
+    try:
+        report = parse(run.stdout)
+    except ValueError:
+        raise RuntimeError(f"grading did not finish (exit {run.returncode}){said}") from None
     if problems(report) or not verify(report, once.encode()):
         raise RuntimeError(
-            f"grading did not finish (exit {proc.returncode}{said}): no report signed by the grader"
+            f"grading did not finish (exit {run.returncode}{said}): no report signed by the grader"
         )
     for nb in report["notebooks"]:  # a notebook that scored must be the one we gave
         name = Path(nb["path"]).name
         scored = sum(e["score"] for e in nb["exercises"]) > 0
         if scored and (name not in notebooks or nb.get("sha256") != notebook_hash(notebooks[name])):
             raise RuntimeError(f"grading did not finish: {name} is not the notebook given")
-    return report, isolation
-
-
-def _tail(stream, keep: int = 4096):
-    """Read ``stream`` to its end in a thread, keeping only its last ``keep`` bytes; returns a
-    function giving the last line read (what a grader that failed said last), "" if none."""
-    kept = bytearray()
-
-    def drain() -> None:
-        for chunk in iter(lambda: stream.read1(1 << 16), b""):
-            kept.extend(chunk)
-            del kept[:-keep]
-
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
-
-    def last_line() -> str:
-        reader.join(timeout=10)
-        if not reader.is_alive():
-            stream.close()
-        lines = kept.decode("utf-8", "replace").strip().splitlines()
-        return lines[-1].strip() if lines else ""
-
-    return last_line
+    return report, run.isolation
 
 
 def _graded(
@@ -391,14 +370,14 @@ def _graded(
     )
     try:
         cached = parse(read_regular(entry, REPORT_LIMIT))
-        if not problems(cached) and verify(cached, key):
+        if not problems(cached) and verify(cached, key, purpose="cache"):
             return cached, "cached"
     except (OSError, Untrusted, ValueError):
         pass  # no entry, a half-written or a forged one: grade again
     report, isolation = grade_sandboxed(notebooks, timeout, lessons, hide, extra)
-    report = sign(report, key)
-    cache.mkdir(exist_ok=True)
-    write_atomically(entry, json.dumps(report))
+    report = sign(report, key, purpose="cache")  # never a learner's grade (NOTE [A signature has a purpose])
+    cache.mkdir(mode=0o700, exist_ok=True)
+    write_atomically(entry, json.dumps(report), mode=0o600)
     if not quiet:
         print(f"graded {clean_text(name, 80)}", file=sys.stderr, flush=True)
     return report, isolation
@@ -418,7 +397,7 @@ def _learner(
     notes: list[str] = []
     try:
         notebooks = learner_notebooks(folder, lessons, notes)
-        reports = _reports(folder, keys[0], notebooks, notes, extra)
+        reports = _reports(folder, keys[0], notebooks, notes, extra, lessons)
         if not reports and notebooks:
             report, learner.isolation = _graded(
                 folder.name, notebooks, cache, keys[1], timeout, quiet, lessons, hide, extra
@@ -686,6 +665,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.jobs < 1:
         print("course gradebook: -j needs a positive number of learners", file=sys.stderr)
+        return 2
+    from course.grading.plan import lesson_numbers
+
+    unknown = sorted(set(args.lessons or ()) - set(lesson_numbers()))
+    if unknown:  # as `course grade` says it: a typo must not print a 0/0 table
+        print(
+            f"course gradebook: --lessons: the course has no lesson {', '.join(f'{n:02d}' for n in unknown)}",
+            file=sys.stderr,
+        )
         return 2
     for out in (args.csv, args.json, args.html):
         if out is not None and not out.parent.is_dir():

@@ -71,8 +71,9 @@ def _committed_notebooks(report: dict, repo: Path) -> dict[str, tuple[bytes, dic
 def regrade(
     row: Row, repos: Path, out: Path, key: bytes, timeout: float, hide: tuple[Path, ...] = ()
 ) -> tuple[dict, str]:
-    """(the new signed report of ``row``'s learner, how it was isolated). The sandbox hides
-    the clones, ``out``, the home folder and ``hide`` (the class's reports) from learner code."""
+    """(the new signed report of ``row``'s learner, how it was isolated). The sandbox shows
+    learner code none of the clones, ``out``, the home folder or ``hide`` (the class's
+    reports): only its allow-list (:mod:`course.grading.sandbox`)."""
     learner, old = row.learner, row.report
     if Path(learner).name != learner or learner in ("", ".", ".."):
         raise RuntimeError(f"{learner!r} cannot name a folder of {repos}")

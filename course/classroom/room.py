@@ -58,6 +58,7 @@ import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,7 +75,8 @@ __all__ = ["CACHE_DIR", "Cell", "Room", "Row", "collect", "learner_folders", "mi
 CACHE_DIR = ".course-room"
 ENTRY_FORMAT = "course-room/1"
 # When a learner has two notebooks of the lesson (a scratch copy), the better verdict shows.
-_RANK = ("not attempted", "error", "failed", "revealed", "passed")
+_RANK = ("grading…", "not attempted", "error", "failed", "revealed", "passed")
+GRADING = "grading…"  # a straggler: still grading when the refresh's deadline came
 
 
 @dataclass(frozen=True)
@@ -199,7 +201,11 @@ def _cached(path: Path, key: bytes) -> dict | None:
         entry = parse(read_regular(path, 1 << 20))
     except (OSError, Untrusted, ValueError):
         return None  # no entry, a half-written or a damaged one: grade again
-    ok = isinstance(entry, dict) and entry.get("format") == ENTRY_FORMAT and verify(entry, key)
+    ok = (
+        isinstance(entry, dict)
+        and entry.get("format") == ENTRY_FORMAT
+        and verify(entry, key, purpose="cache")
+    )
     return entry if ok else None
 
 
@@ -230,6 +236,8 @@ def collect(
     timeout: float = 300,
     grade: GradeFn | None = None,
     on_graded: Callable[[int, int, str], None] | None = None,
+    deadline: float | None = None,
+    running: dict | None = None,
 ) -> Room:
     """The room's grid for ``lesson``: every learner of ``homes``, graded where a notebook changed.
 
@@ -241,6 +249,12 @@ def collect(
         grade: grades ``{name: bytes}`` of one learner, as ``gradebook.grade_sandboxed`` (the
             default) does; a test counts the sandbox runs through it.
         on_graded: called with (done, to grade, learner) as each grading finishes.
+        deadline: seconds after which the refresh draws what it has: a notebook still being
+            graded (a straggler: a sandbox stopped by learner code, say) shows as
+            ``grading…`` and goes on grading in the background, into the cache (its own
+            sandbox's limit bounds it); None: wait for every one.
+        running: the gradings in flight, kept by the caller from one refresh to the next
+            (entry path -> future), so a straggler is not started again.
     """
     started = time.monotonic()
     cache = cache or homes / CACHE_DIR
@@ -264,7 +278,7 @@ def collect(
             try:
                 entry = _cached(path, key)
                 if entry is None and (entry := _untouched(data, pristine, exercises)) is not None:
-                    _save(path, sign({"format": ENTRY_FORMAT, **entry}, key))
+                    _save(path, sign({"format": ENTRY_FORMAT, **entry}, key, purpose="cache"))
             except Exception:  # a notebook nested too deep to read, say: the grader says why
                 entry = None
             if entry is None:
@@ -284,24 +298,49 @@ def collect(
                 "error": nb.get("error", ""),
                 "isolation": isolation,
             }
-            _save(path, sign({"format": ENTRY_FORMAT, **entry}, key))
+            _save(path, sign({"format": ENTRY_FORMAT, **entry}, key, purpose="cache"))
             return entry
 
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         workers = max(1, min(jobs or cpus or 1, len(todo)))  # the CPUs this process may use
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = {pool.submit(run, *item): item for item in todo}
-            for done, future in enumerate(as_completed(futures), 1):
-                learner, name = futures[future][:2]
-                try:
-                    entry = future.result()
-                    room.isolation.add(entry["isolation"])
-                except Exception as e:  # one learner's trouble is that learner's row only
-                    entry = {"cells": {}, "error": f"{name} not graded: {clean_text(e, 300)}"}
-                found[learner].append(entry)
-                room.graded += 1
-                if on_graded:
-                    on_graded(done, len(todo), learner)
+        running = {} if running is None else running
+        pool = ThreadPoolExecutor(max_workers=workers)
+        futures = {}
+        for item in todo:
+            future = running.get(item[3])
+            if future is None:
+                future = running[item[3]] = pool.submit(run, *item)
+            futures[future] = item
+        left = None if deadline is None else max(0.0, deadline - (time.monotonic() - started))
+        finished: list = []
+
+        def take(future) -> None:  # one finished grading, into its learner's row
+            learner, name, _, path = futures[future]
+            running.pop(path, None)
+            try:
+                entry = future.result()
+                room.isolation.add(entry["isolation"])
+            except Exception as e:  # one learner's trouble is that learner's row only
+                entry = {"cells": {}, "error": f"{name} not graded: {clean_text(e, 300)}"}
+            found[learner].append(entry)
+            room.graded += 1
+            finished.append(future)
+            if on_graded:
+                on_graded(len(finished), len(todo), learner)
+
+        try:
+            for future in as_completed(futures, timeout=left):
+                take(future)
+        except FuturesTimeout:  # the deadline: draw what there is, the stragglers as grading
+            for future, (learner, name, _, _) in futures.items():
+                if future in finished:
+                    continue
+                if future.done():
+                    take(future)
+                    continue
+                cells = {ex_id: [GRADING, "", ""] for ex_id, _ in exercises}
+                found[learner].append({"cells": cells, "error": f"{name}: {GRADING}"})
+        pool.shutdown(wait=False)  # a straggler goes on in the background, into the cache
     for row, entries in zip(room.rows, found.values()):
         _fill(row, entries)
     room.seconds = time.monotonic() - started
@@ -322,7 +361,7 @@ def _fill(row: Row, entries: list[dict]) -> None:
 
 def _save(path: Path, entry: dict) -> None:
     try:
-        path.parent.mkdir(exist_ok=True)
-        write_atomically(path, json.dumps(entry))
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        write_atomically(path, json.dumps(entry), mode=0o600)
     except OSError:
         pass  # a read-only cache folder: the grid is still right, the next refresh grades again

@@ -178,6 +178,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--timeout", type=positive_seconds, default=300, help="seconds per notebook run (default 300)"
     )
+    parser.add_argument(
+        "--deadline",
+        type=positive_seconds,
+        default=None,
+        help="draw the grid after S seconds, stragglers as grading… (default: --watch's period, else wait)",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     args = parser.parse_args(argv)
     if not args.homes.is_dir():
@@ -196,9 +202,19 @@ def main(argv: list[str] | None = None) -> int:
         if not args.quiet:
             print(f"graded {done}/{total} ({clean_text(learner, 40)})", file=sys.stderr, flush=True)
 
+    running: dict = {}  # gradings that outlived a refresh's deadline (stragglers), by cache entry
+    deadline = args.deadline or args.watch
+
     def refresh() -> Room:
         now = room.collect(
-            args.homes, args.lesson, args.cache, args.jobs, args.timeout, on_graded=progress_line
+            args.homes,
+            args.lesson,
+            args.cache,
+            args.jobs,
+            args.timeout,
+            on_graded=progress_line,
+            deadline=deadline,
+            running=running,
         )
         if any(i.startswith("none") for i in now.isolation):
             print(

@@ -11,7 +11,10 @@
 - :mod:`course.grading.judging`: checking the answers and judging the outcomes against the oracle's;
 - :mod:`course.grading.checker`: the client of the checking server, and the outcome files it reads;
 - :mod:`course.grading.processes`: every process learner code starts, ended (psutil);
-- :mod:`course.grading.isolation`: ``python -I`` children, and a bubblewrap sandbox per learner;
+- :mod:`course.grading.isolation`: ``python -I`` children, their environment and limits;
+- :mod:`course.grading.sandbox`: everything that runs learner code for an instructor, behind
+  ``run_untrusted`` (bubblewrap's namespaces, an allow-list of binds, an own uid, limits);
+- :mod:`course.grading.redact`: a verdict on an instructor's extra case says passed or failed only;
 - :mod:`course.grading.signing`: signed, validated grade reports;
 - :mod:`course.grading.untrusted`: reading learner files and neutralising learner text;
 - :mod:`course.grading.report`: what a grade reports (text, ``--json``, JUnit);

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from course.grading.untrusted import clean_text
 
-__all__ = ["FIELDS_SHOWN", "feedback_markdown", "feedback_name", "feedback_target", "fields"]
+__all__ = ["FIELDS_SHOWN", "feedback_markdown", "feedback_name", "feedback_target", "fields", "markdown_text"]
 
 #: The fields of a verdict (as ``check`` prints them) a feedback file shows for a failed case;
 #: ``answer`` (a prediction's truth) and ``hint`` (shown on its own) are never among them.
@@ -93,6 +93,18 @@ def feedback_target(value: str, folder: bool, beside: list) -> Path:
     return target
 
 
+def markdown_text(value: object, limit: int = 600) -> str:
+    """``value`` (a file name, an error: perhaps the learner's) as plain text on one line of
+    Markdown: no control character, no HTML, no Markdown syntax (each is escaped).
+
+        >>> print(markdown_text("00_<img src=x onerror=alert(1)>*[me](javascript:x).ipynb"))
+        00\\_&lt;img src=x onerror=alert\\(1\\)&gt;\\*\\[me\\]\\(javascript:x\\).ipynb
+    """
+    text = " ".join(clean_text(value, limit).split())
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return re.sub(r"([\\`*_{}\[\]()#+!|~-])", r"\\\1", text)
+
+
 def _fenced(text: str) -> str:
     """``text`` (perhaps the learner's) in a code block no backtick run of it can close."""
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
@@ -152,7 +164,7 @@ def feedback_markdown(notebook: dict, extra_cases: dict | None = None) -> str:
     name = Path(notebook["path"]).name
     exercises = notebook["exercises"]
     score, most = sum(e["score"] for e in exercises), sum(e["points"] for e in exercises)
-    lines = [f"# Feedback on {name}", ""]
+    lines = [f"# Feedback on {markdown_text(name, 300)}", ""]
     lines.append(
         f"Score: **{score:g} / {most:g}** points"
         + (f" (lesson {notebook['lesson']})." if notebook.get("lesson") is not None else ".")
@@ -164,7 +176,7 @@ def feedback_markdown(notebook: dict, extra_cases: dict | None = None) -> str:
     if notebook.get("error"):
         lines += [
             "",
-            "The grader could not grade all of this notebook: " + clean_text(notebook["error"], 600),
+            "The grader could not grade all of this notebook: " + markdown_text(notebook["error"], 600),
         ]
     lines += ["", "| exercise | verdict | points | cases passed |", "|---|---|---|---|"]
     for e in exercises:

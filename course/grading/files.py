@@ -102,20 +102,21 @@ def grader_fingerprint(digest: dict[str, str] | None = None) -> str:
     return f"course {course.__version__} sha256:{h.hexdigest()[:16]}"
 
 
-def write_atomically(path: Path, data: bytes | str) -> None:
+def write_atomically(path: Path, data: bytes | str, mode: int | None = None) -> None:
     """Write ``data`` (text is written as UTF-8) to ``path`` all at once.
 
     A temporary file with an unpredictable name (``mkstemp``, so nothing planted beside
     ``path`` can take its place) in the same folder, flushed to disk, then ``os.replace``: a
     reader sees the old file or the new one. An existing file keeps its permissions; a new one
-    gets what ``open()`` would give it (``mkstemp`` alone would make it 0600).
+    gets what ``open()`` would give it (``mkstemp`` alone would make it 0600); ``mode``, when
+    given, is the file's mode whatever was there (0o600: for its owner alone).
     """
     if isinstance(data, str):
         data = data.encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.chmod(tmp, _mode_for(path))
+        os.chmod(tmp, _mode_for(path) if mode is None else mode)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

@@ -55,7 +55,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from course.grading import github_classroom, provenance, signing
 from course.grading import report as reporting
-from course.grading.feedback import feedback_markdown, feedback_name, feedback_target
+from course.grading.feedback import feedback_markdown, feedback_name, feedback_target, markdown_text
 from course.grading.files import grader_fingerprint, write_atomically
 from course.grading.isolation import no_dump
 from course.grading.notebook import grade_in_session, grade_notebook, read_notebook
@@ -119,18 +119,39 @@ def main(argv: list[str] | None = None) -> int:
             out = _feedback_path(feedback, str(path), args.path.is_dir())
             try:
                 write_atomically(
-                    out, f"# Feedback on {path.name}\n\nGrading did not finish: no verdict yet.\n"
+                    out,
+                    f"# Feedback on {markdown_text(path.name, 300)}\n\nGrading did not finish: no verdict yet.\n",
                 )
             except OSError as e:
                 print(f"course grade: cannot write {out}: {e.strerror or e}", file=sys.stderr)
                 return 2
     stamp = _provenance(plan, args.learner)  # before any learner code runs (it could rewrite .git)
+    if args.sandbox and os.environ.get("COURSE_SANDBOX") != "bubblewrap":
+        from course.grading.sandbox import sandbox_available
+
+        try:
+            sandboxed = sandbox_available()
+        except RuntimeError as e:
+            print(f"course grade: --sandbox: {e}", file=sys.stderr)
+            return 1
+        if sandboxed:
+            return _graded_in_sandbox(args, plan, ignored, stamp, key, extra, feedback)
+        print(
+            "course grade: WARNING: --sandbox: bubblewrap cannot run here, so learner code runs WITHOUT "
+            "isolation (a separate process, a private folder and supervision only; docs/grading.md)",
+            file=sys.stderr,
+        )
+    elif not args.quiet and os.environ.get("COURSE_SANDBOX") != "bubblewrap":
+        say(
+            "note: learner code runs without isolation here (supervision only); --sandbox runs it in bubblewrap"
+        )
     options = dict(timeout=args.timeout, cell_timeout=args.cell_timeout, run=not args.no_run)
     lessons = {lesson for _, _, lesson in plan if lesson is not None} | set(missing)
     say(f"preparing the grader ({len(lessons)} lesson(s)) before any notebook code runs")
     from course.checks.extra import applied
 
     with applied(extra), open_session(lessons, sequential=args.jobs == 1, extra=extra) as session:
+        _forget_secret(extra)
         reports = [r for r in (missing_report(session, args.path, n) for n in missing) if r.exercises]
         if not args.path.is_dir():
             reports.append(grade_in_session(session, *plan[0], progress=say, jobs=None, **options))
@@ -154,6 +175,44 @@ def main(argv: list[str] | None = None) -> int:
     summary = reporting.summary(reports, ignored, session.killed, session.tampered, command_seconds(_LOADED))
     summary.update(stamp["report"])
     summary["extra_cases"] = extra.record() if extra else None
+    summary["isolation"] = os.environ.get("COURSE_SANDBOX") or "none (supervision)"
+    return _finish(summary, reports, args, key, feedback)
+
+
+def _forget_secret(extra) -> None:
+    """In a sandbox, the instructor's extra cases file is removed once this process and the
+    checking server have loaded it (``open_session`` waits for the server): before any learner
+    code runs, which must not read it (course.grading.sandbox.run: ``secret``)."""
+    if extra is not None and os.environ.get("COURSE_SANDBOX") == "bubblewrap":
+        with contextlib.suppress(OSError):
+            os.unlink(extra.path)
+
+
+def _graded_in_sandbox(args, plan, ignored, stamp, key, extra, feedback) -> int:
+    """``--sandbox``: the grade made in bubblewrap (course.grading.sandbox.grade), finished here."""
+    from course.grading.sandbox.grade import grade_in_sandbox
+
+    say = (lambda text: None) if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
+    say(f"grading in bubblewrap ({len(plan)} notebook(s)); this process writes the reports")
+    try:
+        summary, isolation = grade_in_sandbox(args, plan, args.path.is_dir())
+    except RuntimeError as e:
+        print(f"course grade: {clean_text(e, 500)}", file=sys.stderr)
+        return 1
+    fields = set(NotebookReport.__dataclass_fields__)
+    reports = [NotebookReport(**{k: v for k, v in nb.items() if k in fields}) for nb in summary["notebooks"]]
+    for r in reports:
+        r.git = stamp["git"].get(r.path)
+    summary["notebooks"] = [r.to_json() for r in reports]
+    summary["ignored"] = list(ignored)
+    summary["seconds"] = round(command_seconds(_LOADED), 2)
+    summary.update(stamp["report"])
+    summary["extra_cases"] = extra.record() if extra else None
+    summary["isolation"] = isolation
+    return _finish(summary, reports, args, key, feedback)
+
+
+def _finish(summary: dict, reports: list[NotebookReport], args, key, feedback) -> int:
     if key is not None:
         summary = signing.sign(summary, key)
     _write_reports(summary, reports, args)

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from course.grading.checker import run_worker
+from course.grading.redact import hide_extra_case
 from course.grading.untrusted import clean_text
 
 __all__ = ["check_and_judge", "error_result", "judge_outcomes", "not_attempted_result", "one_line"]
@@ -68,6 +69,10 @@ def judge_outcomes(session, ex, report: dict, seconds: float, revealed: bool = F
             if "failure" in report:
                 return error_result(ex, report["failure"], seconds)
             result = checks.judge(ex, report["yours"], expected, report.get("cost") or {}, revealed)
+            extra = session.extra_counts.get(ex.id, 0)  # the instructor's cases: passed/failed only
+            result = hide_extra_case(
+                ex, extra, result, report["yours"], expected, report.get("cost") or {}, revealed
+            )
             if result.status != "passed" and report.get("notes"):
                 result.message += "\n  notes:    " + "\n            ".join(report["notes"][:5])
         d = result.to_json()

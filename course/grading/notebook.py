@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import tempfile
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -196,7 +197,7 @@ def _fill_report(
         + (f"running {len(cells)} code cells, " if run else "")
         + f"checking {len(exercises)} exercises"
     )
-    cwd = path.resolve().parent
+    cwd = _private_folder(session, path, text)
     with ThreadPoolExecutor(max_workers=1) as pool:
         checking = pool.submit(
             check_and_judge,
@@ -212,6 +213,15 @@ def _fill_report(
             report.run = run_in_kernel(text, cwd, cell_timeout, timeout, child_env(session.tmp / "tmp"))
             say(f"{path.name}: notebook run done, waiting for the checks")
         report.exercises = checking.result()
+
+
+def _private_folder(session, path: Path, text: str) -> Path:
+    """Where the notebook's code runs: a fresh folder of the session holding the notebook
+    alone, never the learner's checkout (a ``helper.py`` beside the notebook is not the
+    graded work: no signature binds it, and it is never imported)."""
+    folder = Path(tempfile.mkdtemp(prefix="notebook-", dir=session.tmp / "tmp"))
+    (folder / clean_text(path.name, 200).replace("/", "_")).write_text(text, encoding="utf-8")
+    return folder
 
 
 def run_in_kernel(text: str, cwd: Path, cell_timeout: float, timeout: float, env: dict) -> dict:

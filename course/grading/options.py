@@ -145,5 +145,11 @@ def grade_parser(description: str) -> argparse.ArgumentParser:
         help="write Markdown feedback for the learner: a FILE for a notebook, a DIR for a folder "
         "(one file per notebook); without PATH, beside the --json or --junit report",
     )
+    parser.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="run learner code in bubblewrap (course.grading.sandbox), this process outside it writing "
+        "the reports (without bubblewrap: said loudly, graded under supervision alone)",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     return parser

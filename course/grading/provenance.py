@@ -6,6 +6,7 @@ learner code runs::
 
     git_record(Path("autograd-ada/notebooks/00_warmup.ipynb"), data)
     # {"head": "3f9c...",            # HEAD of the repository that holds the file
+    #  "head_time": "2026-11-30T22:20:00Z",     # HEAD's committer time, UTC
     #  "commit": "a41b...",          # the last commit that touched the file
     #  "commit_time": "2026-11-30T22:14:05Z",   # that commit's committer time, UTC
     #  "path": "notebooks/00_warmup.ipynb",     # the file, relative to the repository
@@ -93,12 +94,12 @@ def git_record(path: Path, data: bytes) -> dict | None:
     """Which commit holds the notebook at ``path`` (whose graded bytes are ``data``), and when.
 
     Returns:
-        ``{"head", "commit", "commit_time", "path", "modified"}`` (see the module's
+        ``{"head", "head_time", "commit", "commit_time", "path", "modified"}`` (see the module's
         docstring; ``commit`` and ``commit_time`` are None for a file never committed), or
         None when ``path`` is not in a git repository git can read.
     """
     folder = Path(path).resolve().parent
-    head = _git(folder, "rev-parse", "--verify", "-q", "HEAD^{commit}")
+    head = _git(folder, "log", "-1", "--format=%H %ct", "--no-show-signature", "HEAD")
     prefix = _git(folder, "rev-parse", "--show-prefix")
     if head is None or prefix is None:
         return None
@@ -106,8 +107,10 @@ def git_record(path: Path, data: bytes) -> dict | None:
     last = _git(folder, "log", "-1", "--format=%H %ct", "--no-show-signature", "--", Path(path).name)
     commit, when = (last.decode().split() + [None, None])[:2] if last and last.strip() else (None, None)
     blob = committed_bytes(folder, commit, relative) if commit else None
+    head_commit, head_when = (head.decode().split() + [None, None])[:2]
     return {
-        "head": head.decode().strip(),
+        "head": head_commit,
+        "head_time": utc_iso(int(head_when)) if head_when else None,
         "commit": commit,
         "commit_time": utc_iso(int(when)) if when else None,
         "path": relative,

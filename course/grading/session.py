@@ -51,6 +51,7 @@ class GradingSession:
         self.judge_lock = threading.Lock()  # oracles and hint matching reseed global RNGs
         self.expected_outcomes: dict[str, list] = {}
         self.extra = (extra.path, extra.sha256) if extra else None
+        self.extra_counts: dict[str, int] = dict(extra.by_exercise) if extra else {}
         self.checker = Checker(lessons, self.tmp, self.extra) if hasattr(os, "fork") else None
         try:
             self._prepare_judge(lessons)

@@ -15,6 +15,22 @@ passes :func:`problems` and its signature checks with the instructor's key::
     True
     >>> verify({**signed, "score": 3}, key), verify(signed, b"a guess")   # BAD: edited, wrong key
     (False, False)
+
+NOTE [A signature has a purpose]
+Every signature names what it is for, in the signed body (``"purpose"``) and in the key
+itself (HMAC under a key derived from the instructor's key and the purpose), so a signed
+thing made for one reader is never taken by another:
+
+1. ``"grade"``: a learner's grade (``course grade --json``, ``course regrade``); readers
+   (the gradebook, ``course collect``) also check whose it is (``learner``) and which
+   notebooks it graded (``notebooks[].sha256``).
+2. ``"cache"``: the gradebook's and the room's cache entries (never a learner's grade)::
+
+    >>> cached = sign(report, key, purpose="cache")
+    >>> verify(cached, key, purpose="cache"), verify(cached, key)    # OK, BAD: not a grade
+    (True, False)
+    >>> verify({**cached, "purpose": "grade"}, key)                  # BAD: the field alone is not enough
+    False
     >>> problems({**report, "score": float("nan")})
     ['score: not a finite number']
     >>> problems({**report, "notebooks": "all of them"})
@@ -38,6 +54,7 @@ from course.grading.files import REPORT_FORMAT
 __all__ = [
     "KEY_ENV",
     "MAX_DEPTH",
+    "PURPOSES",
     "notebook_hash",
     "parse",
     "problems",
@@ -50,6 +67,7 @@ __all__ = [
 KEY_ENV = "COURSE_GRADE_KEY"
 MAX_DEPTH = 32  # a grade report nests 5 deep; anything far deeper is not one
 STATUSES = {"passed", "failed", "not attempted", "error", "revealed"}
+PURPOSES = ("grade", "cache")  # NOTE [A signature has a purpose]
 
 
 def notebook_hash(data: bytes) -> str:
@@ -61,19 +79,30 @@ def _canonical(report: dict) -> bytes:
     return json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
 
 
-def sign(report: dict, key: bytes) -> dict:
-    """``report`` with a ``signature`` field: HMAC-SHA256 (hex) of everything else, keyed by ``key``."""
-    digest = hmac.new(key, _canonical(report), hashlib.sha256).hexdigest()
-    return {**report, "signature": {"alg": "hmac-sha256", "value": digest}}
+def _purpose_key(key: bytes, purpose: str) -> bytes:
+    """The key one purpose signs with: derived from ``key``, another for every purpose."""
+    if purpose not in PURPOSES:
+        raise ValueError(f"unknown purpose {purpose!r}")
+    return hmac.new(key, b"course-grade/1 purpose " + purpose.encode(), hashlib.sha256).digest()
 
 
-def verify(report: dict, key: bytes) -> bool:
-    """Whether ``report`` carries a signature made with ``key`` over exactly its content."""
+def sign(report: dict, key: bytes, purpose: str = "grade") -> dict:
+    """``report`` with ``purpose`` and a ``signature`` field: HMAC-SHA256 (hex) of everything
+    else, keyed by ``key`` derived for ``purpose`` (NOTE [A signature has a purpose])."""
+    body = {**{k: v for k, v in report.items() if k != "signature"}, "purpose": purpose}
+    digest = hmac.new(_purpose_key(key, purpose), _canonical(body), hashlib.sha256).hexdigest()
+    return {**body, "signature": {"alg": "hmac-sha256", "value": digest}}
+
+
+def verify(report: dict, key: bytes, purpose: str = "grade") -> bool:
+    """Whether ``report`` carries a signature made with ``key`` for ``purpose`` over exactly its content."""
     sig = report.get("signature") if isinstance(report, dict) else None
     if not isinstance(sig, dict) or sig.get("alg") != "hmac-sha256" or not isinstance(sig.get("value"), str):
         return False
+    if report.get("purpose") != purpose:
+        return False
     try:
-        expected = hmac.new(key, _canonical(report), hashlib.sha256).hexdigest()
+        expected = hmac.new(_purpose_key(key, purpose), _canonical(report), hashlib.sha256).hexdigest()
     except (TypeError, ValueError):
         return False
     return hmac.compare_digest(expected, sig["value"])
@@ -135,7 +164,9 @@ def _git_problems(git: object, where: str) -> list[str]:
     if not isinstance(git, dict):
         return [f"{where}: not an object or null"]
     bad = [
-        k for k in ("head", "commit", "commit_time", "path") if not isinstance(git.get(k), (str, type(None)))
+        k
+        for k in ("head", "head_time", "commit", "commit_time", "path")
+        if not isinstance(git.get(k), (str, type(None)))
     ]
     if not isinstance(git.get("modified", False), bool):
         bad.append("modified")
@@ -145,16 +176,24 @@ def _git_problems(git: object, where: str) -> list[str]:
     ]
 
 
-def rejected(report: object, key: bytes | None) -> str:
-    """Why ``report`` is not a grade the holder of ``key`` made ("" when it is one).
+def rejected(report: object, key: bytes | None, learner: str | None = None) -> str:
+    """Why ``report`` is not a grade the holder of ``key`` made for ``learner`` ("" when it is one).
 
     The checks every reader of a learner's report makes (the gradebook, ``course collect``):
-    it is a report (:func:`problems`), there is a key, and its signature checks with it::
+    it is a report (:func:`problems`), there is a key, its signature checks with it for the
+    purpose ``"grade"`` (a cache entry is not a grade), and it names its learner (``learner``
+    when given: the gradebook's folder)::
 
         >>> empty = {"format": "course-grade/1", "course_version": "0.1.0", "score": 0, "max_score": 0,
-        ...          "notebooks": []}
+        ...          "notebooks": [], "learner": "ada"}
         >>> rejected(sign(empty, b"k"), b"k"), rejected(empty, b"k")          # OK, BAD: unsigned
         ('', 'its signature does not check')
+        >>> rejected(sign(empty, b"k"), b"k", learner="bob")                  # BAD: ada's grade
+        "it is the grade of 'ada', not of 'bob'"
+        >>> rejected(sign({**empty, "learner": None}, b"k"), b"k")            # BAD: whose?
+        'it names no learner (course grade --learner)'
+        >>> rejected(sign(empty, b"k", purpose="cache"), b"k")                # BAD: a cache entry
+        'signed for another purpose (cache), not as a grade'
         >>> rejected({**empty, "notebooks": [{"path": "a", "exercises": [], "git": "HEAD"}]}, b"k")
         'malformed (notebooks[0].git: not an object or null)'
     """
@@ -163,8 +202,16 @@ def rejected(report: object, key: bytes | None) -> str:
         return "malformed (" + "; ".join(found[:3]) + ")"
     if key is None:
         return "no instructor key to check its signature (--key-file or $COURSE_GRADE_KEY)"
+    purpose = report.get("purpose")
+    if purpose in PURPOSES and purpose != "grade" and verify(report, key, purpose):
+        return f"signed for another purpose ({purpose}), not as a grade"
     if not verify(report, key):
         return "its signature does not check"
+    named = report.get("learner")
+    if not isinstance(named, str) or not named:
+        return "it names no learner (course grade --learner)"
+    if learner is not None and named != learner:
+        return f"it is the grade of {named!r}, not of {learner!r}"
     return ""
 
 

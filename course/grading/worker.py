@@ -145,8 +145,7 @@ def _run_definitions(spec: dict) -> tuple[dict, list[tuple[int, str]]]:
         cell that is not Python and every definition that raised or ran too long; a cell is
         named by the number JupyterLab shows for it (1-based, every cell counted).
     """
-    os.chdir(spec["cwd"])
-    sys.path.insert(0, spec["cwd"])
+    os.chdir(spec["cwd"])  # a private folder holding the notebook alone; it is not on sys.path
     namespace = {"__name__": "__main__", "__builtins__": builtins, "get_ipython": _NoIPython}
     problems: list[tuple[int, str]] = []
     sink = _Discard()
