@@ -224,12 +224,12 @@ def _stale_lesson(root: Path, lesson: str, path: Path | None, entry: dict) -> Fi
             "workspace", False, f"{lesson} was deleted from {root}", f"course update {q} --restore {lesson}"
         )
     upstream = workspace.pristine(root, lesson)
-    if upstream is None or workspace.notebook_hash(upstream) == entry["shipped"]:
+    if upstream is None or workspace.cells_hash(upstream) == entry["shipped"]:
         return None  # retired from the course, or the newest version
-    if workspace.notebook_hash(path) == entry["shipped"]:
+    if workspace.cells_hash(path) == entry["shipped"]:
         what = f"{path.name} is an older version of the lesson (you have not edited it)"
         return Finding("workspace", False, what, f"course update {q} replaces it")
-    if entry.get("offered", {}).get("hash") != workspace.notebook_hash(upstream):
+    if entry.get("offered", {}).get("hash") != workspace.cells_hash(upstream):
         what = f"{path.name} is an older version, edited by you"
         return Finding(
             "workspace", False, what, f"course update {q} keeps yours and saves the new one beside it"

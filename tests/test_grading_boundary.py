@@ -88,7 +88,7 @@ def test_a_report_whose_notebooks_are_not_all_in_the_folder_counts_for_nothing(t
     notebook = (ROOT / "notebooks" / "00_warmup.ipynb").read_bytes()
     (roster / "bob" / "00_warmup.ipynb").write_bytes(notebook)
     # signed for bob, but for a notebook under another name than the one in his folder
-    graded = [{"path": "00_other.ipynb", "sha256": signing.notebook_hash(notebook), "error": ""}]
+    graded = [{"path": "00_other.ipynb", "sha256": signing.file_sha256(notebook), "error": ""}]
     (roster / "bob" / "report.json").write_text(json.dumps(_signed("bob", graded)))
     rows = _gradebook_rows(roster, tmp_path)
     assert "00_other.ipynb is not in the folder" in rows["bob"]["note"], rows["bob"]["note"]

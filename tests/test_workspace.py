@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from course import cli
 from course.learner import workspace
-from course.learner.workspace import Change, WorkspaceError, notebook_hash
+from course.learner.workspace import Change, WorkspaceError, cells_hash
 
 
 def write_lesson(folder: Path, name: str, *sources: str) -> Path:
@@ -86,7 +86,7 @@ def test_start_copies_every_lesson_and_records_its_hash(tmp_path, src, capsys):
     lessons = manifest(dest)["lessons"]
     assert sorted(lessons) == ["00_warmup.ipynb", "01_graph.ipynb", "02_hooks.ipynb"]
     for name, entry in lessons.items():
-        assert entry == {"file": name, "shipped": notebook_hash(src / name)}
+        assert entry == {"file": name, "shipped": cells_hash(src / name)}
         assert sources(dest / name) == sources(src / name)
         assert nbformat.read(dest / name, as_version=4).metadata.course.lesson == name
 
@@ -232,7 +232,7 @@ def test_an_unedited_notebook_is_replaced_when_the_lesson_changes(root, src):
     write_lesson(src, "01_graph.ipynb", "raise NotImplementedError('exercise 1.1')", "z = 3")
     assert kinds(workspace.update(root, source=src)) == {"01_graph.ipynb": "updated"}
     assert sources(root / "01_graph.ipynb") == sources(src / "01_graph.ipynb")
-    assert manifest(root)["lessons"]["01_graph.ipynb"]["shipped"] == notebook_hash(src / "01_graph.ipynb")
+    assert manifest(root)["lessons"]["01_graph.ipynb"]["shipped"] == cells_hash(src / "01_graph.ipynb")
 
 
 def test_an_edited_notebook_is_kept_and_the_new_version_saved_beside_it(root, src, capsys):
@@ -439,7 +439,7 @@ def test_a_folder_without_write_permission_is_a_clear_error(root, src):
 
 def test_a_notebook_the_learner_broke_counts_as_edited(root, src):
     (root / "00_warmup.ipynb").write_text("{ not json")
-    assert notebook_hash(root / "00_warmup.ipynb").startswith("raw:")
+    assert cells_hash(root / "00_warmup.ipynb").startswith("raw:")
     write_lesson(src, "00_warmup.ipynb", "x = 2")
     assert kinds(workspace.update(root, source=src)) == {"00_warmup.ipynb": "offered"}
     assert (root / "00_warmup.ipynb").read_text() == "{ not json"
@@ -469,7 +469,7 @@ def test_no_sequence_of_actions_loses_an_edit_or_duplicates_a_lesson(steps):
         where = {name: name for name in lessons}  # where the learner's copy of each lesson is
         mine: dict[str, str] = {}  # files the learner edited -> their hash
         deleted: set[str] = set()
-        base = {name: notebook_hash(src / name) for name in lessons}  # version each copy came from
+        base = {name: cells_hash(src / name) for name in lessons}  # version each copy came from
         for k, (action, i) in enumerate(steps + [("update", 0)]):
             lesson = lessons[i]
             path = root / where[lesson] if lesson in where else None
@@ -481,7 +481,7 @@ def test_no_sequence_of_actions_loses_an_edit_or_duplicates_a_lesson(steps):
                 continue
             elif action == "edit":
                 edit(path, f"edit_{k} = {k}")
-                mine[where[lesson]] = notebook_hash(path)
+                mine[where[lesson]] = cells_hash(path)
             elif action == "run":
                 run_cells(path)
             elif action == "rename":
@@ -499,11 +499,11 @@ def test_no_sequence_of_actions_loses_an_edit_or_duplicates_a_lesson(steps):
 def check_update(root, src, lessons, where, mine, deleted, base):
     before = set(snapshot(root))
     workspace.update(root, source=src)
-    notebooks = {p.relative_to(root).as_posix(): notebook_hash(p) for p in root.rglob("*.ipynb")}
+    notebooks = {p.relative_to(root).as_posix(): cells_hash(p) for p in root.rglob("*.ipynb")}
     for rel, digest in mine.items():  # no edit lost
         assert notebooks[rel] == digest
     for lesson in lessons:
-        upstream = notebook_hash(src / lesson)
+        upstream = cells_hash(src / lesson)
         if lesson in deleted:
             continue
         if where[lesson] not in mine:  # unedited: up to date, where the learner keeps it
@@ -594,11 +594,11 @@ def test_a_kill_after_any_notebook_write_leaves_bookkeeping_that_the_next_update
     assert (root / "01_graph.ipynb").read_bytes() == mine  # the edit survives
     assert sources(root / "00_warmup.ipynb") == sources(src / "00_warmup.ipynb")  # not "edited"
     entries = manifest(root)["lessons"]
-    assert entries["00_warmup.ipynb"]["shipped"] == notebook_hash(src / "00_warmup.ipynb")
+    assert entries["00_warmup.ipynb"]["shipped"] == cells_hash(src / "00_warmup.ipynb")
     assert sorted(p.name for p in root.glob("*01_graph*")) == ["01_graph.ipynb", "updated-01_graph.ipynb"]
     assert entries["01_graph.ipynb"]["offered"] == {
         "file": "updated-01_graph.ipynb",
-        "hash": notebook_hash(src / "01_graph.ipynb"),
+        "hash": cells_hash(src / "01_graph.ipynb"),
     }
     assert sorted(p.name for p in root.glob("03_*")) == ["03_saved_tensors.ipynb"]
     assert kinds(workspace.update(root, source=src)) == {"01_graph.ipynb": "kept"}  # nothing written

@@ -69,7 +69,7 @@ from course.grading.isolation import python_command
 from course.grading.names import is_offered_copy, lesson_number
 from course.grading.options import positive_seconds
 from course.grading.sandbox import run_untrusted
-from course.grading.signing import notebook_hash, parse, problems, read_key, rejected, sign, verify
+from course.grading.signing import file_sha256, parse, problems, read_key, rejected, sign, verify
 from course.grading.untrusted import Untrusted, clean_text, csv_cell, read_regular
 
 __all__ = [
@@ -222,7 +222,7 @@ def _accepted(
             continue  # a folder of CI reports alone (their artifacts): bound by the learner
         if name not in notebooks:
             return f"{clean_text(name, 80)} is not in the folder"
-        if nb.get("sha256") != notebook_hash(notebooks[name]):
+        if nb.get("sha256") != file_sha256(notebooks[name]):
             return f"{clean_text(name, 80)} changed since it was graded"
     return ""
 
@@ -346,7 +346,7 @@ def grade_sandboxed(
     for nb in report["notebooks"]:  # a notebook that scored must be the one we gave
         name = Path(nb["path"]).name
         scored = sum(e["score"] for e in nb["exercises"]) > 0
-        if scored and (name not in notebooks or nb.get("sha256") != notebook_hash(notebooks[name])):
+        if scored and (name not in notebooks or nb.get("sha256") != file_sha256(notebooks[name])):
             raise RuntimeError(f"grading did not finish: {name} is not the notebook given")
     return report, run.isolation
 

@@ -37,7 +37,7 @@ from course.grading.files import write_atomically
 from course.grading.isolation import no_dump
 from course.grading.options import positive_seconds
 from course.grading.provenance import committed_bytes
-from course.grading.signing import notebook_hash, sign
+from course.grading.signing import file_sha256, sign
 from course.grading.untrusted import clean_text
 
 __all__ = ["main", "regrade"]
@@ -62,7 +62,7 @@ def _committed_notebooks(report: dict, repo: Path) -> dict[str, tuple[bytes, dic
             raise RuntimeError(
                 f"{repo} holds no {git.get('path')} at {git['commit'][:12]} (fetch the learner's history)"
             )
-        if nb.get("sha256") and notebook_hash(data) != nb["sha256"]:
+        if nb.get("sha256") and file_sha256(data) != nb["sha256"]:
             raise RuntimeError(f"{name} at {git['commit'][:12]} is not the file that was graded")
         found[name] = (data, nb)
     return found

@@ -66,7 +66,7 @@ from course import lessons
 from course.classroom import gradebook
 from course.grading.cells import code_cells
 from course.grading.files import grader_fingerprint, write_atomically
-from course.grading.signing import notebook_hash, parse, sign, verify
+from course.grading.signing import file_sha256, parse, sign, verify
 from course.grading.untrusted import Untrusted, clean_text, read_regular
 from course.learner import progress, workspace
 
@@ -189,7 +189,7 @@ def _entry_path(cache: Path, learner: str, name: str, data: bytes, fingerprint: 
     try:
         read = "code " + json.dumps(code_cells(data))
     except Exception:  # not a notebook (bad UTF-8 or JSON, nesting too deep): its bytes
-        read = "bytes " + notebook_hash(data)
+        read = "bytes " + file_sha256(data)
     h = hashlib.sha256()
     for part in (learner, name, read, fingerprint):
         h.update(part.encode("utf-8", "surrogateescape") + b"\0")

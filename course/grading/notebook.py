@@ -139,7 +139,7 @@ def grade_in_session(
     start = time.monotonic()
     report = NotebookReport(clean_text(path, 500), lesson)
     with contextlib.suppress(OSError, Untrusted):  # the bytes graded, readable or not as a notebook
-        report.sha256 = signing.notebook_hash(read_regular(path))
+        report.sha256 = signing.file_sha256(read_regular(path))
     try:
         _fill_report(
             session, report, path, text, timeout, cell_timeout, jobs, progress or (lambda text: None), run

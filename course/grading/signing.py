@@ -55,7 +55,7 @@ __all__ = [
     "KEY_ENV",
     "MAX_DEPTH",
     "PURPOSES",
-    "notebook_hash",
+    "file_sha256",
     "parse",
     "problems",
     "read_key",
@@ -70,7 +70,9 @@ STATUSES = {"passed", "failed", "not attempted", "error", "revealed"}
 PURPOSES = ("grade", "cache")  # NOTE [A signature has a purpose]
 
 
-def notebook_hash(data: bytes) -> str:
+def file_sha256(data: bytes) -> str:
+    """The hex SHA-256 of a notebook file's bytes: what a report's ``sha256`` binds, outputs and
+    all (``course.learner.workspace.cells_hash`` is the other hash: of the cells' sources only)."""
     return hashlib.sha256(data).hexdigest()
 
 

@@ -16,7 +16,7 @@ exercise::
     every case, yours against expected, and the hint: course grade autograd-course/00_warmup.ipynb
 
 Grading takes seconds per notebook, so results are cached in ``DIR/.course/progress-cache.json``
-keyed by the lesson and the hash of its notebook's *code* cells (``workspace.notebook_hash(path,
+keyed by the lesson and the hash of its notebook's *code* cells (``workspace.cells_hash(path,
 ("code",))``, so a renamed notebook keeps its results), under the grader's own fingerprint
 (course version and the source of the grader and checks)::
 
@@ -141,7 +141,7 @@ def collect(
             )
             continue
         rel = path.relative_to(root).as_posix()
-        key = f"{lesson} {workspace.notebook_hash(path, ('code',))}"
+        key = f"{lesson} {workspace.cells_hash(path, ('code',))}"
         results = cached.get(key)
         if results is None and untouched is not None:
             shortcut = untouched(path, lesson, workspace.pristine(root, lesson))

@@ -86,7 +86,7 @@ __all__ = [
     "find_source",
     "locate",
     "main",
-    "notebook_hash",
+    "cells_hash",
     "pristine",
     "start",
     "update",
@@ -116,7 +116,7 @@ class Change:
         return f"  {self.kind:<9} {self.lesson}{': ' + self.detail if self.detail else ''}"
 
 
-def notebook_hash(path: Path, cell_types: tuple[str, ...] = ("markdown", "code", "raw")) -> str:
+def cells_hash(path: Path, cell_types: tuple[str, ...] = ("markdown", "code", "raw")) -> str:
     """Hash the cell sources of a notebook, ignoring outputs, execution counts and metadata.
 
     Args:
@@ -133,7 +133,7 @@ def notebook_hash(path: Path, cell_types: tuple[str, ...] = ("markdown", "code",
     >>> nbformat.write(nb, d / "a.ipynb")
     >>> nb.cells[0].outputs = [nbformat.v4.new_output("stream", text="ran")]
     >>> nbformat.write(nb, d / "b.ipynb")  # only ran: same hash
-    >>> notebook_hash(d / "a.ipynb") == notebook_hash(d / "b.ipynb")
+    >>> cells_hash(d / "a.ipynb") == cells_hash(d / "b.ipynb")
     True
     """
     data = Path(path).read_bytes()
@@ -184,7 +184,7 @@ def _shipped_copy(src: Path, lesson: str) -> bytes:
     [Rebuilding a lost manifest]; the hash leaves metadata out, so the stamp does not change it)."""
     nb = json.loads(src.read_bytes())
     stamp = nb.setdefault("metadata", {}).setdefault("course", {})
-    stamp.update(lesson=lesson, shipped=notebook_hash(src))
+    stamp.update(lesson=lesson, shipped=cells_hash(src))
     return (json.dumps(nb, indent=1, ensure_ascii=False) + "\n").encode()
 
 
@@ -332,7 +332,7 @@ def _find_renamed(root: Path, lesson: str, entry: dict, claimed: set[str]) -> st
         rel = path.relative_to(root).as_posix()
         if rel in claimed:
             continue
-        if notebook_hash(path) == entry["shipped"]:
+        if cells_hash(path) == entry["shipped"]:
             return rel
         if stamped is None and course_stamp(path).get("lesson") == lesson:
             stamped = rel
@@ -526,12 +526,12 @@ def adopt(root: str | Path = DEFAULT_DIR, source: str | Path | None = None) -> l
     manifest, claimed, changes = _new_manifest(src, source), set(), []
     notebooks = [p.relative_to(root).as_posix() for p in _workspace_notebooks(root)]
     for lesson in _lessons(src):
-        up_hash = notebook_hash(src / lesson)
+        up_hash = cells_hash(src / lesson)
         rel = _adopted_file(root, lesson, notebooks, claimed, up_hash)
         if rel is None:
             continue  # found nowhere: update copies it in as new
         claimed.add(rel)
-        stamp, current = course_stamp(root / rel), notebook_hash(root / rel)
+        stamp, current = course_stamp(root / rel), cells_hash(root / rel)
         shipped = stamp.get("shipped") if isinstance(stamp.get("shipped"), str) else up_hash
         entry = manifest["lessons"][lesson] = {"file": rel, "shipped": shipped}
         edited = current not in (shipped, up_hash)
@@ -558,7 +558,7 @@ def _adopted_file(
         stamped, key=lambda rel: bool(OFFERED_RE.match(PurePosixPath(rel).name))
     ):
         return rel
-    return next((rel for rel in free if notebook_hash(root / rel) == up_hash), None)
+    return next((rel for rel in free if cells_hash(root / rel) == up_hash), None)
 
 
 def _adopted_offer(
@@ -571,7 +571,7 @@ def _adopted_offer(
             if rel not in claimed
             and OFFERED_RE.match(PurePosixPath(rel).name)
             and course_stamp(root / rel).get("lesson") == lesson
-            and notebook_hash(root / rel) == up_hash
+            and cells_hash(root / rel) == up_hash
         ),
         None,
     )
@@ -604,7 +604,7 @@ def _update_one(
     root: Path, src: Path, lesson: str, manifest: dict, claimed: set[str], restore: bool
 ) -> list[Change]:
     up, entries = src / lesson, manifest["lessons"]
-    up_hash, entry = notebook_hash(up), entries.get(lesson)
+    up_hash, entry = cells_hash(up), entries.get(lesson)
     if entry is None:
         return [_add(root, up, lesson, up_hash, entries, claimed, "new")]
     changes = []
@@ -628,7 +628,7 @@ def _update_one(
     if restore:
         changes.append(Change("present", lesson, f"not restored: your copy is at {entry['file']}"))
     path = root / entry["file"]
-    current = notebook_hash(path)
+    current = cells_hash(path)
     if current == up_hash:  # up to date (the learner adopted the offered version, or an
         entry["shipped"] = up_hash  # update was cut short after writing this notebook)
         entry.pop("offered", None)
@@ -648,7 +648,7 @@ def _add(
 ) -> Change:
     """Copy a lesson to ``root/lesson``, or beside it if a different file has that name."""
     dest, detail = root / lesson, ""
-    if dest.exists() and notebook_hash(dest) == up_hash:
+    if dest.exists() and cells_hash(dest) == up_hash:
         detail = "already in place"  # e.g. a `start` cut short after copying it
     else:
         if dest.exists():
@@ -656,7 +656,7 @@ def _add(
                 root, root, Path(lesson).stem, claimed
             )
             detail = f"saved as {dest.name}: a file of yours is already called {lesson}"
-        if not (dest.exists() and notebook_hash(dest) == up_hash):
+        if not (dest.exists() and cells_hash(dest) == up_hash):
             _copy_lesson(up, dest, lesson)
     entries[lesson] = {"file": dest.name, "shipped": up_hash}
     claimed.add(dest.name)
@@ -674,7 +674,7 @@ def _written_before(root: Path, folder: Path, lesson: str, up_hash: str, claimed
             rel not in claimed
             and OFFERED_RE.match(path.name)
             and course_stamp(path).get("lesson") == lesson
-            and notebook_hash(path) == up_hash
+            and cells_hash(path) == up_hash
         ):
             return path
     return None
@@ -687,16 +687,16 @@ def _offer(
     lesson's one offered copy (NOTE [A crash in the middle of an update])."""
     offered = entry.get("offered")
     old = root / offered["file"] if offered else None
-    if old is not None and old.is_file() and notebook_hash(old) == up_hash:
+    if old is not None and old.is_file() and cells_hash(old) == up_hash:
         entry["offered"]["hash"] = up_hash
         return Change("kept", lesson, f"yours is edited; the new version is still at {offered['file']}")
-    if old is not None and (not old.is_file() or notebook_hash(old) == offered["hash"]):
+    if old is not None and (not old.is_file() or cells_hash(old) == offered["hash"]):
         beside = old  # the offered copy, untouched (or gone): it takes the newer version
     else:  # none yet, or the learner edited the offered one (it is theirs now)
         beside = _written_before(root, path.parent, lesson, up_hash, claimed) or _free_name(
             root, path.parent, Path(lesson).stem, claimed
         )
-    if not (beside.is_file() and notebook_hash(beside) == up_hash):
+    if not (beside.is_file() and cells_hash(beside) == up_hash):
         _copy_lesson(up, beside, lesson)
     rel = beside.relative_to(root).as_posix()
     entry["offered"] = {"file": rel, "hash": up_hash}

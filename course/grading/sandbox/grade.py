@@ -22,7 +22,7 @@ from pathlib import Path
 
 from course.grading.isolation import python_command
 from course.grading.sandbox.run import run_untrusted
-from course.grading.signing import notebook_hash, parse, problems, verify
+from course.grading.signing import file_sha256, parse, problems, verify
 from course.grading.untrusted import Untrusted, clean_text, read_regular
 
 __all__ = ["grade_in_sandbox"]
@@ -81,7 +81,7 @@ def grade_in_sandbox(args, plan: list, folder: bool) -> tuple[dict, str]:
         raise RuntimeError(f"grading did not finish (exit {run.returncode}{said}): no report signed by it")
     for nb in report["notebooks"]:
         name = Path(nb["path"]).name
-        if name in where and nb.get("sha256") == notebook_hash(copies[name]):
+        if name in where and nb.get("sha256") == file_sha256(copies[name]):
             nb["path"] = clean_text(where[name], 500)
         elif not nb.get("note"):
             raise RuntimeError(f"grading did not finish: {clean_text(name, 80)} is not a notebook given")
