@@ -206,6 +206,12 @@ def _every_save_counted(model, x):
     return _bytes_per_block(model, x, count)
 
 
+def _leaves_the_model_in_eval(model, x):
+    """BAD: right bytes, measured in eval mode (no dropout), and the model left there."""
+    model.eval()
+    return saved_bytes_per_layer(model, x)
+
+
 def _parameters_counted(model, x):
     """BAD: parameters (and weight.t(), a view of one) counted as activations."""
     seen = set()
@@ -393,6 +399,13 @@ exercise(
             _backward_while_measuring,
             "a measurement of what forward saves runs forward only: your backward wrote .grad "
             "into the caller's model. Let the graph go (drop the output) instead of running it.",
+        ),
+        wrong(
+            _leaves_the_model_in_eval,
+            "the bytes are right, but the learner's model comes back in eval mode: every later "
+            "training step would skip dropout and use batch norm's running statistics. A "
+            "measurement leaves the model as it found it: remember model.training and restore "
+            "it with model.train(was_training) before returning.",
         ),
         wrong(
             _running_totals,
