@@ -265,32 +265,33 @@ def _prediction_outcome(ex: Exercise, answer: Any) -> dict:
         return raised_outcome(ValueError(f"cannot read your answer: {e}"))
 
 
-_MEMO: dict[tuple, tuple[Exercise, Any]] = {}  # (what, id(ex), ...) -> (ex, result): per process
-
-
 def _memo(key: tuple, ex: Exercise, compute: Callable[[], Any]) -> Any:
-    """``compute()`` once per exercise object (the entry holds ``ex``, so its id is never reused
-    while the entry lives): the oracle's outcomes and a known wrong answer's outcome on a case
-    are the same on every check (seeds fixed, arguments copied)."""
-    hit = _MEMO.get(key)
+    """``compute()`` once per exercise object, kept in ``ex.memo``: the oracle's outcomes and a
+    known wrong answer's outcome on a case are the same on every check (seeds fixed, arguments
+    copied). A copy of ``ex`` (``dataclasses.replace``, extra cases) shares the dict, so each
+    entry holds the exercise it was computed for and serves that one only."""
+    key = (*key, id(ex))
+    hit = ex.memo.get(key)
     if hit is not None and hit[0] is ex:
         return hit[1]
     value = compute()
-    _MEMO[key] = (ex, value)
+    ex.memo[key] = (ex, value)
     return value
 
 
 def forget_cached() -> None:
-    """Forget the outcomes computed so far (the oracles', the known wrong answers'): the next
-    check pays for them again, as a learner's first check does (``benchmarks/checks.py``)."""
-    _MEMO.clear()
+    """Forget the outcomes computed so far for every registered exercise (the oracles', the
+    known wrong answers'): the next check pays for them again, as a learner's first check
+    does (``benchmarks/checks.py``)."""
+    for ex in all_exercises():
+        ex.memo.clear()
 
 
 def expected_outcomes(ex: Exercise) -> list[dict]:
     """What the oracle says, case by case. A prediction's truth that raises ``E`` makes the
     expected answer the exception class ``E``. What the oracle prints is not shown. Computed
     once per exercise in a process (a copy is returned)."""
-    return copy.deepcopy(_memo(("expected", id(ex)), ex, lambda: _expected_outcomes(ex)))
+    return copy.deepcopy(_memo(("expected",), ex, lambda: _expected_outcomes(ex)))
 
 
 def _expected_outcomes(ex: Exercise) -> list[dict]:
@@ -313,7 +314,7 @@ def _wrong_outcome(ex: Exercise, index: int, case_index: int) -> dict:
             return outcomes_of(ex, answer)[case_index]
         return _case_outcome(ex, answer, case_index, None)
 
-    return _memo(("wrong", id(ex), index, case_index), ex, compute)
+    return _memo(("wrong", index, case_index), ex, compute)
 
 
 def passes(ex: Exercise, answer: Any) -> bool:

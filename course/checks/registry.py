@@ -139,6 +139,9 @@ class Exercise:
             (visible and hidden) instead of 0. Only for a function exercise whose cases are
             independent of each other and that has no budget; a prediction has one answer,
             right or wrong. Default: all or nothing.
+        memo: what the check computed once for this exercise in this process (the oracle's
+            outcomes, each known wrong answer's outcome on each case); filled by
+            ``course.checks``, never by an author.
     """
 
     id: str
@@ -165,6 +168,7 @@ class Exercise:
     repeatable: bool = True
     cost_hint: str = ""
     partial: bool = False
+    memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for attr in ("cases", "hidden", "wrong", "right", "options"):
