@@ -304,17 +304,27 @@ def _expected_outcomes(ex: Exercise) -> list[dict]:
         return outcomes_of(ex, ex.oracle if ex.oracle is not None else ex.solution)
 
 
-def _wrong_outcome(ex: Exercise, index: int, case_index: int) -> dict:
-    """Known wrong answer ``index``'s outcome on case ``case_index`` (the first case also run a
-    second time, as :func:`outcomes_of` does), computed once per process."""
+def _wrong_outcome(ex: Exercise, index: int, case_index: int, again: bool = False) -> dict:
+    """Known wrong answer ``index``'s outcome on case ``case_index``, computed once per process;
+    with ``again`` (the first case only), run a second time as :func:`outcomes_of` does, so an
+    answer that keeps state between calls says so."""
 
     def compute() -> dict:
         answer = ex.wrong[index].answer
         if ex.kind == "predict" or _unanswered(answer) or (ex.run is None and not callable(answer)):
             return outcomes_of(ex, answer)[case_index]
-        return _case_outcome(ex, answer, case_index, None)
+        if again:
+            out = copy.deepcopy(_wrong_outcome(ex, index, 0))
+            _run_again(ex, answer, out, None)
+            return out
+        return _run_case(ex, answer, ex.all_cases[case_index], None)
 
-    return _memo(("wrong", index, case_index), ex, compute)
+    return _memo(("wrong", index, case_index, again), ex, compute)
+
+
+def _wrong_cost(ex: Exercise, index: int) -> dict:
+    """Known wrong answer ``index``'s cost figures, measured once per process."""
+    return _memo(("wrong cost", index), ex, lambda: measure_cost(ex, ex.wrong[index].answer))
 
 
 def passes(ex: Exercise, answer: Any) -> bool:
@@ -390,25 +400,35 @@ def _int_for_a_float(yours: Any, theirs: Any) -> bool:
     return type(theirs) is int and type(yours) is float
 
 
-def _behaves_like(ex: Exercise, yours: list[dict], index: int) -> bool:
-    """Does ``yours`` behave exactly like known wrong answer ``index``? Lazily: case by case,
-    stopping at the first case where they differ (most wrong answers differ on the first)."""
+def _behaves_like(ex: Exercise, yours: list[dict], index: int, first: int) -> bool:
+    """Does ``yours`` behave exactly like known wrong answer ``index`` on every case? Lazily:
+    the case ``first`` (where yours fails: the one that tells answers apart most often) first,
+    then the others, stopping at the first case where they differ; the first case's second run
+    only when everything else agrees."""
     if len(yours) != len(ex.all_cases):
         return False
-    for i, y in enumerate(yours):
-        theirs = _wrong_outcome(ex, index, i)
+    keeps_state = yours[0].get("left") == [list(_KEEPS_STATE)]
+    order = [first, *(i for i in range(len(yours)) if i != first)]
+    if not keeps_state and ex.kind == "function" and ex.repeatable:
+        order.append(-1)  # the first case's second run, last
+    for i in order:
+        theirs = _wrong_outcome(ex, index, max(i, 0), again=i == -1 or (i == 0 and keeps_state))
+        y = yours[max(i, 0)]
         if not same(y, theirs, ex.rtol, ex.atol)[0] or _int_for_a_float(y.get("value"), theirs.get("value")):
             return False
     return True
 
 
-def _known_wrong(ex: Exercise, yours: list[dict], cost: dict) -> str | None:
+def _known_wrong(ex: Exercise, yours: list[dict], expected: list[dict], cost: dict) -> str | None:
     """The hint of the first known wrong answer that behaves exactly like ``yours`` (None if
     none does). The probes run quietly, with no time limit: they are the author's code."""
+    first = next(
+        (i for i, (y, e) in enumerate(zip(yours, expected)) if not same(y, e, ex.rtol, ex.atol)[0]), 0
+    )
     with _quiet():
         for index, w in enumerate(ex.wrong):
-            if _behaves_like(ex, yours, index):
-                if not ex.cost or measure_cost(ex, w.answer) == cost:
+            if _behaves_like(ex, yours, index, first):
+                if not ex.cost or _wrong_cost(ex, index) == cost:
                     return w.hint
     return None
 
@@ -429,7 +449,7 @@ def _match_wrong(ex: Exercise, yours: list[dict], expected: list[dict], cost: di
     item that is no possible answer, what each item may be; else, when every differing item is
     the right value in another form, what form to give it in; else the exercise's conceptual
     hint."""
-    known = _known_wrong(ex, yours, cost)
+    known = _known_wrong(ex, yours, expected, cost)
     if known is not None:
         return known
     if any(y.get("kind") == "timeout" for y in yours):
