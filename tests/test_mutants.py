@@ -50,6 +50,7 @@ EQUIVALENT = {
 FUNCTIONS = [e for lesson in OWN_LESSONS for e in all_exercises(lesson) if e.kind == "function"]
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # a mutant's __del__ may raise
 @pytest.mark.parametrize("ex", FUNCTIONS, ids=lambda e: e.id)
 def test_every_mutant_of_the_solution_fails_its_check_or_is_listed_as_equivalent(ex):
     survived = [m.description for m in mutants(ex.solution) if passes(ex, m.answer)]
