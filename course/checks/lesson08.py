@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import itertools
 from collections import OrderedDict
 
@@ -717,9 +718,17 @@ def _reference_grads(model: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
     return list(torch.autograd.grad(ref(x).pow(2).sum(), list(ref.parameters())))
 
 
+@functools.cache
+def _reference_grads_of(model_name: str) -> tuple[torch.Tensor, ...]:
+    """torch's gradients for ``MODELS[model_name]`` (seeded: the same model every time), once
+    per process: every case and every known wrong answer compares with them (a backward of
+    these models takes about half a second on two cores)."""
+    return tuple(_reference_grads(*MODELS[model_name]()))
+
+
 def _run_step(answer, model_name, chosen):
     model, x = MODELS[model_name]()
-    reference = _reference_grads(model, x)
+    reference = _reference_grads_of(model_name)
     with handed(model=model, x=x):  # the step fills the model's .grad (its job: may_leave), nothing else
         off = answer(model, x, set(chosen))
     if not isinstance(off, Offloader):
