@@ -92,6 +92,15 @@ def _answer_text(answer, limit: int = 90) -> str:
     return f"`{_one_line(text, limit)}`"
 
 
+def _form_text(answer, k: int | None = None) -> str:
+    """A prediction's answer as its form ("a dict from strings to bools"), never its value: the
+    page is public, and a wrong answer one item away from the truth would spell the truth."""
+    from course.checks.outcomes import describe_form, value_outcome
+
+    form = describe_form(value_outcome(answer), secret=True)
+    return form if k is None else f"wrong answer {k + 1} ({form})"
+
+
 def exercises_markdown() -> str:
     """Every exercise with what it teaches, its known wrong answers (each with the hint the
     learner gets) and its right answers written differently from the reference."""
@@ -120,9 +129,13 @@ def exercises_markdown() -> str:
             out.append("")
             out.append(f"{ex.points} point(s), {what}{cost}. Known wrong answers and their hints:")
             out.append("")
-            for w in ex.wrong:
-                out.append(f"- {_answer_text(w.answer)}: {_one_line(w.hint)}")
-            if ex.right:
+            for k, w in enumerate(ex.wrong):
+                shown = _answer_text(w.answer) if ex.kind != "predict" else _form_text(w.answer, k)
+                out.append(f"- {shown}: {_one_line(w.hint)}")
+            if ex.right and ex.kind == "predict":  # the forms, never the values: this page is public
+                forms = sorted({_form_text(r) for r in (ex.solution, *ex.right)})
+                out += ["", "Accepted forms: " + "; ".join(forms) + "."]
+            elif ex.right:
                 out += [
                     "",
                     "Also accepted (right answers written differently): "

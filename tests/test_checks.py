@@ -832,3 +832,100 @@ def test_no_notebook_imports_the_truth_of_a_prediction(notebook):
         for found in _truths_imported(notebook)
     ]
     assert offences == [], "\n".join(offences)
+
+
+# --- Issue 46: honest reveals, two-valued items, domains, the snapshot, time limits -------------
+
+
+@pytest.mark.parametrize("flag", [1, "yes", [True]])
+def test_only_reveal_true_reveals_and_a_truthy_flag_says_so(flag, capsys):
+    check("0.2", 4.0, reveal=flag)
+    out = capsys.readouterr().out
+    assert "revealed" not in out.splitlines()[0] and "tensor(8.)" not in out
+    assert "is not True: the answer stays hidden" in out
+
+
+def test_a_reveal_however_spelled_is_written_to_the_record_the_grader_reads(tmp_path, monkeypatch, capsys):
+    record = tmp_path / "reveals"
+    monkeypatch.setenv(checks.REVEAL_RECORD, str(record))
+    show_it = True
+    check("0.2", 4.0, **{"reveal": show_it})
+    check("1.4", (1, 1, 1), reveal=show_it)
+    check("0.1", reveal=True)  # a function exercise has no answer to reveal
+    capsys.readouterr()
+    assert checks.reveals_recorded(record) == {"0.2", "1.4"}
+
+
+def test_two_valued_items_say_how_many_are_wrong_not_which():
+    for ex_id in ("1.3", "4.4", "5.4"):
+        ex = checks.get(ex_id)
+        flipped = ex.wrong[3].answer
+        result = grade_answer(ex, flipped)
+        wrong_line = next(line for line in result.message.splitlines() if line.startswith("  wrong:"))
+        assert "key" not in wrong_line and "position" not in wrong_line, wrong_line
+    numbers = grade_answer(checks.get("1.4"), (3, 3, 3))  # numbers: which ones still helps
+    assert "positions [2]" in numbers.message
+
+
+def test_an_item_outside_its_domain_is_named_never_judged_as_a_value():
+    result = grade_answer(checks.get("5.4"), [True, "yes", True, False, False, True])
+    assert "item [1] is 'yes', not one of True, False" in result.message
+    assert "wrong:" not in result.message and result.hint == "write each item as one of True, False."
+    pays = grade_answer(checks.get("4.4"), {**checks.get("4.4").solution, "batch x2": "maybe"})
+    assert "cannot read your answer" in pays.message  # its parse names the two words
+    as_dict = grade_answer(checks.get("5.4"), dict(enumerate(checks.get("5.4").solution)))
+    assert as_dict.hint.startswith("right values, give them as a list of 6 bools")
+    text = grade_answer(checks.get("0.2"), "4.0")
+    assert "not a number" in text.message and "wrong:" not in text.message
+
+
+def test_the_snapshot_sees_a_module_left_in_eval_mode_a_closure_and_a_graph():
+    ex = Exercise(
+        id="97.3",
+        name="f",
+        title="t",
+        solution=lambda m: 1,
+        cases=[case(torch.nn.Linear(2, 2))],
+        wrong=[wrong(lambda m: 2, "h")],
+    )
+
+    def leaves_eval(m):
+        m.eval()
+        return 1
+
+    assert "left in eval mode" in grade_answer(ex, leaves_eval).message
+    model = torch.nn.Linear(2, 2)
+
+    def plan():
+        return model
+
+    def fills_grad_in_closure(p):
+        p().weight.sum().backward()
+        return 1
+
+    closure = Exercise(**{**ex.__dict__, "cases": (case(plan),)})
+    assert "closure variable model" in grade_answer(closure, fills_grad_in_closure).message
+    gm = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.ReLU()))
+
+    def tags_meta(g):
+        next(iter(g.graph.nodes)).meta["seen"] = True
+        return 1
+
+    graph = Exercise(**{**ex.__dict__, "cases": (case(gm),)})
+    assert "graph was changed" in grade_answer(graph, tags_meta).message
+
+
+def test_an_answer_that_never_returns_is_stopped_in_the_notebook_check_too(capsys):
+    quick = Exercise(**{**checks.get("0.1").__dict__, "timeout": 0.5})
+    old = checks.registry.substitute(quick)
+    try:
+
+        def spins(x):
+            while True:
+                pass
+
+        check("0.1", spins)
+    finally:
+        checks.registry.substitute(old)
+    out = capsys.readouterr().out
+    assert "too slow" in out and "did not finish within 0.5 s" in out and "loop that never ends" in out

@@ -361,3 +361,24 @@ def test_the_gradebook_grades_every_learner_with_the_extra_cases(tmp_path):
     rows = (tmp_path / "class.csv").read_text().splitlines()
     # 3.3: 7 of 8 cases; 3.1 and 3.2 not attempted (an empty cell, not 0)
     assert rows[0].startswith("learner,3.1,3.2,3.3,") and rows[1].startswith("ada,,,1.75,")
+
+
+@pytest.mark.slow
+def test_a_reveal_however_spelled_earns_no_credit_and_a_truthy_flag_reveals_nothing(tmp_path):
+    """Issue 46: the grader learns of a reveal from what ran in its kernel (check() writes the
+    id down), not from the source's spelling; only ``reveal is True`` reveals."""
+    from course.grading.notebook import grade_notebook
+
+    nb = nbformat.read(ROOT / "solutions" / "00_warmup.ipynb", as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell('show = True\ncheck("0.2", **{"reveal": show})'))
+    nb.cells.append(nbformat.v4.new_code_cell('check("0.1", reveal=1)'))  # a function: nothing to reveal
+    path = tmp_path / "00_warmup.ipynb"
+    nbformat.write(nb, path)
+    by_id = {e["id"]: e for e in grade_notebook(path, timeout=240, cell_timeout=120).exercises}
+    assert by_id["0.2"]["status"] == "revealed" and by_id["0.2"]["score"] == 0
+    assert by_id["0.1"]["status"] == "passed"
+    truthy = nbformat.read(ROOT / "solutions" / "00_warmup.ipynb", as_version=4)
+    truthy.cells.append(nbformat.v4.new_code_cell('check("0.2", reveal="yes")'))  # shows nothing
+    nbformat.write(truthy, path)
+    by_id = {e["id"]: e for e in grade_notebook(path, timeout=240, cell_timeout=120).exercises}
+    assert by_id["0.2"]["status"] == "passed"

@@ -56,8 +56,10 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import copy
 import inspect
 import io
+import os
 import random
 import sys
 import textwrap
@@ -74,7 +76,9 @@ from course.checks.outcomes import (
     describe_form,
     differing_part,
     is_not_attempted_error,
+    item_options,
     left_text,
+    outside_domain,
     raised_outcome,
     same,
     same_but_for_form,
@@ -112,6 +116,7 @@ __all__ = [
     "exercise",
     "expected_outcomes",
     "extra_cases",
+    "forget_cached",
     "get",
     "grade_answer",
     "handed",
@@ -121,8 +126,11 @@ __all__ = [
     "measure_cost",
     "outcomes_of",
     "partial_score",
+    "passes",
     "predict",
+    "REVEAL_RECORD",
     "reveals_in",
+    "reveals_recorded",
     "wrong",
 ]
 
@@ -235,12 +243,25 @@ def outcomes_of(ex: Exercise, answer: Any, timeout: float | None = None) -> list
             outcomes.append(outcomes[-1])
             continue
         outcomes.append(_run_case(ex, answer, c, timeout))
-    first = outcomes[0]
+    _run_again(ex, answer, outcomes[0], timeout)
+    return outcomes
+
+
+def _run_again(ex: Exercise, answer: Any, first: dict, timeout: float | None) -> None:
+    """Run the first case once more: an answer that gives another outcome then keeps state
+    between calls (``first`` gets a ``left`` entry that says so)."""
     if ex.repeatable and first["kind"] in ("value", "raised") and "left" not in first:
         again = _run_case(ex, answer, ex.all_cases[0], timeout)  # the same call, once more
         if not same(again, first, ex.rtol, ex.atol)[0]:
             first["left"] = [list(_KEEPS_STATE)]
-    return outcomes
+
+
+def _case_outcome(ex: Exercise, answer: Any, index: int, timeout: float | None) -> dict:
+    """The outcome of case ``index`` alone (the first case run twice, as in :func:`outcomes_of`)."""
+    out = _run_case(ex, answer, ex.all_cases[index], timeout)
+    if index == 0:
+        _run_again(ex, answer, out, timeout)
+    return out
 
 
 def _prediction_outcome(ex: Exercise, answer: Any) -> dict:
@@ -254,9 +275,36 @@ def _prediction_outcome(ex: Exercise, answer: Any) -> dict:
         return raised_outcome(ValueError(f"cannot read your answer: {e}"))
 
 
+def _memo(key: tuple, ex: Exercise, compute: Callable[[], Any]) -> Any:
+    """``compute()`` once per exercise object, kept in ``ex.memo``: the oracle's outcomes and a
+    known wrong answer's outcome on a case are the same on every check (seeds fixed, arguments
+    copied). A copy of ``ex`` (``dataclasses.replace``, extra cases) shares the dict, so each
+    entry holds the exercise it was computed for and serves that one only."""
+    key = (*key, id(ex))
+    hit = ex.memo.get(key)
+    if hit is not None and hit[0] is ex:
+        return hit[1]
+    value = compute()
+    ex.memo[key] = (ex, value)
+    return value
+
+
+def forget_cached() -> None:
+    """Forget the outcomes computed so far for every registered exercise (the oracles', the
+    known wrong answers'): the next check pays for them again, as a learner's first check
+    does (``benchmarks/checks.py``)."""
+    for ex in all_exercises():
+        ex.memo.clear()
+
+
 def expected_outcomes(ex: Exercise) -> list[dict]:
     """What the oracle says, case by case. A prediction's truth that raises ``E`` makes the
-    expected answer the exception class ``E``. What the oracle prints is not shown."""
+    expected answer the exception class ``E``. What the oracle prints is not shown. Computed
+    once per exercise in a process (a copy is returned)."""
+    return copy.deepcopy(_memo(("expected",), ex, lambda: _expected_outcomes(ex)))
+
+
+def _expected_outcomes(ex: Exercise) -> list[dict]:
     with _quiet():
         if ex.kind == "predict":
             out = _attempt(ex.oracle)
@@ -264,6 +312,44 @@ def expected_outcomes(ex: Exercise) -> list[dict]:
                 out = {"kind": "value", "value": {"exception": out["type"]}}
             return [out]
         return outcomes_of(ex, ex.oracle if ex.oracle is not None else ex.solution)
+
+
+def _wrong_outcome(ex: Exercise, index: int, case_index: int, again: bool = False) -> dict:
+    """Known wrong answer ``index``'s outcome on case ``case_index``, computed once per process;
+    with ``again`` (the first case only), run a second time as :func:`outcomes_of` does, so an
+    answer that keeps state between calls says so."""
+
+    def compute() -> dict:
+        answer = ex.wrong[index].answer
+        if ex.kind == "predict" or _unanswered(answer) or (ex.run is None and not callable(answer)):
+            return outcomes_of(ex, answer)[case_index]
+        if again:
+            out = copy.deepcopy(_wrong_outcome(ex, index, 0))
+            _run_again(ex, answer, out, None)
+            return out
+        return _run_case(ex, answer, ex.all_cases[case_index], None)
+
+    return _memo(("wrong", index, case_index, again), ex, compute)
+
+
+def _wrong_cost(ex: Exercise, index: int) -> dict:
+    """Known wrong answer ``index``'s cost figures, measured once per process."""
+    return _memo(("wrong cost", index), ex, lambda: measure_cost(ex, ex.wrong[index].answer))
+
+
+def passes(ex: Exercise, answer: Any) -> bool:
+    """Does ``answer`` pass ``ex``'s check? Case by case within the exercise's time limit,
+    stopping at the first case it fails, and no hint looked for: the verdict alone, fast
+    (what mutation testing asks of every mutant, ``course.checks.mutants``)."""
+    expected = expected_outcomes(ex)
+    with _quiet():
+        if ex.kind == "predict":
+            return same(outcomes_of(ex, answer)[0], expected[0], ex.rtol, ex.atol)[0]
+        for i, e in enumerate(expected):
+            if not same(_case_outcome(ex, answer, i, ex.timeout), e, ex.rtol, ex.atol)[0]:
+                return False
+        cost = measure_cost(ex, answer, ex.timeout)
+    return not _over_budget(ex, cost)
 
 
 def measure_cost(ex: Exercise, answer: Any, timeout: float | None = None) -> dict[str, float]:
@@ -324,28 +410,71 @@ def _int_for_a_float(yours: Any, theirs: Any) -> bool:
     return type(theirs) is int and type(yours) is float
 
 
-def _behaves_like(ex: Exercise, yours: list[dict], theirs: list[dict]) -> bool:
-    if len(yours) != len(theirs) or not all(same(y, t, ex.rtol, ex.atol)[0] for y, t in zip(yours, theirs)):
+def _behaves_like(ex: Exercise, yours: list[dict], index: int, first: int) -> bool:
+    """Does ``yours`` behave exactly like known wrong answer ``index`` on every case? Lazily:
+    the case ``first`` (where yours fails: the one that tells answers apart most often) first,
+    then the others from the last (the hidden cases an author adds to tell a mistake apart
+    come last), stopping at the first case where they differ; the first case's second run
+    only when everything else agrees."""
+    if len(yours) != len(ex.all_cases):
         return False
-    return not any(_int_for_a_float(y.get("value"), t.get("value")) for y, t in zip(yours, theirs))
+    keeps_state = yours[0].get("left") == [list(_KEEPS_STATE)]
+    order = [first, *(i for i in reversed(range(len(yours))) if i != first)]
+    if not keeps_state and ex.kind == "function" and ex.repeatable:
+        order.append(-1)  # the first case's second run, last
+    for i in order:
+        theirs = _wrong_outcome(ex, index, max(i, 0), again=i == -1 or (i == 0 and keeps_state))
+        y = yours[max(i, 0)]
+        if not same(y, theirs, ex.rtol, ex.atol)[0] or _int_for_a_float(y.get("value"), theirs.get("value")):
+            return False
+    return True
+
+
+def _known_wrong(ex: Exercise, yours: list[dict], expected: list[dict], cost: dict) -> str | None:
+    """The hint of the first known wrong answer that behaves exactly like ``yours`` (None if
+    none does). The probes run quietly, with no time limit: they are the author's code."""
+    first = next(
+        (i for i, (y, e) in enumerate(zip(yours, expected)) if not same(y, e, ex.rtol, ex.atol)[0]), 0
+    )
+    with _quiet():
+        for index, w in enumerate(ex.wrong):
+            if _behaves_like(ex, yours, index, first):
+                if not ex.cost or _wrong_cost(ex, index) == cost:
+                    return w.hint
+    return None
+
+
+def _too_slow_hint(ex: Exercise) -> str:
+    return (
+        f"your answer ran past the {ex.timeout:g} s this exercise allows on one case (the "
+        "reference takes a fraction of that): look for a loop that never ends (a hook that "
+        "calls itself, an unpack that waits for something that never comes) or work repeated "
+        "for every element."
+    )
 
 
 def _match_wrong(ex: Exercise, yours: list[dict], expected: list[dict], cost: dict) -> str:
     """The hint for ``yours``: the known wrong answer that behaves exactly like it; else, for
-    a correct answer over budget, the cost hint; else what it left behind and how not to;
-    else, when every differing item is the right value in another form, what form to give it
-    in; else the exercise's conceptual hint. The probes run quietly."""
-    with _quiet():
-        for w in ex.wrong:
-            if _behaves_like(ex, yours, outcomes_of(ex, w.answer)):
-                if not ex.cost or measure_cost(ex, w.answer) == cost:
-                    return w.hint
+    an answer that ran out of time, what to look for; else, for a correct answer over budget,
+    the cost hint; else what it left behind and how not to; else, for a prediction with an
+    item that is no possible answer, what each item may be; else, when every differing item is
+    the right value in another form, what form to give it in; else the exercise's conceptual
+    hint."""
+    known = _known_wrong(ex, yours, expected, cost)
+    if known is not None:
+        return known
+    if any(y.get("kind") == "timeout" for y in yours):
+        return _too_slow_hint(ex)
     bad = [(y, e) for y, e in zip(yours, expected) if not same(y, e, ex.rtol, ex.atol)[0]]
     if not bad:  # every case right: over budget
         return ex.cost_hint or ex.hint
     left = next((y["left"] for y, e in bad if y.get("left") and not e.get("left")), None)
     if left:
         return ADVICE[left[0][0]]
+    if ex.kind == "predict":
+        form = _prediction_form_hint(ex, yours[0], expected[0])
+        if form:
+            return form
     parts = [differing_part(y, e, ex.rtol, ex.atol) or (y, e) for y, e in bad]
     if all(same_but_for_form(y, e, ex.rtol, ex.atol) for y, e in parts):
         if all(isinstance(e.get("value"), str) and isinstance(y.get("value"), str) for y, e in parts):
@@ -355,6 +484,32 @@ def _match_wrong(ex: Exercise, yours: list[dict], expected: list[dict], cost: di
     if ex.kind == "predict" and yours and yours[0]["kind"] == "raised":
         return yours[0]["message"]
     return ex.hint
+
+
+def _prediction_form_hint(ex: Exercise, y: dict, e: dict) -> str:
+    """For a prediction not in the truth's form: an item outside what it may be (its
+    domain), or a dict where a list belongs (one hint, never the values)."""
+    options = item_options(e, ex.options)
+    if outside_domain(y, e, options) and not same_but_for_form(y, e, ex.rtol, ex.atol):
+        if options:
+            return f"write each item as one of {', '.join(repr(o) for o in options)}."
+        return "write each number as a number (8.0, not '8.0'); the check compares values, not text."
+    yv, ev = y.get("value"), e.get("value")
+    if isinstance(yv, dict) and "dict" in yv and isinstance(ev, (list, tuple)):
+        values = [v for _, v in yv["dict"]]
+        form = describe_form(e, secret=True)
+        if (
+            len(values) == len(ev)
+            and same(
+                {"kind": "value", "value": list(values)},
+                {"kind": "value", "value": list(ev)},
+                ex.rtol,
+                ex.atol,
+            )[0]
+        ):
+            return f"right values, give them as {form}, in the exercise's order (not a dict)."
+        return f"give your prediction as {form}, in the exercise's order, not a dict."
+    return ""
 
 
 _SPELLING = (
@@ -420,7 +575,8 @@ def judge(
         i = next(i for i, (ok, _) in enumerate(verdicts) if not ok)
         y, e = yours[i], expected[i]
         where = ex.describe(ex.all_cases[i]) + (" (hidden case)" if ex.is_hidden(i) else "")
-        lines = [f"{head} failed: {passed}/{total} cases", f"  case:     {_clip(where, 1)}"]
+        verdict = "too slow" if y["kind"] == "timeout" else "failed"
+        lines = [f"{head} {verdict}: {passed}/{total} cases", f"  case:     {_clip(where, 1)}"]
         if y.get("left") and not e.get("left"):  # state left behind (maybe what broke the value)
             lines.append(f"  left:     {_indent(_clip(left_text(y), 3, 400))}")
         if not same(_without_left(y), e, ex.rtol, ex.atol)[0]:
@@ -476,12 +632,18 @@ _FORM_REASONS = (
 
 
 def _prediction_lines(ex: Exercise, y: dict, e: dict) -> list[str]:
-    """Yours, and how much of it is wrong and where: never the expected value."""
+    """Yours, and how much of it is wrong and where: never the expected value. An item that is
+    no possible answer is named as such (never judged as a value); for items that take one of
+    two values, only how many are wrong (which ones would be the answer)."""
     lines = [f"  yours:    {_indent(_clip(show(y)))}"]
+    options = item_options(e, ex.options)
+    outside = outside_domain(y, e, options)
+    if outside:
+        return [*lines, f"  why:      {_clip(outside, 2)}"]
     why = same(y, e, ex.rtol, ex.atol)[1]
     if any(word in why for word in _FORM_REASONS):  # about the form, not the value
         lines.append(f"  why:      {_clip(why, 1)}")
-    where = wrong_places(y, e, ex.rtol, ex.atol)
+    where = wrong_places(y, e, ex.rtol, ex.atol, which=len(options) != 2)
     if where:
         lines.append(f"  wrong:    {_clip(where, 2)}")
     return lines
@@ -591,6 +753,41 @@ def grade_answer(ex: Exercise, answer: Any, timeout: float | None = None, reveal
     return judge(ex, yours, expected_outcomes(ex), measure_cost(ex, answer, timeout), revealed)
 
 
+#: The environment variable that names the file where :func:`check` writes down each
+#: prediction it revealed, one id a line: how ``course grade`` learns of a reveal from what
+#: ran in its kernel, whatever the call's spelling (``reveal=show``, ``**{"reveal": True}``).
+REVEAL_RECORD = "COURSE_REVEAL_RECORD"
+
+
+def _record_reveal(exercise_id: str) -> None:
+    path = os.environ.get(REVEAL_RECORD)
+    if path:
+        with contextlib.suppress(OSError), open(path, "a", encoding="utf-8") as f:
+            f.write(exercise_id + "\n")
+
+
+def reveals_recorded(path: str | os.PathLike) -> set[str]:
+    """The ids :func:`check` wrote down as revealed in the file ``path`` (see :data:`REVEAL_RECORD`);
+    an empty set when there is none.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     os.environ[REVEAL_RECORD] = f"{d}/reveals"
+        ...     with contextlib.redirect_stdout(io.StringIO()):
+        ...         check("0.2", 8.0, reveal=True)
+        ...     found = reveals_recorded(f"{d}/reveals")
+        >>> del os.environ[REVEAL_RECORD]
+        >>> found
+        {'0.2'}
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            return {line.strip() for line in f if line.strip()}
+    except OSError:
+        return set()
+
+
 def check(exercise_id: str, answer: Any = MISSING, reveal: bool = False) -> None:
     """Check your answer to exercise ``exercise_id`` and print the verdict. Never raises.
 
@@ -598,8 +795,11 @@ def check(exercise_id: str, answer: Any = MISSING, reveal: bool = False) -> None
         exercise_id: ``"N.M"``, as in the stub's ``NotImplementedError("exercise N.M")``.
         answer: your function or value; by default the exercise's name is looked up in the
             namespace that calls ``check`` (your notebook).
-        reveal: for a prediction, show the answer. A revealed prediction earns no points in
-            ``course grade`` (it reports it as revealed).
+        reveal: ``True`` (and only ``True``) shows a prediction's answer. A revealed
+            prediction earns no points in ``course grade`` (it reports it as revealed).
+
+    Each case runs within the exercise's ``timeout`` (an answer that loops forever is
+    stopped and reported as too slow).
 
     Example:
         >>> check("99.9")
@@ -609,8 +809,13 @@ def check(exercise_id: str, answer: Any = MISSING, reveal: bool = False) -> None
         ex = get(exercise_id)
         if answer is MISSING:
             answer = sys._getframe(1).f_globals.get(ex.name, MISSING)
+        revealed = reveal is True and ex.kind == "predict"
+        if revealed:
+            _record_reveal(ex.id)  # before the answer is shown
         with _quiet():  # the probes' prints and warnings stay out of the learner's cell
-            message = grade_answer(ex, answer, revealed=reveal).message
+            message = grade_answer(ex, answer, timeout=ex.timeout, revealed=revealed).message
+        if reveal is not True and reveal is not False and ex.kind == "predict":
+            message += f"\n  note:     reveal={reveal!r} is not True: the answer stays hidden"
         print(message)
     except KeyboardInterrupt:
         raise

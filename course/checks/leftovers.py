@@ -21,8 +21,11 @@ the process around it, and a later cell of the notebook then pays for it, far fr
 :func:`snapshot` records, before a call, the process-wide state (grad mode, inference mode,
 anomaly mode, the saved-tensor-hooks stack and whether it is disabled, the torch function
 and dispatch mode stacks, and whether a ``course.trace`` recording is open) and, for every
-tensor and module handed in (however deep in tuples, lists and dicts), ``requires_grad``,
-``.grad``, ``_version`` and the hooks on it. :func:`left_behind` compares after the call, puts
+tensor and module handed in (however deep in tuples, lists and dicts, and in the variables
+a handed function's closure holds), ``requires_grad``, ``.grad``, ``_version`` and its storage,
+the hooks on it, a module's ``training`` flag and attributes (which parameter, buffer,
+submodule or setting each name holds), and an fx graph's nodes with their ``args`` and
+``meta``. :func:`left_behind` compares after the call, puts
 the process-wide state back where it can (so the notebook's next cells run as they would
 have), and returns one plain sentence per change, e.g.
 ``"grad mode turned off (torch.is_grad_enabled() is False; the check turned it back on)"``.
@@ -45,6 +48,8 @@ Differences from torch: torch has no such check; the stacks are read through the
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 from collections.abc import Iterator
 from typing import Any
 
@@ -55,7 +60,7 @@ from course import trace
 __all__ = ["ADVICE", "collecting", "handed", "left_behind", "snapshot"]
 
 #: Kinds of change an exercise may allow with ``may_leave``.
-KINDS = ("requires_grad", "grad", "version", "hooks")
+KINDS = ("requires_grad", "grad", "version", "hooks", "training", "attributes", "graph")
 
 #: What to do about each kind of thing left behind (the check's hint when nothing better fits).
 ADVICE = {
@@ -75,6 +80,13 @@ ADVICE = {
     "undone later) moves their version counter on, and a backward that saved them raises.",
     "hooks": "remove the hooks you register on what you were handed (keep the handle and call "
     "handle.remove()).",
+    "training": "leave a module in the mode you found it: if you need eval(), remember "
+    "module.training first and call module.train(was_training) before returning.",
+    "attributes": "leave the attributes of what you were handed as they were: replacing a "
+    "parameter, a buffer, a submodule or a setting changes the caller's object; work on a "
+    "copy of your own, or only read.",
+    "graph": "leave the graph you were handed as it was (its nodes, their args and their "
+    "meta): read it, or work on a copy (copy.deepcopy(gm), or a new torch.fx.Graph).",
     "repeat": "keep no state between calls (no module-level set or counter): the same call "
     "twice must give the same answer.",
 }
@@ -111,7 +123,8 @@ def _process_state() -> dict[str, Any]:
 
 
 def _walk(value: Any, name: str, depth: int = 0) -> Iterator[tuple[str, Any]]:
-    """(name, tensor or module) for everything handed in, e.g. ``("W1", t)``, ``("model.fc.weight", p)``."""
+    """(name, watched object) for everything handed in, e.g. ``("W1", t)``, ``("model.fc.weight",
+    p)``, ``("plan's closure variable model", m)``, ``("gm.graph", g)``."""
     if depth > _DEPTH:
         return
     if isinstance(value, torch.Tensor):
@@ -123,12 +136,29 @@ def _walk(value: Any, name: str, depth: int = 0) -> Iterator[tuple[str, Any]]:
         for sub, m in value.named_modules():
             if sub:
                 yield f"{name}.{sub}", m
+            graph = getattr(m, "graph", None)
+            if isinstance(graph, torch.fx.Graph):
+                yield f"{name}.{sub + '.' if sub else ''}graph", graph
+    elif isinstance(value, torch.fx.Graph):
+        yield name, value
     elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
             yield from _walk(v, f"{name}[{i}]", depth + 1)
     elif isinstance(value, dict):
         for k, v in value.items():
             yield from _walk(v, f"{name}[{k!r}]", depth + 1)
+    elif isinstance(value, functools.partial):
+        for i, v in enumerate((value.func, *value.args, *value.keywords.values())):
+            yield from _walk(v, f"{name}'s argument {i}", depth + 1)
+    elif inspect.ismethod(value):
+        yield from _walk(value.__self__, f"{name}'s object", depth + 1)
+    elif inspect.isfunction(value) and value.__closure__:
+        for var, cell in zip(value.__code__.co_freevars, value.__closure__):
+            try:
+                held = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            yield from _walk(held, f"{name}'s closure variable {var}", depth + 1)
 
 
 def _hook_count(obj: Any) -> int:
@@ -137,16 +167,69 @@ def _hook_count(obj: Any) -> int:
     return sum(len(getattr(obj, a, None) or {}) for a in _HOOK_ATTRS)
 
 
+_NOT_ATTRIBUTES = {
+    "training",
+    "_is_full_backward_hook",
+    *_HOOK_ATTRS,
+    "_forward_hooks_with_kwargs",
+    "_forward_hooks_always_called",
+    "_forward_pre_hooks_with_kwargs",
+    "_state_dict_pre_hooks",
+    "_load_state_dict_post_hooks",
+    "_non_persistent_buffers_set",
+}
+
+
+def _attributes(module: torch.nn.Module) -> dict[str, int]:
+    """What each attribute name of ``module`` holds, by identity: ``{"weight": id(p), "eps": id(1e-5)}``
+    (parameters, buffers and submodules by their names; hooks and ``training`` apart)."""
+    held: dict[str, int] = {}
+    for key, value in vars(module).items():
+        if key in _NOT_ATTRIBUTES:
+            continue
+        if key in ("_parameters", "_buffers", "_modules") and isinstance(value, dict):
+            held.update({sub: id(v) for sub, v in value.items()})
+        elif not key.startswith("__"):
+            held[key] = id(value)
+    return held
+
+
+def _graph_state(graph: torch.fx.Graph) -> tuple:
+    """The nodes of ``graph`` in order, each with its op, target, args, kwargs and ``meta`` (by
+    identity of each value, so an entry replaced or added shows)."""
+    return tuple(
+        (
+            node.name,
+            node.op,
+            str(node.target),
+            str(node.args),
+            str(node.kwargs),
+            tuple(sorted((k, id(v)) for k, v in node.meta.items())),
+        )
+        for node in graph.nodes
+    )
+
+
 def _object_state(obj: Any) -> dict[str, Any]:
+    if isinstance(obj, torch.fx.Graph):
+        return {"graph": _graph_state(obj)}
     if isinstance(obj, torch.nn.Module):
-        return {"hooks": _hook_count(obj)}
+        return {"hooks": _hook_count(obj), "training": obj.training, "attributes": _attributes(obj)}
     grad = obj.grad if obj.is_leaf else None
     return {
         "requires_grad": obj.requires_grad,
         "grad": None if grad is None else (id(grad), grad._version),
-        "version": obj._version if not obj.is_inference() else 0,
+        "version": (obj._version if not obj.is_inference() else 0, _storage(obj)),
         "hooks": _hook_count(obj),
     }
+
+
+def _storage(t: torch.Tensor) -> Any:
+    """Where ``t``'s elements live (``t.data = other`` and ``t.set_(other)`` move it)."""
+    try:
+        return (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape))
+    except (RuntimeError, NotImplementedError):  # a tensor without storage (a functional wrapper)
+        return None
 
 
 def snapshot(names: list[str], args: tuple, kwargs: dict) -> dict:
@@ -238,8 +321,15 @@ def _process_changes(before: dict) -> list[tuple[str, str]]:
     return found
 
 
+def _attribute_changes(name: str, before: dict, after: dict) -> str:
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    shown = ", ".join(changed[:4]) + (", ..." if len(changed) > 4 else "")
+    return f"{name}: attribute{'s' if len(changed) > 1 else ''} {shown} replaced, added or removed"
+
+
 def _object_changes(objects: list, allowed: frozenset) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
+    modes: list[str] = []  # the modules whose mode changed, submodules not repeated
     for name, obj, before in objects:
         after = _object_state(obj)
         for key in KINDS:
@@ -256,13 +346,26 @@ def _object_changes(objects: list, allowed: frozenset) -> list[tuple[str, str]]:
                     else "was changed"
                 )
                 found.append((key, f"{name}.grad {what}" + (" (was None)" if before[key] is None else "")))
-            elif key == "version":
+            elif key == "version" and before[key][0] != after[key][0]:
                 found.append(
                     (
                         key,
-                        f"{name} was changed in place (its _version went from {before[key]} to {after[key]})",
+                        f"{name} was changed in place (its _version went from {before[key][0]} to "
+                        f"{after[key][0]})",
                     )
                 )
+            elif key == "version":
+                found.append((key, f"{name}'s data was replaced (x.data = ... or set_())"))
+            elif key == "training":
+                if any(name.startswith(f"{other}.") for other in modes):  # its parent said it
+                    continue
+                modes.append(name)
+                mode = "training" if after[key] else "eval"
+                found.append((key, f"{name} was left in {mode} mode ({name}.training is {after[key]})"))
+            elif key == "attributes":
+                found.append((key, _attribute_changes(name, before[key], after[key])))
+            elif key == "graph":
+                found.append((key, f"{name} was changed (its nodes, their args or their meta)"))
             else:
                 found.append((key, f"{name} has {after[key] - before[key]:+d} hooks registered on it"))
     return found
@@ -291,9 +394,10 @@ def collecting(allowed: frozenset = frozenset()) -> Iterator[list]:
 
 @contextlib.contextmanager
 def handed(**objects: Any) -> Iterator[None]:
-    """Watch the tensors and modules a ``run=`` hands the answer in the block: what the
-    answer changes on them (``requires_grad``, ``.grad``, ``_version``, hooks; the exercise's
-    ``may_leave`` aside) is reported as left behind. Outside a check it watches nothing.
+    """Watch the tensors, modules, graphs and closures a ``run=`` hands the answer in the block:
+    what the answer changes on them (``requires_grad``, ``.grad``, ``_version``, hooks,
+    ``training``, attributes, graph nodes; the exercise's ``may_leave`` aside) is reported as
+    left behind. Outside a check it watches nothing.
 
     Example:
         >>> w = torch.ones(2, requires_grad=True)

@@ -110,6 +110,12 @@ def _forgot_backward(x):
     return x.grad
 
 
+def _backward_on_the_vector(x):
+    x = x.detach().requires_grad_()
+    (x**3).backward()  # BAD: x**3 has one value per element; backward() wants one number
+    return x.grad
+
+
 def _never_required_grad(x):
     (x**3).sum().backward()
     return x.grad
@@ -160,6 +166,12 @@ exercise(
             "requires grad (x = x.detach().requires_grad_()) before computing with it.",
         ),
         wrong(_backward_twice, "each .backward() adds into .grad: call it once (or zero .grad in between)."),
+        wrong(
+            _backward_on_the_vector,
+            "your leaf is right; the error is about what you call backward() on: x**3 holds one "
+            "value per element, and backward() with no argument needs a single number (a "
+            "scalar). Reduce first, as the exercise's sum(x**3) says.",
+        ),
         wrong(
             _power_rule_off_by_one,
             "the derivative of x**3 is 3 * x**2; better still, let autograd compute it.",
@@ -220,13 +232,20 @@ predict(
     right=[8, torch.tensor(8.0)],  # an int for a float, a tensor for a number (docs/authoring.md)
     points=1,
     wrong=[
-        wrong(4.0, "gradients accumulate: the second .backward() adds its 4 to the 4 already in a.grad."),
+        wrong(
+            4.0,
+            "gradients accumulate: the second .backward() adds its gradient to the one the "
+            "first pass left in a.grad.",
+        ),
         wrong(
             3.0,
-            "a reaches c along two paths, through b = a * 3 (slope 3) and directly (slope 1): "
-            "one backward pass gives 3 + 1 = 4.",
+            "a reaches c along two paths, through b = a * 3 and directly: one backward pass "
+            "adds the slopes of both paths.",
         ),
-        wrong(6.0, "a reaches c directly too (c = b + a): each pass gives 3 + 1 = 4, not 3."),
+        wrong(
+            6.0,
+            "a reaches c directly too (c = b + a): each pass adds that path's slope to the slope through b.",
+        ),
         wrong(
             RuntimeError,
             "retain_graph=True keeps the graph's saved tensors after the first pass, so the "

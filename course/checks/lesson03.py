@@ -17,6 +17,7 @@ as a learner would write it, its mistake in its own body.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import itertools
 import os
@@ -376,12 +377,31 @@ def _is_parameter(t) -> bool:
     return base.is_leaf and base.requires_grad
 
 
-def _run_compress(answer, seed, scale=1.0, dtype=torch.float32, step_early=False, transposed=False):
+def _grads_after_an_activation_changed(hooks, seed):
+    """The MLP's gradients when the first activation is changed in place between forward and
+    backward (relu saved it, and so did the next matmul): torch without hooks raises, and so
+    must hooks that keep a copy of it (they must watch the activation, not their copy)."""
+    x, Ws = make_mlp(seed)
+    with saved_tensors_hooks(*hooks) if hooks is not None else contextlib.nullcontext():
+        h1 = torch.relu(x @ Ws[0])
+        loss = (torch.relu(h1 @ Ws[1]) @ Ws[2]).tanh().pow(2).mean()
+    with torch.no_grad():
+        h1.mul_(0.5)  # bumps the version of a tensor relu and the second matmul saved
+    return torch.autograd.grad(loss, Ws)
+
+
+def _run_compress(
+    answer, seed, scale=1.0, dtype=torch.float32, step_early=False, transposed=False, activation_early=False
+):
     names = ("W1.grad", "W2.grad", "W3.grad")
+    if activation_early:
+        return dict(zip(names, _grads_after_an_activation_changed(answer(), seed)))
     return dict(zip(names, mlp_grads(answer(), seed, scale, dtype, step_early, transposed)))
 
 
-def _cost_compress(answer, seed, scale=1.0, dtype=torch.float32, step_early=False, transposed=False):
+def _cost_compress(
+    answer, seed, scale=1.0, dtype=torch.float32, step_early=False, transposed=False, activation_early=False
+):
     return packed_bytes(answer(), seed, scale, dtype, transposed)  # the memory is the same either way
 
 
@@ -410,6 +430,22 @@ def _unpack_checked(packed):
     t, dtype, stamp = packed
     _raise_if_changed(stamp)
     return t if dtype is None else t.to(dtype)
+
+
+def _version_of_its_copy():
+    """Weights by reference and stamped; each activation compressed once, but the stamp is
+    taken on the 16-bit copy, which nothing ever changes in place."""
+    compressed = WeakTensorKeyDictionary()
+
+    def pack_hook(t):
+        if not t.is_floating_point() or _is_parameter(t):
+            return t, None, _stamp(t)
+        if t not in compressed:
+            compressed[t] = t.to(torch.bfloat16)
+        kept = compressed[t]
+        return kept, t.dtype, _stamp(kept)  # BAD: the version of the copy, not of t
+
+    return pack_hook, _unpack_checked
 
 
 def _no_version_check():
@@ -572,8 +608,21 @@ exercise(
             "(torch without hooks raises RuntimeError)",
         ),
         case(5, transposed=True, label="weights stored (out, in) and used as W.t(): views of parameters"),
+        case(
+            3,
+            activation_early=True,
+            label="an activation changed in place between forward and backward "
+            "(torch without hooks raises RuntimeError)",
+        ),
     ],
     wrong=[
+        wrong(
+            _version_of_its_copy,
+            "you stamp the version of your 16-bit copy, and nothing ever writes into that "
+            "copy: when the activation itself is changed in place after forward, your unpack "
+            "cannot see it. Stamp the tensor pack is handed (a weakref.ref(t) and t._version), "
+            "and compare with that tensor in unpack.",
+        ),
         wrong(
             _no_version_check,
             "the gradients and the memory are right, but a weight changed in place between "

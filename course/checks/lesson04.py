@@ -676,6 +676,7 @@ predict(
     truth=_which_pay,
     solution=predicted_pays,
     parse=_read_verdicts,
+    options=("free", "slower"),  # two words: a failing check says how many are wrong, not which
     points=2,
     right=[
         {key: verdict.upper() for key, verdict in reversed(_PAYS.items())},

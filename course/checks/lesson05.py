@@ -173,6 +173,12 @@ def _equal_copy_written(x, y):
     return z
 
 
+def _view_written(x, y):
+    v = x.view(3)  # another tensor that starts at x's data_ptr: not x itself
+    v.mul_(2)
+    return v
+
+
 def _scalar_overload(x, y):
     torch.ops.aten.mul_.Scalar(x, 2)  # the other overload of mul_
 
@@ -191,6 +197,7 @@ MUL_PROGRAMS = {
     "y.mul_(x); x.add_(1); x.mul_(2)": _read_then_written,
     "z = x.clone(); z.mul_(2)": _equal_copy_written,
     "torch.ops.aten.mul_.Scalar(x, 2)": _scalar_overload,
+    "v = x.view(3); v.mul_(2)": _view_written,
     "(x + y).mul_(2) - x.mul_(3)": _uses_results,
 }
 
@@ -261,6 +268,15 @@ class _ByValue(CloneBeforeMul):
         if func.overloadpacket is torch.ops.aten.mul_:
             for name, t in self.watched.items():
                 if torch.equal(args[0], t) and name not in self.cloned:  # same values, any tensor
+                    self.cloned[name] = t.clone()
+        return func(*args, **(kwargs or {}))
+
+
+class _SameAddress(CloneBeforeMul):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket is torch.ops.aten.mul_:
+            for name, t in self.watched.items():
+                if args[0].data_ptr() == t.data_ptr() and name not in self.cloned:  # BAD: an address
                     self.cloned[name] = t.clone()
         return func(*args, **(kwargs or {}))
 
@@ -339,6 +355,10 @@ exercise(
         case("z = x.clone(); z.mul_(2)", label="z = x.clone(); z.mul_(2): equal values, another tensor"),
         case("torch.ops.aten.mul_.Scalar(x, 2)", label="the mul_.Scalar overload, called directly"),
         case("(x + y).mul_(2) - x.mul_(3)", label="a program that uses every op's result"),
+        case(
+            "v = x.view(3); v.mul_(2)",
+            label="v = x.view(3); v.mul_(2): another tensor that starts where x does",
+        ),
     ],
     wrong=[
         wrong(
@@ -377,6 +397,13 @@ exercise(
             "watched means *this* tensor, not a tensor with the same values: "
             "z = x.clone() holds x's numbers in other memory, and writing z changes nothing "
             "backward saved. Compare identity, not contents.",
+        ),
+        wrong(
+            _SameAddress,
+            "watched means *this* tensor, and the spec asks whether the tensor mul_ writes is "
+            "it: x.view(3) starts at x's data_ptr but is another tensor, which this mode does "
+            "not watch. Compare identity (is), not addresses. (Exercise 5.3 asks the better "
+            "question: which memory a write touches.)",
         ),
         wrong(
             _TensorOverloadOnly,

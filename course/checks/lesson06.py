@@ -427,6 +427,23 @@ predict(
 # --- Exercise 6.4: play the runtime: copy the mutations back ------------------------------
 
 
+def _kth_mutation_into_args_k(gm, mod, args, outs):
+    """BAD: the k-th input mutation copied into args[k], whatever its descriptor's idx says."""
+    env = {"self": mod, "args": args}
+    user_outputs, k = [], 0
+    with torch.no_grad():
+        for desc, value in zip(gm.graph.output_node().meta["desc"], outs):
+            kind = type(desc).__name__
+            if kind == "InputMutationAOTOutput" and type(desc.mutated_input).__name__ == "PlainAOTInput":
+                args[k].copy_(value)  # BAD: mutated_input.idx names the argument, not k
+                k += 1
+            elif kind == "InputMutationAOTOutput":
+                eval(desc.mutated_input.expr(), env).copy_(value)
+            elif kind == "PlainAOTOutput":
+                user_outputs.append(value)
+    return user_outputs
+
+
 class _ReadThenWrite(nn.Module):
     """A read-only buffer registered before a mutated one: mutations are not 'the buffers'."""
 
@@ -453,6 +470,15 @@ def _bump_input(x, w):
     return x * w
 
 
+def _bump_second(w, x):
+    x.add_(1)  # the first (and only) mutation, of input 1: its k (0) is not its idx (1)
+    return x * w
+
+
+def _weight_then_input():
+    return torch.randn(3, requires_grad=True), torch.randn(3)
+
+
 def _mlp():
     return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
 
@@ -474,6 +500,7 @@ MODULES = {
     "accumulate": (Accumulate, accumulate_args),
     "read_then_write": (_ReadThenWrite, _x(3)),
     "bump_input": (lambda: Fn(_bump_input), _pair(3)),
+    "bump_second": (lambda: Fn(_bump_second), _weight_then_input),
     "mlp": (_mlp, _x(5, 4)),
     "printing": (lambda: Fn(_print_and_bump), _pair(3)),
     "logged": (Logged, _x(3)),  # lesson 7's module: a token, a buffer, two views
@@ -698,6 +725,11 @@ exercise(
         case("accumulate", "course", label="exercise 6.3's module (a buffer and an input mutated)"),
         case("read_then_write", "torch", label="a read-only buffer before a mutated one"),
         case("bump_input", "course", label="an input mutated in place, no buffers at all"),
+        case(
+            "bump_second",
+            "torch",
+            label="the second input mutated in place: the first mutation is of input 1 (idx=1)",
+        ),
         case("mlp", "torch", label="an MLP: no mutation at all"),
         case("printing", "torch", label="a print and an input mutated in place: an effect token comes first"),
         case(
@@ -734,6 +766,12 @@ exercise(
             _kth_mutation_at_k,
             "the mutation outputs do not start at output 0: an effect (a print) puts its "
             "token first. Take each mutation's value from its own position.",
+        ),
+        wrong(
+            _kth_mutation_into_args_k,
+            "the k-th mutation need not be of argument k: a module may mutate its second "
+            "argument only. Each InputMutationAOTOutput names its input (mutated_input, with "
+            "its idx): follow it to the caller's tensor.",
         ),
         wrong(
             _rebinds_buffers,

@@ -519,6 +519,11 @@ def _mul_outputs(gm, factor, pick):
     out.args = (new_outs,)
 
 
+def _edits_a_copy(gm, factor):
+    """BAD: the pass runs on a copy of gm and returns the copy; the caller's gm is as it was."""
+    return scale_param_grads(copy.deepcopy(gm), factor)
+
+
 class _ScaledAfterRunning:
     """The oracle's 'pass': run torch's graph untouched, then scale the param-grad values."""
 
@@ -560,7 +565,13 @@ def _run_scaled(answer, name, factor):
         edited = answer(gm, factor)
         _nothing_after_the_output(getattr(edited, "graph", None))
         after = call_joint(edited, mod, args, tangents)
-    return [(d, _ratio(new, old)) for (d, old), (_, new) in zip(before, after)]
+    in_place = edited is gm or (
+        isinstance(edited, _ScaledAfterRunning) and edited.gm is gm
+    )  # the oracle's stand-in
+    return {
+        "output by output": [(d, _ratio(new, old)) for (d, old), (_, new) in zip(before, after)],
+        "gm itself edited in place and returned": in_place,
+    }
 
 
 def _nothing_after_the_output(graph):
@@ -676,6 +687,12 @@ exercise(
     ],
     right=[_scale_by_lookup],
     wrong=[
+        wrong(
+            _edits_a_copy,
+            "the values are right, but on a copy: the spec asks you to modify gm in place and "
+            "return it, as a graph pass does (whoever holds gm, a compiler's pipeline, sees "
+            "the edit). Edit gm.graph itself, recompile, and return gm.",
+        ),
         wrong(
             _scale_everything,
             "only the parameters' gradients change: forward outputs, buffer "

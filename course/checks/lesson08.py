@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import itertools
 from collections import OrderedDict
 
@@ -180,6 +181,12 @@ def _every_save_counted(model, x):
             per_layer[block] += t.nbytes  # no set of storages already counted
 
     return _bytes_per_block(model, x, count)
+
+
+def _leaves_the_model_in_eval(model, x):
+    """BAD: right bytes, measured in eval mode (no dropout), and the model left there."""
+    model.eval()
+    return saved_bytes_per_layer(model, x)
 
 
 def _parameters_counted(model, x):
@@ -369,6 +376,13 @@ exercise(
             _backward_while_measuring,
             "a measurement of what forward saves runs forward only: your backward wrote .grad "
             "into the caller's model. Let the graph go (drop the output) instead of running it.",
+        ),
+        wrong(
+            _leaves_the_model_in_eval,
+            "the bytes are right, but the learner's model comes back in eval mode: every later "
+            "training step would skip dropout and use batch norm's running statistics. A "
+            "measurement leaves the model as it found it: remember model.training and restore "
+            "it with model.train(was_training) before returning.",
         ),
         wrong(
             _running_totals,
@@ -652,9 +666,17 @@ def _reference_grads(model: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
     return list(torch.autograd.grad(ref(x).pow(2).sum(), list(ref.parameters())))
 
 
+@functools.cache
+def _reference_grads_of(model_name: str) -> tuple[torch.Tensor, ...]:
+    """torch's gradients for ``MODELS[model_name]`` (seeded: the same model every time), once
+    per process: every case and every known wrong answer compares with them (a backward of
+    these models takes about half a second on two cores)."""
+    return tuple(_reference_grads(*MODELS[model_name]()))
+
+
 def _run_step(answer, model_name, chosen):
     model, x = MODELS[model_name]()
-    reference = _reference_grads(model, x)
+    reference = _reference_grads_of(model_name)
     with handed(model=model, x=x):  # the step fills the model's .grad (its job: may_leave), nothing else
         off = answer(model, x, set(chosen))
     if not isinstance(off, Offloader):

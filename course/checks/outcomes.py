@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -54,7 +55,9 @@ __all__ = [
     "differing_part",
     "encode",
     "is_not_attempted_error",
+    "item_options",
     "left_text",
+    "outside_domain",
     "raised_outcome",
     "same",
     "same_but_for_form",
@@ -439,9 +442,86 @@ def describe_form(outcome: dict, secret: bool = False) -> str:
     return _form(value)
 
 
-def wrong_places(yours: dict, expected: dict, rtol: float = 1e-5, atol: float = 1e-6) -> str:
+# --- a prediction's domain: what each item may be ----------------------------------------------
+
+
+def _leaves(v: Any) -> Iterator[Any]:
+    if isinstance(v, (list, tuple)):
+        for x in v:
+            yield from _leaves(x)
+    elif isinstance(v, dict) and "dict" in v:
+        for _, x in v["dict"]:
+            yield from _leaves(x)
+    else:
+        yield v
+
+
+def item_options(expected: dict, options: tuple = ()) -> tuple:
+    """The values each item of a prediction may take: ``options`` when the exercise gives them,
+    ``(True, False)`` when every item of the truth is a bool, else ``()`` (any value).
+
+    Example:
+        >>> item_options(value_outcome({"a": True, "b": False}))
+        (True, False)
+        >>> item_options(value_outcome([3, 3, 1]))
+        ()
+    """
+    if options:
+        return tuple(options)
+    leaves = list(_leaves(expected.get("value"))) if expected.get("kind") == "value" else []
+    return (True, False) if leaves and all(isinstance(v, bool) for v in leaves) else ()
+
+
+def _option_text(options: tuple) -> str:
+    return ", ".join(repr(o) for o in options)
+
+
+def _outside(a: Any, b: Any, options: tuple, where: str) -> Iterator[str]:
+    if isinstance(b, (list, tuple)) and isinstance(a, (list, tuple)) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            yield from _outside(x, y, options, f"item [{i}]")
+        return
+    if isinstance(b, dict) and "dict" in b and isinstance(a, dict) and "dict" in a:
+        theirs = {repr(k): v for k, v in b["dict"]}
+        for k, x in a["dict"]:
+            if repr(k) in theirs:
+                yield from _outside(x, theirs[repr(k)], options, f"the value of {_show_value(k)}")
+        return
+    if options and any(type(b) is type(o) and b == o for o in options):
+        if not any(_same_value(a, o, 0.0, 0.0)[0] for o in options):
+            yield f"{where} is {_show_value(a)}, not one of {_option_text(options)}"
+    elif isinstance(a, str) and (_is_number(b) or isinstance(b, torch.Tensor)):
+        yield f"{where} is the string {a!r}, not a number: write the number itself, without quotes"
+    elif a is None and (_is_number(b) or isinstance(b, torch.Tensor)):
+        yield f"{where} is None, not a number"
+
+
+def outside_domain(yours: dict, expected: dict, options: tuple = ()) -> str:
+    """Why ``yours`` (a prediction) is not a possible answer at all, judged against the form
+    of the truth and never its value ("" when every item may be an answer): an item that is not
+    one of ``options``, a string or None where a number belongs.
+
+    Example:
+        >>> outside_domain(value_outcome([True, "yes"]), value_outcome([True, False]), (True, False))
+        "item [1] is 'yes', not one of True, False"
+        >>> outside_domain(value_outcome("8.0"), value_outcome(torch.tensor(8.0)))
+        "your answer is the string '8.0', not a number: write the number itself, without quotes"
+        >>> outside_domain(value_outcome([False, 1]), value_outcome([True, False]), (True, False))
+        ''
+    """
+    if yours.get("kind") != "value" or expected.get("kind") != "value":
+        return ""
+    found = list(_outside(yours["value"], expected["value"], tuple(options), "your answer"))
+    return "; ".join(found[:3]) + ("; ..." if len(found) > 3 else "")
+
+
+def wrong_places(
+    yours: dict, expected: dict, rtol: float = 1e-5, atol: float = 1e-6, which: bool = True
+) -> str:
     """Where a prediction differs from the truth, without the truth's values: which items,
-    keys or elements are wrong, and how many ("" for a single wrong value).
+    keys or elements are wrong, and how many ("" for a single wrong value). With ``which``
+    False (items that take one of two values, where naming the wrong ones names the answer),
+    only how many.
 
     Example:
         >>> wrong_places(value_outcome(["a", "b", "c"]), value_outcome(["a", "x", "y"]))
@@ -450,6 +530,8 @@ def wrong_places(yours: dict, expected: dict, rtol: float = 1e-5, atol: float = 
         "1 of 2 values are wrong: key 'b'"
         >>> wrong_places(value_outcome({"w": 1.0}), value_outcome({"w": 1.0, "b": 3.0}))
         "missing key 'b'"
+        >>> wrong_places(value_outcome([True, True, True]), value_outcome([True, False, False]), which=False)
+        '2 of 3 items are wrong'
     """
     if yours.get("kind") != "value" or expected.get("kind") != "value":
         return ""
@@ -460,7 +542,7 @@ def wrong_places(yours: dict, expected: dict, rtol: float = 1e-5, atol: float = 
         if len(a) != len(b):
             return f"{len(a)} items; torch's answer has {'more' if len(b) > len(a) else 'fewer'}"
         bad = [f"[{i}]" for i, (x, y) in enumerate(zip(a, b)) if not _same_value(x, y, rtol, atol)[0]]
-        return _places(bad, len(b), "items", "positions")
+        return _places(bad, len(b), "items", "positions" if which else "")
     if isinstance(a, dict) and isinstance(b, dict) and "dict" in a and "dict" in b:
         mine, theirs = {repr(k): (k, v) for k, v in a["dict"]}, {repr(k): (k, v) for k, v in b["dict"]}
         missing = [_show_value(theirs[k][0]) for k in theirs if k not in mine]
@@ -478,13 +560,18 @@ def wrong_places(yours: dict, expected: dict, rtol: float = 1e-5, atol: float = 
             for k in theirs
             if not _same_value(mine[k][1], theirs[k][1], rtol, atol)[0]
         ]
-        return _places(bad, len(theirs), "values", "key" if len(bad) == 1 else "keys")
+        return _places(bad, len(theirs), "values", ("key" if len(bad) == 1 else "keys") if which else "")
     return ""
 
 
 def _places(bad: list[str], total: int, what: str, where: str) -> str:
+    """ "2 of 5 values are wrong: keys 'a', 'b'" (no ``where``: only how many)."""
+    if not bad:
+        return ""
+    if not where:
+        return f"{len(bad)} of {total} {what} {'is' if len(bad) == 1 else 'are'} wrong"
     shown = ", ".join(bad[:8]) + (", ..." if len(bad) > 8 else "")
-    return f"{len(bad)} of {total} {what} are wrong: {where} {shown}" if bad else ""
+    return f"{len(bad)} of {total} {what} are wrong: {where} {shown}"
 
 
 def _wrong_elements(a: Any, b: Any, rtol: float, atol: float) -> str:

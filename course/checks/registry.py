@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from course.checks.leftovers import KINDS
+
 __all__ = [
     "Case",
     "Exercise",
@@ -113,15 +115,22 @@ class Exercise:
         parse: for a prediction, ``parse(answer)`` reads the learner's value into the form
             ``truth()`` returns (e.g. a descriptor written as a string or as an object, a letter
             in either case); what it raises is shown as "cannot read your answer: ...".
+        options: for a prediction, the values each of its items may take (``("free",
+            "slower")``); default: ``(True, False)`` when every item of the truth is a bool,
+            else any value. An item outside them is "not one of ..." (never judged as a
+            value), and a prediction whose items take one of two values says how many are
+            wrong, never which (naming them would give the answer away).
         points: what the exercise is worth.
         run: ``run(answer, *args, **kwargs)`` turns a call into the observable that is
             compared (default: ``answer(*args, **kwargs)``); use it to observe e.g. grads.
         cost, budget: ``cost(answer, *args, **kwargs) -> {figure: number}`` and the caps.
         rtol, atol: tolerances for floating-point comparison.
-        timeout: seconds one case may take in the grader.
-        may_leave: what the spec lets the answer change on the tensors and modules it is
-            handed (any of ``"requires_grad"``, ``"grad"``, ``"version"``, ``"hooks"``); any
-            other change, and any process-wide state left behind (grad mode, saved-tensor
+        timeout: seconds one case may take, in the grader and in the notebook's check (an
+            answer that runs past it is "too slow").
+        may_leave: what the spec lets the answer change on the tensors, modules, graphs and
+            closures it is handed (any of ``course.checks.leftovers.KINDS``: ``"requires_grad"``,
+            ``"grad"``, ``"version"``, ``"hooks"``, ``"training"``, ``"attributes"``,
+            ``"graph"``); any other change, and any process-wide state left behind (grad mode, saved-tensor
             hooks, modes), fails the case (see ``course.checks.leftovers``).
         repeatable: the answer is called a second time on the first case and must give the
             same outcome (it keeps no state between calls); False where the spec says otherwise.
@@ -130,6 +139,9 @@ class Exercise:
             (visible and hidden) instead of 0. Only for a function exercise whose cases are
             independent of each other and that has no budget; a prediction has one answer,
             right or wrong. Default: all or nothing.
+        memo: what the check computed once for this exercise in this process (the oracle's
+            outcomes, each known wrong answer's outcome on each case); filled by
+            ``course.checks``, never by an author.
     """
 
     id: str
@@ -144,6 +156,7 @@ class Exercise:
     right: tuple[Any, ...] = ()
     hint: str = ""
     parse: Callable | None = None
+    options: tuple = ()
     points: int = 1
     run: Callable | None = None
     cost: Callable | None = None
@@ -155,9 +168,10 @@ class Exercise:
     repeatable: bool = True
     cost_hint: str = ""
     partial: bool = False
+    memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        for attr in ("cases", "hidden", "wrong", "right"):
+        for attr in ("cases", "hidden", "wrong", "right", "options"):
             object.__setattr__(self, attr, tuple(getattr(self, attr)))
         object.__setattr__(self, "may_leave", frozenset(self.may_leave))
         _validate(self)
@@ -199,9 +213,13 @@ def _validate(ex: Exercise) -> None:
         raise TypeError(f"{where}: a prediction needs truth=, a function that runs torch")
     if not ex.wrong:
         raise ValueError(f"{where}: give at least one known wrong answer with its hint")
-    unknown = sorted(set(ex.may_leave) - {"requires_grad", "grad", "version", "hooks"})
+    unknown = sorted(set(ex.may_leave) - set(KINDS))
     if unknown:
-        raise ValueError(f"{where}: may_leave knows requires_grad, grad, version and hooks, not {unknown}")
+        raise ValueError(f"{where}: may_leave knows {', '.join(KINDS)}, not {unknown}")
+    if ex.options and ex.kind != "predict":
+        raise ValueError(f"{where}: options= is for a prediction's items")
+    if not ex.timeout or ex.timeout <= 0:
+        raise ValueError(f"{where}: timeout must be a positive number of seconds")
     if ex.budget and ex.cost is None:
         raise ValueError(f"{where}: a budget needs a cost function")
     if ex.partial and ex.kind == "predict":

@@ -90,12 +90,21 @@ def not_attempted_result(session, ex) -> dict:
 
 
 def check_and_judge(
-    session, exercises: list, cells: list, cwd: Path, cell_timeout: float, limit: float, jobs: int = 1
+    session,
+    exercises: list,
+    cells: list,
+    cwd: Path,
+    cell_timeout: float,
+    limit: float,
+    jobs: int = 1,
+    revealed_by_run=None,
 ) -> list[dict]:
     """Check every exercise (the session's checking server, else a worker per exercise) and judge.
 
     ``cells``: ``[index, source]`` of the notebook's code cells; ``jobs``: workers at once
-    where there is no ``fork``."""
+    where there is no ``fork``; ``revealed_by_run()``: the ids whose answer ``check`` showed
+    while the notebook ran in its kernel (it waits for that run to end), so a reveal counts
+    however the call was spelled. Without a run, a literal ``reveal=True`` in the source counts."""
     start = time.monotonic()
     if session.checker:
         reports = session.checker.check(exercises, cells, cwd, cell_timeout, limit, session.tmp)
@@ -110,4 +119,6 @@ def check_and_judge(
     from course import checks
 
     asked = set().union(*(checks.reveals_in(src) for _, src in cells))  # cell by cell: magics do not parse
+    if revealed_by_run is not None:
+        asked |= set(revealed_by_run())
     return [judge_outcomes(session, ex, reports[ex.id], seconds, ex.id in asked) for ex in exercises]

@@ -20,7 +20,7 @@ import re
 import tempfile
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from course.grading import signing
@@ -198,6 +198,8 @@ def _fill_report(
         + f"checking {len(exercises)} exercises"
     )
     cwd = _private_folder(session, path, text)
+    record = Path(tempfile.mkstemp(prefix="reveals-", dir=session.tmp / "tmp")[1])  # check() writes reveals
+    ran: Future = Future()
     with ThreadPoolExecutor(max_workers=1) as pool:
         checking = pool.submit(
             check_and_judge,
@@ -208,10 +210,15 @@ def _fill_report(
             cell_timeout,
             timeout,
             jobs or os.cpu_count() or 2,
+            (lambda: ran.result() and checks.reveals_recorded(record)) if run else None,
         )
-        if run:
-            report.run = run_in_kernel(text, cwd, cell_timeout, timeout, child_env(session.tmp / "tmp"))
-            say(f"{path.name}: notebook run done, waiting for the checks")
+        try:
+            if run:
+                env = {**child_env(session.tmp / "tmp"), checks.REVEAL_RECORD: str(record)}
+                report.run = run_in_kernel(text, cwd, cell_timeout, timeout, env)
+                say(f"{path.name}: notebook run done, waiting for the checks")
+        finally:
+            ran.set_result(True)
         report.exercises = checking.result()
 
 
