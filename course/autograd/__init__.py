@@ -18,6 +18,8 @@
   recomputation) and :mod:`course.autograd.checkpoint_debug` (``debug=True``'s op lists);
 - :mod:`course.autograd.selective`: ``create_selective_checkpoint_contexts`` and torch's
   ``CheckpointPolicy`` (lesson 09);
+- :mod:`course.autograd.checkpoint_sequential`: ``checkpoint_sequential``, a chain of layers cut
+  into checkpointed segments (lesson 09);
 - :mod:`course.autograd.overlap`: whether two strided views of one storage share an element,
   from sizes and strides alone (``allow_mutation_on_saved_tensors``'s question, lesson 05).
 

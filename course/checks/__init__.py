@@ -39,7 +39,8 @@ The modules:
 - :mod:`course.checks.extra`: an instructor's extra hidden cases for one grading run;
 - :mod:`course.checks.descriptor_answers`: descriptor predictions read in any spelling;
 - :mod:`course.checks.lessonNN`: one lesson's answer keys, one section per exercise;
-- :mod:`course.checks.solutions`: the reference solutions, copied from the solution notebooks.
+- :mod:`course.checks.solutions`: the reference solutions, copied from the solution notebooks;
+- :mod:`course.checks.mutants`: mutants of a reference solution, to find the rules no case tests.
 
 Example:
     >>> ex = Exercise(id="9.1", name="double", title="Double it", solution=lambda x: 2 * x,
