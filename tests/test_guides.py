@@ -43,6 +43,7 @@ pytest.importorskip("sybil")
 from sybil import Sybil  # noqa: E402
 from sybil.evaluators.skip import Skipper  # noqa: E402
 from sybil.parsers.markdown import CodeBlockParser, SkipParser  # noqa: E402
+from test_homework import _commit, _git  # a learner's repository, committed at a date (tests/ is on sys.path)
 
 from course.grading import signing  # noqa: E402
 
@@ -112,27 +113,6 @@ def _environment(here: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("COURSE_GRADE_KEY", "PYTHONPATH")}
     env.update(PATH=f"{Path(sys.executable).parent}:/usr/bin:/bin", HOME=str(here / "home"))
     return env
-
-
-def _git(repo: Path, *args: str, when: str | None = None) -> str:
-    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
-    if when:
-        env.update(GIT_AUTHOR_DATE=when, GIT_COMMITTER_DATE=when)
-    done = subprocess.run(
-        ["git", "-c", "user.name=Learner", "-c", "user.email=learner@localhost", "-C", str(repo), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
-    )
-    return done.stdout.strip()
-
-
-def _commit(repo: Path, files: dict[str, bytes], when: str) -> None:
-    for name, data in files.items():
-        (repo / name).write_bytes(data)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "work", when=when)
 
 
 def _course(here: Path, *args) -> None:
