@@ -1,6 +1,9 @@
 """The instructor's class: a roster graded as one table, a live room, homework collected.
 
-- :mod:`course.classroom.gradebook`: ``course gradebook``, a class's scores and misconceptions;
+- :mod:`course.classroom.gradebook`: ``course gradebook``, a class's scores and misconceptions, from:
+- :mod:`course.classroom.roster`: whose folder holds which notebooks, which signed reports count;
+- :mod:`course.classroom.learner_grades`: each learner graded in a sandbox of their own, cached;
+- :mod:`course.classroom.gradebook_report`: the report as text, CSV, JSON and a page;
 - :mod:`course.classroom.room`: ``course room``'s grid of one lesson, regraded only where a
   notebook changed;
 - :mod:`course.classroom.room_view`: the ``course room`` command: that grid as text and as a page;
