@@ -356,7 +356,9 @@ def test_a_roster_names_the_missing_and_nothing_found_is_not_a_score(tmp_path):
     (roster / "autograd-ada").mkdir(parents=True)
     (roster / "autograd-ada" / "report.json").write_text(
         # signed for the repository's name, as the CI example's --learner autograd-<login> does
-        json.dumps(_report([_entry(first, "failed"), _entry(second, "not attempted")], learner="autograd-ada"))
+        json.dumps(
+            _report([_entry(first, "failed"), _entry(second, "not attempted")], learner="autograd-ada")
+        )
     )
     (roster / "autograd-dee").mkdir()  # nothing in it
     expect = tmp_path / "roster.txt"
