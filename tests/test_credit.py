@@ -194,7 +194,7 @@ def test_a_run_that_dies_leaves_no_earlier_feedback_behind(tmp_path, monkeypatch
     with pytest.raises(RuntimeError, match="went away"):
         grade_main([str(notebook), "--feedback", str(feedback), "-q"])
     assert (
-        feedback.read_text() == "# Feedback on 00_warmup.ipynb\n\nGrading did not finish: no verdict yet.\n"
+        feedback.read_text() == "# Feedback on 00\\_warmup.ipynb\n\nGrading did not finish: no verdict yet.\n"
     )
 
 

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.notebook]
 def _lessons_asked_for(request) -> list[Path]:
     """The solutions whose tests this run selected (``-k 03`` grades lesson 3 alone); every
     lesson when the folder-wide tests run, or when no per-lesson test is selected."""
-    here = [item for item in request.session.items if item.module is request.module]
+    here = [item for item in request.session.items if getattr(item, "module", None) is request.module]
     asked = {
         item.callspec.params["solution"]
         for item in here

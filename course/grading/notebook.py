@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
 import tempfile
 import time
 import warnings
@@ -198,7 +199,7 @@ def _fill_report(
         + f"checking {len(exercises)} exercises"
     )
     cwd = _private_folder(session, path, text)
-    record = Path(tempfile.mkstemp(prefix="reveals-", dir=session.tmp / "tmp")[1])  # check() writes reveals
+    record = session.tmp / "tmp" / f"reveals-{secrets.token_hex(8)}"  # check() appends the ids it reveals
     ran: Future = Future()
     with ThreadPoolExecutor(max_workers=1) as pool:
         checking = pool.submit(
