@@ -741,3 +741,43 @@ def test_overlapping_backwards_in_a_graph_exec_group_name_it_as_torch_does():
             torch.autograd.grad(out.sum(), x)
         messages[name] = str(raised.value)
     assert all("GraphExecGroup" in m and "overlap" in m for m in messages.values())
+
+
+def test_an_op_with_an_ordered_effect_runs_as_often_as_torch_runs_it():
+    """torch 2.15 saves the output of an op registered with an ordered effect instead of letting
+    backward replay it (earlier releases replay it): count the op's runs through both."""
+    from torch._higher_order_ops.effects import _register_effectful_op
+
+    effects = pytest.importorskip("torch._library.effects")
+    runs = []
+
+    @torch.library.custom_op("course_test::noted", mutates_args=())
+    def noted(x: torch.Tensor) -> torch.Tensor:
+        runs.append(1)  # the effect: every run is seen
+        return x.clone()
+
+    noted.register_autograd(lambda ctx, grad: grad)
+    handle = _register_effectful_op(noted._opoverload, effects.EffectType.ORDERED)
+    try:
+        counts = []
+        for ckpt, make in (
+            (torch_ckpt, torch_ckpt.create_selective_checkpoint_contexts),
+            (course_ckpt, course_ckpt.create_selective_checkpoint_contexts),
+        ):
+            runs.clear()
+            x = torch.randn(4, requires_grad=True)
+
+            def recompute_all(ctx, op, *args, **kwargs):
+                return torch_ckpt.CheckpointPolicy.PREFER_RECOMPUTE
+
+            out = ckpt.checkpoint(
+                lambda t: noted(t.sin()).cos(),
+                x,
+                use_reentrant=False,
+                context_fn=lambda make=make: make(recompute_all),
+            )
+            out.sum().backward()
+            counts.append(len(runs))
+        assert counts[0] == counts[1], counts  # torch's count, then the course's
+    finally:
+        handle.destroy()

@@ -45,6 +45,10 @@ Example:
     >>> torch.allclose(x.grad, (x @ x).cos() @ x.T + x.T @ (x @ x).cos())
     True
 
+From torch 2.15 on, an op with an ordered effect is saved whatever the policy says (but for
+``MUST_RECOMPUTE``): backward replaying it would be seen. Earlier releases replay it, and the
+course follows the torch it runs on.
+
 Differences from torch: no ``torch.compile`` path (torch also tags FX nodes with the policy
 and keys compiled regions apart); ``CheckpointPolicy`` is torch's own enum, so policies
 written for torch run here unchanged. Three messages are ours and cut differently, with the
@@ -88,6 +92,7 @@ _RECOMPUTE = object()  # storage entry: run the op again
 _CONSUMED = object()  # storage entry: the cached output was handed out already
 
 _SAVE = (CheckpointPolicy.MUST_SAVE, CheckpointPolicy.PREFER_SAVE)
+_TORCH = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])  # (2, 13)
 
 
 class SelectiveCheckpointContext:
@@ -109,6 +114,18 @@ class SelectiveCheckpointContext:
 
 def _policy_from_bool(b: bool) -> CheckpointPolicy:
     return CheckpointPolicy.MUST_SAVE if b else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def _is_cacheable_effect(op: Any) -> bool:
+    """Is ``op`` an op with an ordered effect (one registered as such through torch's library,
+    so running it twice would be seen) that the forward must save rather than let backward
+    replay? torch 2.15's rule; c10d's collectives are left out (they return a Work handle, no
+    value to cache). Before 2.15 torch replays such ops like any other, and so do we."""
+    if _TORCH < (2, 15):
+        return False
+    from torch._higher_order_ops.effects import has_effects
+
+    return has_effects(op) and op.namespace != "c10d"
 
 
 class _VersionWrapper:
@@ -158,6 +175,12 @@ class _CachingTorchDispatchMode(TorchDispatchMode):
         )
         if isinstance(policy, bool):
             policy = _policy_from_bool(policy)
+        if (
+            policy not in _SAVE
+            and policy is not CheckpointPolicy.MUST_RECOMPUTE
+            and _is_cacheable_effect(func)
+        ):
+            policy = CheckpointPolicy.MUST_SAVE  # replaying an ordered effect would be seen: keep it
         if policy in _SAVE:
             self.storage[func][idx] = tree_map(lambda x: _VersionWrapper(_detach_helper(x)), out)
         else:
