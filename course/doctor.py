@@ -132,13 +132,13 @@ def check_widgets_extension() -> Finding:
 
 def check_lessons() -> Finding:
     """The learner notebooks this install carries (in the wheel, or a checkout's notebooks/)."""
-    from course.learner import workspace
+    from course.learner import copies, workspace
 
     try:
         folder = workspace.find_source()
     except workspace.WorkspaceError as exc:
         return Finding("lessons", False, "no lesson notebooks found", str(exc).splitlines()[-1])
-    count = sum(1 for p in folder.iterdir() if workspace.LESSON_RE.match(p.name))
+    count = len(copies.lesson_files(folder))
     return Finding("lessons", True, f"{count} lesson notebooks in {folder}")
 
 

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from course import cli
+from course import lessons as course_lessons
 from course.learner import workspace
 from course.learner.workspace import Change, WorkspaceError, cells_hash
 
@@ -132,7 +133,7 @@ def test_the_course_command_dispatches_start_and_update(tmp_path, src, capsys):
 
 def installed_at(monkeypatch, folder: Path) -> None:
     """Pretend the course's own notebooks are in ``folder`` (a checkout's, or a wheel's)."""
-    monkeypatch.setattr(workspace.course_lessons, "notebook_folders", lambda: [folder])
+    monkeypatch.setattr(course_lessons, "notebook_folders", lambda: [folder])
 
 
 def test_a_checkout_reads_its_own_notebooks_folder():

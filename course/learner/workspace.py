@@ -12,17 +12,7 @@ without ever overwriting a notebook you have edited::
       jupyter lab autograd-course
 
 The manifest remembers, for each lesson, which file holds your copy and the hash of the
-version we last gave you (``shipped``)::
-
-    {"format": 1, "source": "/repo/notebooks", "lessons": {
-        "01_graph.ipynb": {"file": "01_graph.ipynb", "shipped": "sha256:6f1c..."}}}
-
-NOTE [What counts as an edit]
-    We hash the *sources* of a notebook's cells (cell type and text), not the file. Outputs,
-    execution counts and metadata are left out, so a learner who only ran the cells has not
-    edited the notebook, and ``update`` may replace it with a newer version (its outputs go,
-    which re-running restores). Anything typed into a cell is an edit, and edits are never
-    overwritten.
+version we last gave you (``shipped``; :mod:`course.learner.manifest` shows one).
 
 NOTE [Update, lesson by lesson]
     1. A lesson not in the manifest is new: copy it in.
@@ -47,14 +37,9 @@ NOTE [A crash in the middle of an update]
     A lesson has at most one offered copy: a newer version replaces the offered one in place,
     unless the learner has edited it (then it is theirs, and kept).
 
-NOTE [Rebuilding a lost manifest]
-    ``course update DIR --adopt`` (and ``course start`` on a folder of notebooks without a
-    manifest) rebuilds it from the notebooks themselves: each copy carries its lesson and the
-    hash of the version we gave it (``metadata.course``), so an unedited copy is recognised
-    as such, and every other copy counts as edited and is kept. Lessons found nowhere are
-    copied in. A manifest whose entries are not what we write (a ``{}``, a string, a ``file``
-    outside the folder) is refused with a message that names ``--adopt``: we never write
-    outside the course folder.
+The folder's two other modules: :mod:`course.learner.manifest` (reading and checking the
+manifest; NOTE [Rebuilding a lost manifest]) and :mod:`course.learner.copies` (finding a lesson's
+copies by name, hash or stamp; NOTE [What counts as an edit]). Every write is here.
 
 Differences from nbgrader: nbgrader's ``fetch_assignment`` refuses to fetch over an existing
 folder; ``update`` merges lesson by lesson instead.
@@ -65,42 +50,53 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
-import hashlib
 import json
 import os
-import shlex
 import sys
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
-from course import lessons as course_lessons
-from course.grading import cells
 from course.grading.files import write_atomically
-from course.grading.names import COURSE_LESSON, OFFERED_COPY, offered_name
+from course.learner.copies import (
+    DEFAULT_DIR,
+    adopted_file,
+    adopted_offer,
+    cells_hash,
+    course_stamp,
+    find_renamed,
+    find_source,
+    free_name,
+    lesson_files,
+    shipped_copy,
+    written_before,
+)
+from course.learner.manifest import (
+    MANIFEST,
+    WorkspaceError,
+    claimed_files,
+    load_manifest,
+    new_manifest,
+    shell_quoted,
+    waiting_updates,
+    workspace_notebooks,
+)
 
 __all__ = [
     "Change",
     "WorkspaceError",
     "adopt",
+    "cells_hash",
     "command",
+    "course_stamp",
     "find_source",
     "locate",
     "main",
-    "cells_hash",
     "pristine",
+    "shell_quoted",
     "start",
     "update",
     "waiting_updates",
 ]
-
-DEFAULT_DIR = "autograd-course"
-MANIFEST = Path(".course") / "manifest.json"
-LESSON_RE = COURSE_LESSON  # 03_saved_tensors.ipynb; not *.updated.ipynb (course.grading.names)
-OFFERED_RE = OFFERED_COPY  # what _free_name writes
-
-
-class WorkspaceError(Exception):
-    """A problem the learner can fix; the message says how."""
 
 
 @dataclass(frozen=True)
@@ -116,91 +112,11 @@ class Change:
         return f"  {self.kind:<9} {self.lesson}{': ' + self.detail if self.detail else ''}"
 
 
-def cells_hash(path: Path, cell_types: tuple[str, ...] = ("markdown", "code", "raw")) -> str:
-    """Hash the cell sources of a notebook, ignoring outputs, execution counts and metadata.
-
-    Args:
-        path: the ``.ipynb`` file.
-        cell_types: which cells count (``progress`` hashes only ``("code",)``).
-    Returns:
-        ``"sha256:<hex>"``; ``"raw:<hex>"`` (the bytes' hash) if the file is not a notebook.
-    Raises:
-        OSError: the file cannot be read.
-
-    >>> import nbformat, tempfile, pathlib
-    >>> d = pathlib.Path(tempfile.mkdtemp())
-    >>> nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
-    >>> nbformat.write(nb, d / "a.ipynb")
-    >>> nb.cells[0].outputs = [nbformat.v4.new_output("stream", text="ran")]
-    >>> nbformat.write(nb, d / "b.ipynb")  # only ran: same hash
-    >>> cells_hash(d / "a.ipynb") == cells_hash(d / "b.ipynb")
-    True
-    """
-    data = Path(path).read_bytes()
-    try:
-        found = cells.cells(data)
-        text = [(c.get("cell_type"), cells.source(c)) for c in found if c.get("cell_type") in cell_types]
-    except ValueError:
-        return "raw:" + hashlib.sha256(data).hexdigest()
-    return "sha256:" + hashlib.sha256(json.dumps(text, ensure_ascii=False).encode()).hexdigest()
-
-
-def find_source(source: str | Path | None = None) -> Path:
-    """The folder of learner notebooks to copy from.
-
-    Args:
-        source: an explicit folder (``--source``); otherwise the notebooks this install
-            carries (``course.lessons.notebook_folders()``: inside a wheel, or ``notebooks/``
-            of a checkout).
-    Returns:
-        The folder, holding at least one ``NN_slug.ipynb``.
-    Raises:
-        WorkspaceError: none found; the message names both fixes.
-    """
-    candidates = [Path(source)] if source else course_lessons.notebook_folders()
-    for folder in candidates:
-        if _lessons(folder):
-            return folder.resolve()
-    looked = ", ".join(str(c) for c in candidates)
-    raise WorkspaceError(
-        f"cannot find the course notebooks (NN_slug.ipynb files); looked in {looked}.\n"
-        "Fix: reinstall the course (pip install autograd-course, or pip install -e . in a "
-        "checkout), or pass --source DIR naming a folder of lesson notebooks."
-    )
-
-
-def _lessons(folder: Path) -> list[str]:
-    if not folder.is_dir():
-        return []
-    return sorted(p.name for p in folder.iterdir() if p.is_file() and LESSON_RE.match(p.name))
-
-
 # --- writing: every write goes through course.grading.files.write_atomically -----------------
 
 
-def _shipped_copy(src: Path, lesson: str) -> bytes:
-    """The upstream notebook, stamped ``metadata.course`` with its lesson (so a rename can be
-    traced) and the hash of this version (so a lost manifest can be rebuilt, see NOTE
-    [Rebuilding a lost manifest]; the hash leaves metadata out, so the stamp does not change it)."""
-    nb = json.loads(src.read_bytes())
-    stamp = nb.setdefault("metadata", {}).setdefault("course", {})
-    stamp.update(lesson=lesson, shipped=cells_hash(src))
-    return (json.dumps(nb, indent=1, ensure_ascii=False) + "\n").encode()
-
-
 def _copy_lesson(src: Path, dest: Path, lesson: str) -> None:
-    write_atomically(dest, _shipped_copy(src, lesson))
-
-
-def _free_name(root: Path, folder: Path, stem: str, claimed: set[str]) -> Path:
-    """``updated-stem.ipynb``, else ``updated-2-stem.ipynb``, ...: never an existing file, nor
-    a name the manifest gives another lesson (whose file may come back)."""
-    n = 1
-    while True:
-        path = folder / offered_name(stem, n)
-        if not path.exists() and path.relative_to(root).as_posix() not in claimed:
-            return path
-        n += 1
+    write_atomically(dest, shipped_copy(src, lesson))
 
 
 def _write_failed(exc: OSError, root: Path, done: list[Change]) -> WorkspaceError:
@@ -216,144 +132,8 @@ def _write_failed(exc: OSError, root: Path, done: list[Change]) -> WorkspaceErro
     )
 
 
-# --- the manifest ------------------------------------------------------------------------
-
-
-def waiting_updates(root: Path) -> list[tuple[str, str]]:
-    """(your notebook, the new version offered beside it) for every lesson whose update
-    waits for you: ``course update`` kept your edited copy and saved the new one beside it.
-    Nothing (no error) where ``root`` is not a course folder."""
-    try:
-        entries = _load_manifest(root)["lessons"]
-    except WorkspaceError:
-        return []
-    return sorted(
-        (entry["file"], entry["offered"]["file"])
-        for entry in entries.values()
-        if "offered" in entry and (root / entry["offered"]["file"]).is_file()
-    )
-
-
-def _load_manifest(root: Path) -> dict:
-    """The manifest, checked entry by entry (see ``_manifest_problem``).
-
-    Raises:
-        WorkspaceError: no manifest (says ``--adopt`` if there are notebooks, else ``start``),
-            or a damaged one (says what is wrong and ``--adopt``).
-    """
-    path = root / MANIFEST
-    if not path.is_file():
-        if root.is_dir() and _workspace_notebooks(root):
-            raise WorkspaceError(
-                f"{root} has notebooks but no {MANIFEST} (the record of which version of each "
-                f"lesson you were given).\nFix: `course update {shell_quoted(root)} --adopt` rebuilds it "
-                "from your notebooks and keeps every edit."
-            )
-        raise WorkspaceError(
-            f"{root} is not a course folder (no {MANIFEST}).\n"
-            f"Fix: `course start {shell_quoted(root)}` creates one."
-        )
-    try:
-        manifest = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise _damaged(root, str(exc)) from exc
-    problem = _manifest_problem(root, manifest)
-    if problem:
-        raise _damaged(root, problem)
-    return manifest
-
-
-def _damaged(root: Path, problem: str) -> WorkspaceError:
-    return WorkspaceError(
-        f"{root / MANIFEST} is damaged: {problem}.\n"
-        f"Fix: `course update {shell_quoted(root)} --adopt` rebuilds it from your notebooks "
-        "and keeps every edit."
-    )
-
-
-def _manifest_problem(root: Path, manifest: object) -> str:
-    """What is wrong with a manifest, or ``""``: every entry must be what ``update`` writes,
-    and every file it names must lie inside ``root``."""
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("lessons"), dict):
-        return "no 'lessons' table"
-    if not isinstance(manifest.get("source", ""), str):
-        return "'source' is not a path"
-    for lesson, entry in manifest["lessons"].items():
-        if not LESSON_RE.match(lesson):
-            return f"{lesson!r} is not a lesson name (NN_slug.ipynb)"
-        if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("file", "shipped")):
-            return f'the entry of {lesson} is {json.dumps(entry)}, not {{"file": ..., "shipped": ...}}'
-        offered = entry.get("offered", {"file": entry["file"], "hash": ""})
-        if not isinstance(offered, dict) or not all(
-            isinstance(offered.get(k), str) for k in ("file", "hash")
-        ):
-            return f'the offered copy of {lesson} is {json.dumps(offered)}, not {{"file": ..., "hash": ...}}'
-        for rel in (entry["file"], offered["file"]):
-            if not _inside(root, rel):
-                return f"{lesson} names the file {rel!r}, which is not a notebook inside {root}"
-    return ""
-
-
-def _inside(root: Path, rel: str) -> bool:
-    """Whether ``rel`` is a relative ``.ipynb`` path that stays in ``root`` (no ``..``, not
-    absolute, no link out of the folder): the only files we ever write."""
-    parts = PurePosixPath(rel).parts
-    if (
-        not rel.endswith(".ipynb")
-        or not parts
-        or PurePosixPath(rel).is_absolute()
-        or "\\" in rel
-        or any(part in ("..", ".", "") for part in parts)
-    ):
-        return False
-    real_root = root.resolve()
-    return (root / rel).parent.resolve().is_relative_to(real_root)
-
-
 def _save_manifest(root: Path, manifest: dict) -> None:
     write_atomically(root / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
-
-
-def _workspace_notebooks(root: Path) -> list[Path]:
-    """Every notebook under ``root``, except in hidden folders (.course, .ipynb_checkpoints)
-    and behind links that lead out of ``root``."""
-    return sorted(
-        p
-        for p in root.rglob("*.ipynb")
-        if not any(part.startswith(".") for part in p.relative_to(root).parts[:-1])
-        and _inside(root, p.relative_to(root).as_posix())
-    )
-
-
-def _find_renamed(root: Path, lesson: str, entry: dict, claimed: set[str]) -> str | None:
-    """A notebook (not claimed by another lesson) that is this lesson under another name."""
-    stamped = None
-    for path in _workspace_notebooks(root):
-        rel = path.relative_to(root).as_posix()
-        if rel in claimed:
-            continue
-        if cells_hash(path) == entry["shipped"]:
-            return rel
-        if stamped is None and course_stamp(path).get("lesson") == lesson:
-            stamped = rel
-    return stamped
-
-
-def course_stamp(path: Path) -> dict:
-    """``metadata.course`` of a copy we made (``{}`` for any other file)."""
-    with contextlib.suppress(ValueError, KeyError, TypeError, OSError):  # unstamped, or not JSON
-        stamp = json.loads(path.read_bytes())["metadata"]["course"]
-        return stamp if isinstance(stamp, dict) else {}
-    return {}
-
-
-def _claimed(manifest: dict) -> set[str]:
-    claimed = set()
-    for entry in manifest["lessons"].values():
-        claimed.add(entry["file"])
-        if "offered" in entry:
-            claimed.add(entry["offered"]["file"])
-    return claimed
 
 
 def locate(root: str | Path) -> list[tuple[str, Path | None]]:
@@ -367,12 +147,12 @@ def locate(root: str | Path) -> list[tuple[str, Path | None]]:
     """
     root = Path(root)
     if not (root / MANIFEST).is_file():
-        return [(name, root / name) for name in _lessons(root)]
-    manifest = _load_manifest(root)
-    claimed, found = _claimed(manifest), []
+        return [(name, root / name) for name in lesson_files(root)]
+    manifest = load_manifest(root)
+    claimed, found = claimed_files(manifest), []
     for lesson, entry in sorted(manifest["lessons"].items()):
         rel = (
-            entry["file"] if (root / entry["file"]).is_file() else _find_renamed(root, lesson, entry, claimed)
+            entry["file"] if (root / entry["file"]).is_file() else find_renamed(root, lesson, entry, claimed)
         )
         if rel:
             claimed.add(rel)
@@ -385,7 +165,7 @@ def pristine(root: str | Path, lesson: str) -> Path | None:
     ``progress`` can tell an untouched notebook without running it); ``None`` if not found."""
     root = Path(root)
     try:
-        src = _update_source(None, _load_manifest(root) if (root / MANIFEST).is_file() else {})
+        src = _update_source(None, load_manifest(root) if (root / MANIFEST).is_file() else {})
     except WorkspaceError:
         return None
     return src / lesson if (src / lesson).is_file() else None
@@ -422,34 +202,20 @@ def start(root: str | Path = DEFAULT_DIR, source: str | Path | None = None) -> l
             f"{root} is a file, not a folder. Fix: name a new folder, e.g. course start {DEFAULT_DIR}"
         )
     if (root / MANIFEST).exists():
-        existing = _workspace_notebooks(root)
+        existing = workspace_notebooks(root)
         names = ", ".join(p.relative_to(root).as_posix() for p in existing[:3]) or MANIFEST.as_posix()
         raise WorkspaceError(
             f"{root} already has notebooks ({names}{', ...' if len(existing) > 3 else ''}); "
             "start never overwrites them.\n"
             f"To bring in new or changed lessons: course update {shell_quoted(root)}"
         )
-    if root.is_dir() and _workspace_notebooks(root):
+    if root.is_dir() and workspace_notebooks(root):
         return adopt(root, source)
     try:  # an empty manifest first: a start cut short is finished by `course update`
-        _save_manifest(root, _new_manifest(src, source))
+        _save_manifest(root, new_manifest(src, source))
     except OSError as exc:
         raise _write_failed(exc, root, []) from exc
     return update(root, source=source)
-
-
-def _new_manifest(src: Path, source: str | Path | None) -> dict:
-    import course
-
-    # "from": "package" follows the installed course (a newer version brings its lessons);
-    # an explicit --source folder (a shared folder on a hub) is used again by later updates.
-    return {
-        "format": 1,
-        "course": course.__version__,
-        "source": str(src),
-        "from": "folder" if source else "package",
-        "lessons": {},
-    }
 
 
 def update(
@@ -475,12 +241,12 @@ def update(
     import course
 
     root = Path(root)
-    manifest = _load_manifest(root)
+    manifest = load_manifest(root)
     saved = json.dumps(manifest, sort_keys=True)
     src = _update_source(source, manifest)
-    lessons = _lessons(src)
+    lessons = lesson_files(src)
     wanted = {_lesson_named(name, lessons) for name in restore}
-    claimed, changes = _claimed(manifest), []
+    claimed, changes = claimed_files(manifest), []
     manifest["source"] = str(src)
     if source:
         manifest["from"] = "folder"
@@ -523,11 +289,11 @@ def adopt(root: str | Path = DEFAULT_DIR, source: str | Path | None = None) -> l
     if not root.is_dir():
         raise WorkspaceError(f"{root} is not a folder. Fix: `course start {shell_quoted(root)}` creates it.")
     src = _update_source(source, {})
-    manifest, claimed, changes = _new_manifest(src, source), set(), []
-    notebooks = [p.relative_to(root).as_posix() for p in _workspace_notebooks(root)]
-    for lesson in _lessons(src):
+    manifest, claimed, changes = new_manifest(src, source), set(), []
+    notebooks = [p.relative_to(root).as_posix() for p in workspace_notebooks(root)]
+    for lesson in lesson_files(src):
         up_hash = cells_hash(src / lesson)
-        rel = _adopted_file(root, lesson, notebooks, claimed, up_hash)
+        rel = adopted_file(root, lesson, notebooks, claimed, up_hash)
         if rel is None:
             continue  # found nowhere: update copies it in as new
         claimed.add(rel)
@@ -535,7 +301,7 @@ def adopt(root: str | Path = DEFAULT_DIR, source: str | Path | None = None) -> l
         shipped = stamp.get("shipped") if isinstance(stamp.get("shipped"), str) else up_hash
         entry = manifest["lessons"][lesson] = {"file": rel, "shipped": shipped}
         edited = current not in (shipped, up_hash)
-        offered = _adopted_offer(root, lesson, notebooks, claimed, up_hash) if edited else None
+        offered = adopted_offer(root, lesson, notebooks, claimed, up_hash) if edited else None
         if offered:
             entry["offered"] = {"file": offered, "hash": up_hash}
             claimed.add(offered)
@@ -547,43 +313,13 @@ def adopt(root: str | Path = DEFAULT_DIR, source: str | Path | None = None) -> l
     return changes + update(root, source=source)
 
 
-def _adopted_file(
-    root: Path, lesson: str, notebooks: list[str], claimed: set[str], up_hash: str
-) -> str | None:
-    """The learner's copy of ``lesson``: the file of that name, else a copy stamped with the
-    lesson (not an offered ``.updated`` one, if there is another), else an exact copy."""
-    free = [rel for rel in notebooks if rel not in claimed]
-    stamped = [rel for rel in free if course_stamp(root / rel).get("lesson") == lesson]
-    for rel in ([lesson] if lesson in free else []) + sorted(
-        stamped, key=lambda rel: bool(OFFERED_RE.match(PurePosixPath(rel).name))
-    ):
-        return rel
-    return next((rel for rel in free if cells_hash(root / rel) == up_hash), None)
-
-
-def _adopted_offer(
-    root: Path, lesson: str, notebooks: list[str], claimed: set[str], up_hash: str
-) -> str | None:
-    return next(
-        (
-            rel
-            for rel in notebooks
-            if rel not in claimed
-            and OFFERED_RE.match(PurePosixPath(rel).name)
-            and course_stamp(root / rel).get("lesson") == lesson
-            and cells_hash(root / rel) == up_hash
-        ),
-        None,
-    )
-
-
 def _update_source(source: str | Path | None, manifest: dict) -> Path:
     """``--source``; else, for a folder started from an explicit folder (a shared folder on a
     JupyterHub), that folder; else the installed course's notebooks (``find_source()``), so
     a folder made by an older version gets the lessons of the version installed now."""
     recorded = Path(manifest.get("source") or "")
     follows_folder = manifest.get("from", "folder") == "folder"  # older manifests: as before
-    if not source and manifest.get("source") and follows_folder and _lessons(recorded):
+    if not source and manifest.get("source") and follows_folder and lesson_files(recorded):
         return recorded
     return find_source(source)
 
@@ -609,7 +345,7 @@ def _update_one(
         return [_add(root, up, lesson, up_hash, entries, claimed, "new")]
     changes = []
     if not (root / entry["file"]).is_file():
-        rel = _find_renamed(root, lesson, entry, claimed)
+        rel = find_renamed(root, lesson, entry, claimed)
         if rel is None and restore:
             return [_add(root, up, lesson, up_hash, entries, claimed, "restored")]
         if rel is None:
@@ -652,7 +388,7 @@ def _add(
         detail = "already in place"  # e.g. a `start` cut short after copying it
     else:
         if dest.exists():
-            dest = _written_before(root, root, lesson, up_hash, claimed) or _free_name(
+            dest = written_before(root, root, lesson, up_hash, claimed) or free_name(
                 root, root, Path(lesson).stem, claimed
             )
             detail = f"saved as {dest.name}: a file of yours is already called {lesson}"
@@ -661,23 +397,6 @@ def _add(
     entries[lesson] = {"file": dest.name, "shipped": up_hash}
     claimed.add(dest.name)
     return Change(kind, lesson, detail)
-
-
-def _written_before(root: Path, folder: Path, lesson: str, up_hash: str, claimed: set[str]) -> Path | None:
-    """An unclaimed offered copy (``updated*-stem.ipynb``, or the old ``stem.updated*.ipynb``)
-    in ``folder`` that is exactly the new version of
-    ``lesson``: written by an update that was killed before it saved the manifest."""
-    stem = Path(lesson).stem
-    for path in sorted([*folder.glob(f"updated*-{stem}.ipynb"), *folder.glob(f"{stem}.updated*.ipynb")]):
-        rel = path.relative_to(root).as_posix()
-        if (
-            rel not in claimed
-            and OFFERED_RE.match(path.name)
-            and course_stamp(path).get("lesson") == lesson
-            and cells_hash(path) == up_hash
-        ):
-            return path
-    return None
 
 
 def _offer(
@@ -693,7 +412,7 @@ def _offer(
     if old is not None and (not old.is_file() or cells_hash(old) == offered["hash"]):
         beside = old  # the offered copy, untouched (or gone): it takes the newer version
     else:  # none yet, or the learner edited the offered one (it is theirs now)
-        beside = _written_before(root, path.parent, lesson, up_hash, claimed) or _free_name(
+        beside = written_before(root, path.parent, lesson, up_hash, claimed) or free_name(
             root, path.parent, Path(lesson).stem, claimed
         )
     if not (beside.is_file() and cells_hash(beside) == up_hash):
@@ -702,10 +421,6 @@ def _offer(
     entry["offered"] = {"file": rel, "hash": up_hash}
     claimed.add(rel)
     return Change("offered", lesson, f"yours is edited, so we kept it; the new version is beside it: {rel}")
-
-
-def shell_quoted(path: Path) -> str:
-    return shlex.quote(str(path))
 
 
 def command(name: str = "course") -> tuple[str, str]:
@@ -769,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
             changes = adopt(root, args.source)
         else:
             changes = update(root, args.source, args.restore)
-        manifest = _load_manifest(root)
+        manifest = load_manifest(root)
     except WorkspaceError as exc:
         print(f"course {args.verb}: {exc}", file=sys.stderr)
         return 1
