@@ -89,7 +89,7 @@ def _lessons(value: str | None) -> set[int] | None:
         raise argparse.ArgumentTypeError(f"--lessons takes numbers like 00,01, not {value!r}") from None
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="course gradebook", description=__doc__.split("\n\n")[0])
     parser.add_argument("roster", type=Path, help="a folder with one folder per learner")
     parser.add_argument(
@@ -122,52 +122,46 @@ def main(argv: list[str] | None = None) -> int:
         help="who should have handed work in: one learner a line (or a CSV, name first)",
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _refusal(args: argparse.Namespace) -> str | None:
+    """Why the command cannot start (a missing folder, an unknown lesson, an output that is a
+    folder), said before anyone is graded; ``None`` when it can."""
     if args.expect is not None and not args.expect.is_file():
-        print(f"course gradebook: --expect: no such file: {args.expect}", file=sys.stderr)
-        return 2
+        return f"--expect: no such file: {args.expect}"
     if not args.roster.is_dir():
-        print(f"course gradebook: no such roster folder: {args.roster}", file=sys.stderr)
-        return 2
+        return f"no such roster folder: {args.roster}"
     if args.jobs < 1:
-        print("course gradebook: -j needs a positive number of learners", file=sys.stderr)
-        return 2
+        return "-j needs a positive number of learners"
     from course.grading.plan import lesson_numbers
 
     unknown = sorted(set(args.lessons or ()) - set(lesson_numbers()))
     if unknown:  # as `course grade` says it: a typo must not print a 0/0 table
-        print(
-            f"course gradebook: --lessons: the course has no lesson {', '.join(f'{n:02d}' for n in unknown)}",
-            file=sys.stderr,
-        )
-        return 2
+        return f"--lessons: the course has no lesson {', '.join(f'{n:02d}' for n in unknown)}"
     for out in (args.csv, args.json, args.html):
         if out is not None and not out.parent.is_dir():
-            print(f"course gradebook: the folder for {out} does not exist", file=sys.stderr)
-            return 2
+            return f"the folder for {out} does not exist"
         if out is not None and out.is_dir():
-            print(f"course gradebook: {out} is a folder; give a file name", file=sys.stderr)
-            return 2
-    try:
-        key = read_key(args.key_file)
-    except OSError as e:
-        print(f"course gradebook: --key-file: {e.strerror or e}", file=sys.stderr)
-        return 2
-    extra = args.extra_cases.resolve() if args.extra_cases else None
-    if extra is not None:  # its errors now, before any learner is graded
-        from course.checks.extra import ExtraCasesError, load_extra_cases
+            return f"{out} is a folder; give a file name"
+    return None
 
-        try:
-            load_extra_cases(extra)
-        except ExtraCasesError as e:
-            print(f"course gradebook: --extra-cases: {e}", file=sys.stderr)
-            return 2
-    expected = expected_learners(args.expect) if args.expect else []
-    learners = collect(args.roster, args.lessons, args.jobs, args.timeout, args.quiet, key, extra, expected)
-    if not learners:
-        print(f"course gradebook: no learner folders in {args.roster}", file=sys.stderr)
-        return 2
-    report = build(learners, args.lessons)
+
+def _secrets(args: argparse.Namespace) -> tuple[bytes | None, Path | None]:
+    """The signing key and the extra cases' file, each checked now (``OSError`` or
+    ``ExtraCasesError`` name what is wrong)."""
+    key = read_key(args.key_file)
+    extra = args.extra_cases.resolve() if args.extra_cases else None
+    if extra is not None:
+        from course.checks.extra import load_extra_cases
+
+        load_extra_cases(extra)
+    return key, extra
+
+
+def _warn_about(learners: list) -> int:
+    """The two warnings the table's reader must see (no sandbox; nothing to grade); 1 when no
+    learner had anything to grade (a wrong folder, more likely than a class that did nothing)."""
     unsandboxed = [x.name for x in learners if x.isolation.startswith("none")]
     if unsandboxed:
         print(
@@ -177,8 +171,6 @@ def main(argv: list[str] | None = None) -> int:
             "or run the gradebook in a container (docs/grading.md).",
             file=sys.stderr,
         )
-    print(text(report))
-    code = 0
     empty = [x.name for x in learners if x.empty]
     if empty:
         print(
@@ -186,8 +178,33 @@ def main(argv: list[str] | None = None) -> int:
             f"{', '.join(empty)} (their rows say why; a row of '-' is not a score)",
             file=sys.stderr,
         )
-    if len(empty) == len(learners):  # a wrong folder, more likely than a class that did nothing
-        code = 1
+    return 1 if len(empty) == len(learners) else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    refusal = _refusal(args)
+    if refusal:
+        print(f"course gradebook: {refusal}", file=sys.stderr)
+        return 2
+    from course.checks.extra import ExtraCasesError
+
+    try:
+        key, extra = _secrets(args)
+    except OSError as e:
+        print(f"course gradebook: --key-file: {e.strerror or e}", file=sys.stderr)
+        return 2
+    except ExtraCasesError as e:  # its errors now, before any learner is graded
+        print(f"course gradebook: --extra-cases: {e}", file=sys.stderr)
+        return 2
+    expected = expected_learners(args.expect) if args.expect else []
+    learners = collect(args.roster, args.lessons, args.jobs, args.timeout, args.quiet, key, extra, expected)
+    if not learners:
+        print(f"course gradebook: no learner folders in {args.roster}", file=sys.stderr)
+        return 2
+    report = build(learners, args.lessons)
+    code = _warn_about(learners)
+    print(text(report))
     for out, write in ((args.csv, write_csv), (args.json, write_json), (args.html, write_html)):
         if out is None:
             continue
