@@ -38,16 +38,13 @@ import torch
 
 from course.offload import Offloader, benchmark
 from course.offload.bench import (
-    RESULTS_FORMAT,
     STRATEGIES,
     BenchmarkResult,
-    copy_bandwidth,
-    forward_seconds,
     hook_seconds,
-    load_results,
-    predict_rows,
 )
 from course.offload.model import MB
+from course.offload.predictions import copy_bandwidth, forward_seconds, predict_rows
+from course.offload.results import RESULTS_FORMAT, load_results
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from course.offload.bench import RESULTS_FORMAT, load_results, results_table, stored_results
+from course.offload.results import RESULTS_FORMAT, load_results, results_table, stored_results
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "tests" / "data" / "offload_results_sample.json"

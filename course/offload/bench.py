@@ -21,53 +21,39 @@ The ``identity hooks`` strategy packs ``t.detach()`` and unpacks it as is: it co
 so its extra time over ``none`` is the price of the hook calls alone (the timing model's
 ``hook_s``; :func:`hook_seconds` divides it by the calls).
 
-Stored GPU runs: ``benchmarks/offload.py`` writes one JSON file per run to
-``benchmarks/results/`` (the format is :data:`RESULTS_FORMAT`, described in
-``benchmarks/results/README.md``); :func:`load_results` reads and checks one file and
-:func:`stored_results` lists the repository's (format samples excluded).
+Stored GPU runs (``benchmarks/offload.py`` writes one JSON file per run) are read by
+:mod:`course.offload.results`.
 
 For torch's ``save_on_cpu`` a hook "copied" when its result does not share the input's
 storage; course's :class:`~course.offload.offloader.Offloader` reports its own counters.
 
 Index: :func:`benchmark`, :func:`plot`, :func:`hook_seconds`, :class:`BenchmarkResult`,
-:class:`StrategyResult`, :data:`STRATEGIES`, :data:`RESULTS_FORMAT`, :func:`load_results`,
-:func:`stored_results`, :func:`results_table`.
+:class:`StrategyResult`, :data:`STRATEGIES`. What the timing model predicts for a run is
+:mod:`course.offload.predictions`; stored runs are read by :mod:`course.offload.results`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch.autograd.graph import save_on_cpu
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from course.offload.model import predict_step
 from course.offload.offloader import Offloader
 
 __all__ = [
-    "RESULTS_FORMAT",
     "STRATEGIES",
     "BenchmarkResult",
     "StrategyResult",
     "benchmark",
-    "copy_bandwidth",
-    "forward_seconds",
     "hook_seconds",
-    "load_results",
     "plot",
-    "predict_rows",
-    "PUBLISHED",
-    "results_table",
-    "schedule_of",
-    "stored_results",
 ]
 
 
@@ -227,6 +213,42 @@ def _default_loss(out: Any) -> torch.Tensor:
     return out.float().sum() if isinstance(out, torch.Tensor) else sum(o.float().sum() for o in out)
 
 
+def _warm_up(model, inputs, ctx, loss_fn, warmup: int, bar) -> tuple[int, int, int, int, int]:
+    """``warmup`` untimed steps under ``ctx``; the first counts (saved, offloaded, moved bytes;
+    packs, unpacks), by course's Offloader itself or by wrapping ``ctx`` in :class:`_Counted`."""
+    if hasattr(ctx, "reset_stats"):  # course's Offloader counts for itself
+        ctx.reset_stats()
+        _step(model, inputs, ctx, loss_fn)
+        st = ctx.stats
+        counts = (st.saved_bytes, st.offloaded_bytes, st.moved_bytes, st.packed, st.unpacked)
+    else:
+        counted = _Counted(ctx)
+        _step(model, inputs, counted, loss_fn)
+        counts = (counted.saved, counted.offloaded, counted.moved, counted.packs, counted.unpacks)
+    for _ in range(warmup - 1):
+        _step(model, inputs, ctx, loss_fn)
+    bar.update(warmup)
+    return counts
+
+
+def _timed_rounds(model, inputs, ctxs: dict, loss_fn, steps: int, device: torch.device, bar):
+    """``steps`` rounds of one timed step per strategy (round robin, so a noisy moment hurts
+    every strategy alike): ``({name: [seconds, ...]}, {name: peak bytes, 0 on the CPU})``."""
+    cuda = device.type == "cuda"
+    times: dict[str, list[float]] = {name: [] for name in ctxs}
+    peaks = dict.fromkeys(ctxs, 0)
+    for _ in range(steps):
+        for name, ctx in ctxs.items():
+            if cuda:
+                torch.cuda.synchronize(device)
+                torch.cuda.reset_peak_memory_stats(device)
+            times[name].append(_timed(device, lambda: _step(model, inputs, ctx, loss_fn)))  # noqa: B023 (called in this iteration)
+            if cuda:
+                peaks[name] = max(peaks[name], torch.cuda.max_memory_allocated(device))
+            bar.update(1)
+    return times, peaks
+
+
 def benchmark(
     model: torch.nn.Module,
     inputs: Sequence[torch.Tensor],
@@ -277,33 +299,9 @@ def benchmark(
     cuda = device.type == "cuda"
     show = progress if progress is not None else len(factories) * (steps + warmup) >= 50
     bar = tqdm(total=len(factories) * (steps + warmup), disable=not show, desc="offload benchmark")
-    ctxs, counts = {}, {}
-    for name, factory in factories.items():  # warm-up; the first step carries the accounting
-        ctx = ctxs[name] = factory()
-        if hasattr(ctx, "reset_stats"):  # course's Offloader counts for itself
-            ctx.reset_stats()
-            _step(model, inputs, ctx, loss_fn)
-            st = ctx.stats
-            counts[name] = (st.saved_bytes, st.offloaded_bytes, st.moved_bytes, st.packed, st.unpacked)
-        else:
-            counted = _Counted(ctx)
-            _step(model, inputs, counted, loss_fn)
-            c = counted
-            counts[name] = (c.saved, c.offloaded, c.moved, c.packs, c.unpacks)
-        for _ in range(warmup - 1):
-            _step(model, inputs, ctx, loss_fn)
-        bar.update(warmup)
-    times: dict[str, list[float]] = {name: [] for name in factories}
-    peaks = dict.fromkeys(factories, 0)
-    for _ in range(steps):  # round robin, so a noisy moment hurts every strategy alike
-        for name, ctx in ctxs.items():
-            if cuda:
-                torch.cuda.synchronize(device)
-                torch.cuda.reset_peak_memory_stats(device)
-            times[name].append(_timed(device, lambda: _step(model, inputs, ctx, loss_fn)))  # noqa: B023 (called in this iteration)
-            if cuda:
-                peaks[name] = max(peaks[name], torch.cuda.max_memory_allocated(device))
-            bar.update(1)
+    ctxs = {name: factory() for name, factory in factories.items()}
+    counts = {name: _warm_up(model, inputs, ctx, loss_fn, warmup, bar) for name, ctx in ctxs.items()}
+    times, peaks = _timed_rounds(model, inputs, ctxs, loss_fn, steps, device, bar)
     rows = [
         StrategyResult(
             name,
@@ -372,260 +370,3 @@ def hook_seconds(result: BenchmarkResult, identity: str = "identity hooks", base
     if not calls:
         return 0.0
     return max(row.step_s - result.row(base).step_s, 0.0) / calls
-
-
-# --------------------------------------------------------------------------- predictions
-
-
-def _timed_copy(dst_of, src: torch.Tensor, cuda: bool, repeat: int = 9) -> float:
-    """Median bytes per second of ``dst_of().copy_(src)`` (``dst_of`` may allocate every time).
-
-    The median, not the best: on a shared machine the benchmark's own copies see the same
-    contention as these."""
-    times = []
-    for _ in range(repeat + 1):  # the first one warms up
-        if cuda:
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        dst_of().copy_(src, non_blocking=cuda)
-        if cuda:
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    return src.nbytes / statistics.median(times[1:])
-
-
-def copy_bandwidth(device: torch.device, nbytes: int) -> dict[str, float]:
-    """Bytes per second, both directions, into pinned and pageable host memory.
-
-    On the CPU there is no link: "pinned" is a copy into a buffer allocated once (what the
-    offloader's pool does), "pageable" a copy into a new buffer each time (allocation and first
-    touch included), and both directions are host memcpy.
-    """
-    cuda = device.type == "cuda"
-    dev = torch.empty(nbytes, dtype=torch.uint8, device=device).fill_(1)
-    pinned = torch.empty(nbytes, dtype=torch.uint8, pin_memory=cuda).fill_(1)
-    pageable = torch.empty(nbytes, dtype=torch.uint8).fill_(1)
-    dev_out = torch.empty_like(dev)
-    new_host = lambda: torch.empty(nbytes, dtype=torch.uint8)  # noqa: E731
-    return {
-        "d2h_pinned": _timed_copy(lambda: pinned, dev, cuda),
-        "d2h_pageable": _timed_copy(new_host if not cuda else (lambda: pageable), dev, cuda),
-        "h2d_pinned": _timed_copy(lambda: dev_out, pinned, cuda),
-        "h2d_pageable": _timed_copy(
-            (lambda: torch.empty_like(dev)) if not cuda else (lambda: dev_out), pageable, cuda
-        ),
-    }
-
-
-def forward_seconds(model: torch.nn.Module, x: torch.Tensor, steps: int) -> float:
-    """Median forward time with the graph built (no offload); its backward is not run."""
-    times = []
-    for _ in range(steps + 1):
-        if x.is_cuda:
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        out = model(x)
-        if x.is_cuda:
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-        del out
-    rest = sorted(times[1:])
-    return rest[len(rest) // 2]
-
-
-def schedule_of(name: str, cuda: bool, moved: int) -> str:
-    """Which schedule of the timing model a strategy runs: ``none``, ``hooks only`` (copies
-    nothing), ``overlapped`` (course's offloader on a GPU: side stream, prefetch) or
-    ``synchronous`` (copies on the compute stream: ``save_on_cpu``, ``mode='copy'``, any CPU run)."""
-    if name == "none":
-        return "none"
-    if moved == 0:
-        return "hooks only"
-    return "overlapped" if (cuda and name == "course") else "synchronous"
-
-
-def _effective(bw: dict[str, float], out_key: str, back_key: str) -> float:
-    """One bandwidth for equal bytes out and back: the harmonic mean of the two directions."""
-    return 2.0 / (1.0 / bw[out_key] + 1.0 / bw[back_key])
-
-
-def predict_rows(
-    result: BenchmarkResult, fwd_s: float, layers: int, bw: dict[str, float], prefetch: int = 2
-) -> dict[str, tuple[str, float]]:
-    """strategy -> (schedule, predicted seconds per step), from measured inputs only.
-
-    Inputs: the ``none`` row's median (split into forward ``fwd_s`` and the rest, backward),
-    the hook cost per call (:func:`hook_seconds`, from the ``identity hooks`` row), each
-    row's own byte and call counts, and ``bw`` (:func:`copy_bandwidth`'s four figures).
-    The schedule follows from the strategy (see :func:`schedule_of`); nothing is fitted.
-    Layers are taken as equal (``layers`` of them); no layer is kept on the device, because
-    the strategies measured here offload every layer.
-    """
-    cuda = result.device == "cuda"
-    none = result.row("none").step_s
-    bwd_s = max(none - fwd_s, 0.0)
-    per_call = hook_seconds(result)
-    out = {}
-    for row in result.rows:
-        schedule = schedule_of(row.strategy, cuda, row.moved_bytes)
-        if schedule == "none":
-            out[row.strategy] = (schedule, none)
-            continue
-        hook_s = per_call * (row.packs + row.unpacks) / (2 * layers)  # per layer and pass
-        pageable = row.strategy == "save_on_cpu" or (not cuda and row.strategy.startswith("save_on_cpu"))
-        band = (
-            _effective(bw, "d2h_pageable", "h2d_pageable")
-            if pageable
-            else _effective(bw, "d2h_pinned", "h2d_pinned")
-        )
-        if not cuda and row.strategy.startswith("course"):  # pooled buffer out, new device memory back
-            band = _effective(bw, "d2h_pinned", "h2d_pageable")
-        per_layer = [row.moved_bytes / 2 / layers] * layers  # out once and back once, spread evenly
-        p = predict_step(
-            [fwd_s / layers] * layers,
-            [bwd_s / layers] * layers,
-            per_layer,
-            band,
-            hook_s=hook_s,
-            in_flight=prefetch,
-            keep_last=False,
-        )
-        out[row.strategy] = (schedule, p.overlapped if schedule == "overlapped" else p.synchronous)
-    return out
-
-
-# --------------------------------------------------------------------------- stored results
-
-#: GPU figures others published, each with its source and setting: published, not measured here.
-#: Only figures read in the source itself; the lesson asks learners to set them beside the model.
-PUBLISHED: tuple[dict, ...] = (
-    {
-        "source": "PyTorch tutorial 'Hooks for autograd saved tensors' "
-        "(pytorch/tutorials, intermediate_source/autograd_saved_tensors_hooks_tutorial.py)",
-        "url": "https://pytorch.org/tutorials/intermediate/autograd_saved_tensors_hooks_tutorial.html",
-        "strategy": "save_on_cpu(pin_memory=True) around the whole model",
-        "setting": "A100 GPU, ResNet-152, batch size 256",
-        "memory": "GPU memory 48 GB -> 5 GB",
-        "time": "a 6x slowdown",
-        "slowdown": 6.0,
-        "schedule": "synchronous",
-    },
-    {
-        "source": "torchtune v0.4.0 release notes (meta-pytorch/torchtune)",
-        "url": "https://github.com/meta-pytorch/torchtune/releases/tag/v0.4.0",
-        "strategy": "activation offloading with streams, together with activation checkpointing",
-        "setting": "Llama3 8B fine-tuning",
-        "memory": "roughly 24% less memory",
-        "time": "a performance slowdown of under 1%",
-        "slowdown": 1.01,  # at most this
-        "schedule": "overlapped",
-    },
-)
-
-#: The ``format`` field of a results file (see ``benchmarks/results/README.md``).
-RESULTS_FORMAT = "course-offload-results/1"
-
-_TOP = ("format", "sample", "created", "device", "workload", "bandwidth_GBs", "model", "steps", "strategies")
-_DEVICE = ("type", "name", "torch", "cuda")
-_WORKLOAD = ("model", "layers", "d_model", "seq", "batch", "dtype")
-_BANDWIDTH = ("d2h_pinned", "d2h_pageable", "h2d_pinned", "h2d_pageable")
-_STRATEGY = (
-    "name",
-    "schedule",
-    "step_ms",
-    "predicted_ms",
-    "peak_MB",
-    "saved_MB",
-    "offloaded_MB",
-    "moved_MB",
-    "packs",
-    "unpacks",
-)
-
-
-def _require(record: dict, keys: Sequence[str], where: str) -> None:
-    if not isinstance(record, dict):
-        raise ValueError(f"{where}: expected an object, got {type(record).__name__}")
-    missing = [k for k in keys if k not in record]
-    if missing:
-        raise ValueError(f"{where}: missing {', '.join(missing)}")
-
-
-def load_results(path: str | Path) -> dict:
-    """Read one results file and check its shape; return the record (a dict).
-
-    Args:
-        path: a ``.json`` file written by ``benchmarks/offload.py``.
-
-    Returns:
-        The record, unchanged.
-
-    Raises:
-        ValueError: a wrong ``format`` or a missing field (the message names it).
-    """
-    record = json.loads(Path(path).read_text())
-    _require(record, _TOP, str(path))
-    if record["format"] != RESULTS_FORMAT:
-        raise ValueError(f"{path}: format {record['format']!r}, expected {RESULTS_FORMAT!r}")
-    _require(record["device"], _DEVICE, f"{path}: device")
-    _require(record["workload"], _WORKLOAD, f"{path}: workload")
-    _require(record["bandwidth_GBs"], _BANDWIDTH, f"{path}: bandwidth_GBs")
-    _require(record["model"], ("forward_ms", "backward_ms", "hook_us_per_call", "layers"), f"{path}: model")
-    names = []
-    for i, row in enumerate(record["strategies"]):
-        _require(row, _STRATEGY, f"{path}: strategies[{i}]")
-        _require(row["step_ms"], ("min", "median", "max"), f"{path}: strategies[{i}].step_ms")
-        names.append(row["name"])
-    if "none" not in names:
-        raise ValueError(f"{path}: no 'none' strategy to compare with")
-    return record
-
-
-def stored_results(folder: str | Path | None = None) -> list[dict]:
-    """Every stored GPU run in ``folder`` (default: the repository's ``benchmarks/results``),
-    oldest first; format samples (``"sample": true``) are left out.
-
-    Returns ``[]`` when the folder does not exist (an installed package has no repository).
-    """
-    folder = (
-        Path(folder) if folder is not None else Path(__file__).resolve().parents[2] / "benchmarks" / "results"
-    )
-    if not folder.is_dir():
-        return []
-    records = [load_results(p) for p in sorted(folder.glob("*.json"))]
-    return sorted((r for r in records if not r["sample"]), key=lambda r: r["created"])
-
-
-def results_table(record: dict) -> str:
-    """Measured against predicted, one line per strategy, with where the figures come from.
-
-    Example:
-        >>> rec = {"sample": True, "created": "2026-01-01", "steps": 3,
-        ...        "device": {"type": "cuda", "name": "GPU X", "torch": "2.13.0", "cuda": "13.0"},
-        ...        "workload": {"model": "transformer", "layers": 8, "d_model": 1024, "seq": 2048, "batch": 16,
-        ...                     "dtype": "bfloat16"},
-        ...        "strategies": [{"name": "none", "schedule": "none", "predicted_ms": 10.0, "peak_MB": 100.0,
-        ...                        "moved_MB": 0.0, "step_ms": {"min": 9.5, "median": 10.0, "max": 11.0}}]}
-        >>> print(results_table(rec))
-        FORMAT SAMPLE, not a measurement: GPU X, 2026-01-01, torch 2.13.0, CUDA 13.0, 3 steps
-        8 x transformer, d_model=1024, seq=2048, batch=16, bfloat16
-        strategy                       schedule      min ms  median ms   max ms  predicted ms  peak MB  moved MB
-        none                           none           9.500     10.000   11.000        10.000    100.0       0.0
-    """
-    dev, w = record["device"], record["workload"]
-    where = "FORMAT SAMPLE, not a measurement" if record["sample"] else "measured"
-    lines = [
-        f"{where}: {dev['name']}, {record['created']}, torch {dev['torch']}, CUDA {dev['cuda']}, "
-        f"{record['steps']} steps",
-        f"{w['layers']} x {w['model']}, d_model={w['d_model']}, seq={w['seq']}, batch={w['batch']}, {w['dtype']}",
-        f"{'strategy':<30} {'schedule':<12} {'min ms':>7} {'median ms':>10} {'max ms':>8} {'predicted ms':>13} "
-        f"{'peak MB':>8} {'moved MB':>9}",
-    ]
-    for r in record["strategies"]:
-        t = r["step_ms"]
-        peak = "-" if r["peak_MB"] is None else f"{r['peak_MB']:.1f}"
-        lines.append(
-            f"{r['name']:<30} {r['schedule']:<12} {t['min']:7.3f} {t['median']:10.3f} {t['max']:8.3f} "
-            f"{r['predicted_ms']:13.3f} {peak:>8} {r['moved_MB']:9.1f}"
-        )
-    return "\n".join(lines)
