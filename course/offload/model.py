@@ -249,42 +249,67 @@ def step_schedule(
         raise ValueError(f"in_flight must be >= 0 or None, got {in_flight}")
     x = transfer_times(saved_bytes, bandwidth, latency)
     moves = [bool(saved_bytes[i]) and not (keep_last and i == n - 1) for i in range(n)]
-    ivs: list[tuple[str, float, float, str]] = []
-    deltas: list[tuple[float, float]] = []  # (time, +/- bytes on the device)
-    t_compute = t_copy = 0.0
-    copy_ends: list[float] = []
+    lane = _Lanes()
     for i in range(n):  # forward: compute, then offload
-        if in_flight is not None and len(copy_ends) > in_flight:
-            t_compute = max(t_compute, copy_ends[-(in_flight + 1)])
-        ivs.append(("compute", t_compute, t_compute + forward[i] + hook_s, f"fwd{i}"))
-        t_compute += forward[i] + hook_s
-        deltas.append((t_compute, +saved_bytes[i]))
-        if moves[i]:
-            start = max(t_copy, t_compute)
-            t_copy = start + x[i]
-            ivs.append(("copy", start, t_copy, f"d2h{i}"))
-            copy_ends.append(t_copy)
-            deltas.append((t_copy, -saved_bytes[i]))  # the device copy is freed
-    backward_start = t_compute
-    done: dict[int, float] = {}  # layer -> end of its backward
+        lane.forward(i, forward[i] + hook_s, saved_bytes[i], x[i] if moves[i] else None, in_flight)
+    backward_start, done = lane.t_compute, {}  # layer -> end of its backward
     for i in reversed(range(n)):  # backward: fetch, then compute
-        ready = t_compute
-        if moves[i]:
-            j = None if in_flight is None else i + 1 + in_flight
-            issue = done[j] if j is not None and j < n else backward_start
-            start = max(t_copy, issue)
-            t_copy = start + x[i]
-            ivs.append(("copy", start, t_copy, f"h2d{i}"))
-            deltas.append((start, +saved_bytes[i]))  # room for the fetched copy
-            ready = max(ready, t_copy)
-        ivs.append(("compute", ready, ready + backward[i] + hook_s, f"bwd{i}"))
-        t_compute = done[i] = ready + backward[i] + hook_s
-        deltas.append((t_compute, -saved_bytes[i]))
+        j = None if in_flight is None else i + 1 + in_flight
+        issue = done[j] if j is not None and j < n else backward_start
+        done[i] = lane.backward(i, backward[i] + hook_s, saved_bytes[i], x[i] if moves[i] else None, issue)
+    return StepSchedule(tuple(lane.intervals), _memory_curve(lane.deltas))
+
+
+class _Lanes:
+    """The two lanes a step runs on (compute, and one copy stream), filled layer by layer:
+    the intervals laid out so far, and each change of the device's bytes with its time."""
+
+    def __init__(self) -> None:
+        self.intervals: list[tuple[str, float, float, str]] = []
+        self.deltas: list[tuple[float, float]] = []  # (time, +/- bytes on the device)
+        self.t_compute = self.t_copy = 0.0
+        self.copy_ends: list[float] = []
+
+    def forward(
+        self, i: int, seconds: float, saved: float, copy_s: float | None, in_flight: int | None
+    ) -> None:
+        """Layer ``i`` computes once at most ``in_flight`` earlier copies are unfinished, then
+        (``copy_s`` not None) its saved bytes go to the host when the copy stream is free."""
+        if in_flight is not None and len(self.copy_ends) > in_flight:
+            self.t_compute = max(self.t_compute, self.copy_ends[-(in_flight + 1)])
+        self.intervals.append(("compute", self.t_compute, self.t_compute + seconds, f"fwd{i}"))
+        self.t_compute += seconds
+        self.deltas.append((self.t_compute, +saved))
+        if copy_s is not None:
+            start = max(self.t_copy, self.t_compute)
+            self.t_copy = start + copy_s
+            self.intervals.append(("copy", start, self.t_copy, f"d2h{i}"))
+            self.copy_ends.append(self.t_copy)
+            self.deltas.append((self.t_copy, -saved))  # the device copy is freed
+
+    def backward(self, i: int, seconds: float, saved: float, copy_s: float | None, issue: float) -> float:
+        """Layer ``i``'s fetch (issued at ``issue``, run when the copy stream is free), then its
+        backward once the fetch is back; returns when that backward ends."""
+        ready = self.t_compute
+        if copy_s is not None:
+            start = max(self.t_copy, issue)
+            self.t_copy = start + copy_s
+            self.intervals.append(("copy", start, self.t_copy, f"h2d{i}"))
+            self.deltas.append((start, +saved))  # room for the fetched copy
+            ready = max(ready, self.t_copy)
+        self.intervals.append(("compute", ready, ready + seconds, f"bwd{i}"))
+        self.t_compute = ready + seconds
+        self.deltas.append((self.t_compute, -saved))
+        return self.t_compute
+
+
+def _memory_curve(deltas: list[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
+    """The device's saved bytes as steps ``((time, bytes), ...)`` from its changes."""
     memory, level = [(0.0, 0.0)], 0.0
     for t in sorted({t for t, _ in deltas}):
         level += sum(d for u, d in deltas if u == t)
         memory.append((t, level))
-    return StepSchedule(tuple(ivs), tuple(memory))
+    return tuple(memory)
 
 
 @dataclass(frozen=True)
