@@ -15,7 +15,8 @@ The code lives in :mod:`course.show.graph`, :mod:`course.show.fx` and
 :mod:`course.show.timeline`; the layered layout they share in :mod:`course.show.layout`
 (drawn by :mod:`course.show.boxes`); :func:`show_source` (the course's source beside
 torch's, :mod:`course.show.source`); deep drawings folded into side-by-side bands by
-:mod:`course.show.fold`. Frames (:mod:`course.show.frames`, the states a lesson steps through)
+:mod:`course.show.fold`, and joint graphs too large to draw whole made small by
+:mod:`course.show.shrink`. Frames (:mod:`course.show.frames`, the states a lesson steps through)
 and their ipywidgets steppers (:mod:`course.show.widgets`) are imported from
 :mod:`course.widgets`. This module only re-exports. Nothing printed holds a memory
 address: autograd nodes are named ``n0, n1, ...`` in topological order and FX nodes by
@@ -35,7 +36,7 @@ Example:
     ValueError: tensor has no grad_fn: it is a leaf or was made without grad; ...
 """
 
-from course.show import fx, graph, timeline  # noqa: E402  (the submodules, for their __all__)
+from course.show import fx, graph, shrink, timeline  # noqa: E402  (the submodules, for their __all__)
 from course.show.boxes import drawn_graph_report, segment_crossings
 from course.show.fx import (
     CUT_STYLE,
@@ -44,12 +45,10 @@ from course.show.fx import (
     as_fx_graph,
     descriptor_kind,
     draw_joint_graph,
-    group_ends,
     joint_graph_text,
     joint_nx_graph,
     joint_pairs,
     partition_cut,
-    summarise_joint,
 )
 from course.show.graph import (
     NO_GRAD_FN,
@@ -60,6 +59,7 @@ from course.show.graph import (
     graph_text,
 )
 from course.show.layout import layered_layout
+from course.show.shrink import group_ends, summarise_joint
 from course.show.source import SourcePair, show_source
 from course.show.timeline import (
     Interval,
@@ -73,6 +73,7 @@ from course.show.timeline import (
 __all__ = [
     *graph.__all__,
     *fx.__all__,
+    *shrink.__all__,
     *timeline.__all__,
     "layered_layout",
     "segment_crossings",

@@ -87,6 +87,33 @@ def _root(t) -> object:
     return t  # already a Node
 
 
+def _topological_order(root) -> list:
+    """Every Node reachable from ``root``, each after every Node that points to it.
+
+    Found without recursion (graphs can be thousands deep), ordered by Kahn's algorithm with
+    ties broken by discovery order, so one graph always gives one order."""
+    seen, stack, indeg = {root: None}, [root], Counter()
+    while stack:
+        node = stack.pop()
+        for nxt, _ in node.next_functions:
+            if nxt is None:
+                continue
+            indeg[nxt] += 1
+            if nxt not in seen:
+                seen[nxt] = None
+                stack.append(nxt)
+    order, ready = [], [root]
+    while ready:
+        node = ready.pop(0)
+        order.append(node)
+        for nxt, _ in node.next_functions:
+            if nxt is not None:
+                indeg[nxt] -= 1
+                if indeg[nxt] == 0:
+                    ready.append(nxt)
+    return order
+
+
 def autograd_graph(t, names: Mapping[str, torch.Tensor] | None = None, highlight: Iterable = ()):
     """Snapshot the autograd graph behind ``t`` as a :class:`networkx.DiGraph`.
 
@@ -119,28 +146,7 @@ def autograd_graph(t, names: Mapping[str, torch.Tensor] | None = None, highlight
         for n, d in t.nodes(data=True):
             d["highlight"] = n in marks or d.get("name") in marks
         return t
-    root = _root(t)
-    # Discover nodes (iteratively: graphs can be thousands deep) and count incoming edges.
-    seen, stack, indeg = {root: None}, [root], Counter()
-    while stack:
-        node = stack.pop()
-        for nxt, _ in node.next_functions:
-            if nxt is None:
-                continue
-            indeg[nxt] += 1
-            if nxt not in seen:
-                seen[nxt] = None
-                stack.append(nxt)
-    # Kahn's algorithm; ties broken by discovery order, so the order is deterministic.
-    order, ready = [], [root]
-    while ready:
-        node = ready.pop(0)
-        order.append(node)
-        for nxt, _ in node.next_functions:
-            if nxt is not None:
-                indeg[nxt] -= 1
-                if indeg[nxt] == 0:
-                    ready.append(nxt)
+    order = _topological_order(_root(t))
     ids = {node: f"n{i}" for i, node in enumerate(order)}
     by_var = {}
     for name, tensor in (names or {}).items():
@@ -267,6 +273,46 @@ def _seq(n: str, d: dict) -> str:
     return "seq max" if seq >= 2**63 else f"seq {seq}"  # AccumulateGrad: the largest
 
 
+def _box_label(n: str, d: dict) -> str:
+    """A node's box text: its id and label, the leaf's shape or up to two saved values (saved
+    tensors before sizes), and the sequence number that orders backward."""
+    saved = sorted(d.get("saved", []), key=lambda s: "=" in s)
+    extra = [str(d["shape"])] if d.get("shape") is not None else saved[:2]
+    seq = _seq(n, d)
+    return "\n".join([f"{n} {d['label']}", *extra] + ([seq] if seq else []))
+
+
+def _fill(d: dict, ran: bool, highlight_color: str | None) -> str:
+    """Highlighted, else already ran, else a leaf (AccumulateGrad), else a plain node."""
+    if d["highlight"]:
+        return highlight_color or AUTOGRAD_COLORS["highlight"]
+    if ran:
+        return AUTOGRAD_COLORS["ran"]
+    return AUTOGRAD_COLORS["leaf"] if d.get("shape") is not None else AUTOGRAD_COLORS["node"]
+
+
+def _label_output_nrs(g, layout: dict, ax, font: float) -> None:
+    """Write ``output_nr=k`` on every edge whose ``k`` is not 0, on the longer of its route's
+    last two segments (not a stub)."""
+    for (a, b), data in g.edges.items():
+        if not data.get("output_nr", 0):
+            continue
+        route = layout["routes"][(a, b)][-3:]
+        (x0, y0), (x1, y1) = max(
+            zip(route, route[1:]),
+            key=lambda s: (s[1][0] - s[0][0]) ** 2 + (s[1][1] - s[0][1]) ** 2,
+        )
+        ax.text(
+            (x0 + x1) / 2,
+            (y0 + y1) / 2,
+            f"output_nr={data['output_nr']}",
+            fontsize=font * 0.8,
+            ha="center",
+            va="center",
+            bbox=dict(facecolor="white", edgecolor="none", pad=0.5),
+        )
+
+
 def draw_autograd_graph(
     t,
     names=None,
@@ -316,13 +362,7 @@ def draw_autograd_graph(
         )
         return fig
     ran, font = set(ran), 8.0
-    labels = {}
-    for n in g:
-        d = g.nodes[n]
-        saved = sorted(d.get("saved", []), key=lambda s: "=" in s)  # saved tensors before sizes
-        extra = [str(d["shape"])] if d.get("shape") is not None else saved[:2]
-        seq = _seq(n, d)
-        labels[n] = "\n".join([f"{n} {d['label']}", *extra] + ([seq] if seq else []))
+    labels = {n: _box_label(n, g.nodes[n]) for n in g}
     sizes = {n: label_size(labels[n], font) for n in g}
     layout = layered_layout(g, sizes=sizes, max_rows=max_rows, row_gap=row_gap)
     if title is None:
@@ -331,35 +371,11 @@ def draw_autograd_graph(
             title += f"\n{len(full)} nodes; chains of 3+ single-in, single-out nodes folded"
     lines = title.count("\n") + 1 if title else 0
     fig, ax, font = new_figure_for(layout, font, ax=ax, extra_height=0.1 + 0.2 * lines)
-    fills = {
-        n: (highlight_color or AUTOGRAD_COLORS["highlight"])
-        if g.nodes[n]["highlight"]
-        else AUTOGRAD_COLORS["ran"]
-        if n in ran
-        else AUTOGRAD_COLORS["leaf"]
-        if g.nodes[n].get("shape") is not None
-        else AUTOGRAD_COLORS["node"]
-        for n in g
-    }
+    fills = {n: _fill(g.nodes[n], n in ran, highlight_color) for n in g}
     styles = {n: {"linestyle": "--"} for n in ran}
     styles.update({n: {"linewidth": 2.0} for n in g if g.nodes[n]["highlight"]})
     draw_boxes(g, layout, labels, ax, fills, font_size=font, styles=styles)
-    for (a, b), data in g.edges.items():
-        if data.get("output_nr", 0):
-            route = layout["routes"][(a, b)][-3:]  # the label sits on the longer of the
-            (x0, y0), (x1, y1) = max(
-                zip(route, route[1:]),  # last two segments, not a stub
-                key=lambda s: (s[1][0] - s[0][0]) ** 2 + (s[1][1] - s[0][1]) ** 2,
-            )
-            ax.text(
-                (x0 + x1) / 2,
-                (y0 + y1) / 2,
-                f"output_nr={data['output_nr']}",
-                fontsize=font * 0.8,
-                ha="center",
-                va="center",
-                bbox=dict(facecolor="white", edgecolor="none", pad=0.5),
-            )
+    _label_output_nrs(g, layout, ax, font)
     if title:
         fig.suptitle(title, fontsize=9, va="top", y=1 - 0.05 / fig.get_figheight())
     return fig
