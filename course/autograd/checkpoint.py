@@ -74,6 +74,12 @@ Differences from torch:
 - ``debug=True`` records the aten ops of the forward and of the recomputation with a small
   dispatch mode and lists them in the error; torch also prints stack traces;
 - messages are ours; error *types* are torch's (``CheckpointError`` is torch's class).
+- not yet mirrored from torch 2.14 (and 2.15): ``respect_saved_tensors_hooks=`` and the
+  decorator form (``checkpoint(use_reentrant=False)`` without a function). The flag matters
+  only under selective checkpointing: it decides whether the outputs a policy saves (held in
+  the policy's cache, outside the autograd graph) go through the user's
+  ``saved_tensors_hooks``; left at ``None`` torch bypasses them, as 2.13 does and as we do,
+  and warns (``FutureWarning``) when such hooks are active. Here both raise ``TypeError``.
 
 Index: :func:`checkpoint`, :func:`set_checkpoint_early_stop`, :func:`noop_context_fn`,
 ``_CheckpointFrame``, ``_checkpoint_hook``, ``_recomputation_hook``; selective
