@@ -781,3 +781,98 @@ def test_an_op_with_an_ordered_effect_runs_as_often_as_torch_runs_it():
         assert counts[0] == counts[1], counts  # torch's count, then the course's
     finally:
         handle.destroy()
+
+
+# ---- torch 2.14: respect_saved_tensors_hooks and the decorator form -----------------------
+
+_TORCH = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
+needs_214 = pytest.mark.skipif(
+    _TORCH < (2, 14), reason="respect_saved_tensors_hooks and the decorator are torch 2.14's"
+)
+
+
+def _sac_under_user_hooks(lib, respect, curried, nested=False):
+    """A selective checkpoint (mm saved) under a logging pair of user hooks, maybe inside a
+    plain checkpoint: (the pair's log, the FutureWarnings, x.grad)."""
+    log = []
+
+    def pack(t):
+        log.append(("pack", tuple(t.shape)))
+        return t.detach()
+
+    def unpack(t):
+        log.append(("unpack", tuple(t.shape)))
+        return t
+
+    x = torch.randn(3, 3, generator=torch.Generator().manual_seed(0)).requires_grad_()
+    ctx = functools.partial(lib.create_selective_checkpoint_contexts, [torch.ops.aten.mm.default])
+    kw = {} if respect == "omitted" else {"respect_saved_tensors_hooks": respect}
+
+    def region(t):
+        return (t @ t).sin().sum()
+
+    def selective(t):
+        if curried:
+            return lib.checkpoint(use_reentrant=False, context_fn=ctx, **kw)(region)(t)
+        return lib.checkpoint(region, t, use_reentrant=False, context_fn=ctx, **kw)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+            out = lib.checkpoint(selective, x, use_reentrant=False) if nested else selective(x)
+        out.backward()
+    return log, [w.category.__name__ for w in caught if issubclass(w.category, FutureWarning)], x.grad
+
+
+@needs_214
+@pytest.mark.parametrize("nested", [False, True], ids=["alone", "inside-a-checkpoint"])
+@pytest.mark.parametrize("curried", [False, True], ids=["call", "decorator"])
+@pytest.mark.parametrize("respect", ["omitted", None, True, False])
+def test_does_respect_saved_tensors_hooks_route_the_cached_outputs_as_torchs_does(respect, curried, nested):
+    """NOTE [Cached outputs and the user's hooks]: the same packs, unpacks and warnings as torch."""
+    theirs = _sac_under_user_hooks(torch_ckpt, respect, curried, nested)
+    ours = _sac_under_user_hooks(course_ckpt, respect, curried, nested)
+    assert ours[:2] == theirs[:2]
+    torch.testing.assert_close(ours[2], theirs[2])
+    bypassed = _sac_under_user_hooks(course_ckpt, False, curried, nested)[0]
+    assert (ours[0] != bypassed) == (respect is True)  # only True sends the cache through the pair
+    assert ours[1] == (["FutureWarning"] if respect in ("omitted", None) else [])
+
+
+@needs_214
+def test_without_user_hooks_nothing_warns_and_nothing_is_routed():
+    """Rule 3: no user pair, no FutureWarning, whatever respect_saved_tensors_hooks says."""
+    x = torch.randn(3, 3, requires_grad=True)
+    ctx = functools.partial(course_ckpt.create_selective_checkpoint_contexts, [torch.ops.aten.mm.default])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        course_ckpt.checkpoint(lambda t: (t @ t).sum(), x, use_reentrant=False, context_fn=ctx).backward()
+
+
+@needs_214
+def test_is_the_decorator_a_method_decorator_and_refused_with_reentrant_as_in_torch():
+    """The curried form binds to an instance; respect_saved_tensors_hooks with use_reentrant=True
+    is a ValueError in both."""
+    grads = {}
+    for name, lib in LIBS.items():
+
+        class Scale(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.full((3,), 2.0))
+
+            @lib.checkpoint(use_reentrant=False)
+            def forward(self, x):
+                return (x * self.w).sin().sum()
+
+        module = Scale()
+        module(torch.arange(3.0)).backward()
+        grads[name] = module.w.grad
+        with pytest.raises(ValueError):
+            lib.checkpoint(
+                torch.sin,
+                torch.ones(2, requires_grad=True),
+                use_reentrant=True,
+                respect_saved_tensors_hooks=True,
+            )
+    torch.testing.assert_close(grads["course"], grads["torch"])

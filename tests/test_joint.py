@@ -546,7 +546,6 @@ def _x():
 @pytest.mark.parametrize(
     "f, args, match",
     [
-        (lambda s, x, k: s.mods[0](x) * k, (_x(), 2.0), "input 1 is float"),
         (lambda s, x: s.mods[0](x).detach(), (_x(),), "no output requires grad"),
         (lambda s, x: 3, (_x(),), "must return tensors"),
         (lambda s, x: (s.mods[0](x), 3), (_x(),), r"holding \['int'\]"),
@@ -554,7 +553,7 @@ def _x():
     ],
 )
 def test_bad_input_gives_a_clear_error(f, args, match):
-    """Do non-tensor inputs/outputs and outputs without grad give a clear error?"""
+    """Do non-tensor outputs and outputs without grad give a clear error?"""
     with pytest.raises((TypeError, ValueError), match=match):
         export_joint(_Fn(f, _lin()), args)
 
@@ -668,3 +667,71 @@ def test_does_the_out_spec_unflatten_the_outputs_as_torchs_does(make):
     module = make()
     flat, spec = torch.utils._pytree.tree_flatten(module(x))
     assert ours.out_spec == spec
+
+
+class _Scaled(torch.nn.Module):
+    """A linear layer whose forward takes non-tensor arguments: torch bakes them into the graph."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x, scale=1.0, n=0, relu=False, note="unused"):
+        y = self.lin(x) * scale + n
+        return y.relu() if relu else y
+
+
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [
+        ((2.5,), {}),
+        ((), {"scale": 2.5}),
+        ((), {"scale": -0.5, "n": 3, "relu": True, "note": "a string"}),
+    ],
+    ids=["float-positional", "float-keyword", "float-int-bool-str"],
+)
+def test_is_a_non_tensor_input_baked_into_the_graph_as_torch_bakes_it(args, kwargs):
+    """A float (int, bool, string) argument: the same placeholders, descriptors and ops as
+    torch's export, its value a constant of the graph, and the joint computes eager's numbers."""
+    torch.manual_seed(0)
+    mod, x = _Scaled(), torch.randn(4, 3)
+    ours = export_joint(mod, (x, *args), kwargs)
+    with contextlib.ExitStack() as stack:
+        reference = aot_export_joint_with_descriptors(stack, mod, (x, *args), kwargs).graph_module
+    assert _descs(ours.graph_module) == _descs(reference)
+    assert _ops(ours.graph_module) == _ops(reference)
+    consts = list(ours.graph_module.graph.find_nodes(op="placeholder"))[3:-1]
+    refs = list(reference.graph.find_nodes(op="placeholder"))[3:-1]
+    assert [(len(n.users), n.meta.get("val", "absent")) for n in consts] == [
+        (len(n.users), n.meta.get("val", "absent")) for n in refs
+    ]
+    assert all(not n.users for n in consts)
+    xg = x.clone().requires_grad_()
+    eager = mod(xg, *args, **kwargs)
+    tangent = torch.randn_like(eager)
+    eager.backward(tangent)
+    flat = pytree.tree_leaves(((x, *args), kwargs))
+    primals = [*mod.parameters(), *flat]
+    for joint in (ours, reference):
+        with torch.no_grad():
+            (out,), (g_w, g_b, *rest) = joint(primals, [tangent])
+        torch.testing.assert_close(out, eager.detach())
+        torch.testing.assert_close(g_w, mod.lin.weight.grad)
+        torch.testing.assert_close(g_b, mod.lin.bias.grad)
+        assert rest == [None] * len(flat)
+
+
+def test_is_a_baked_constant_kept_when_the_graph_is_called_with_another_value():
+    """NOTE [Constants keep a placeholder], rule 3: the graph computes with the exported value,
+    through our joint, its partitioned forward, and torch's joint alike."""
+    torch.manual_seed(0)
+    mod, x = _Scaled(), torch.randn(4, 3)
+    ours = export_joint(mod, (x,), {"scale": 2.5})
+    with contextlib.ExitStack() as stack:
+        reference = aot_export_joint_with_descriptors(stack, mod, (x,), {"scale": 2.5}).graph_module
+    expected = mod(x, scale=2.5).detach()
+    primals = [*mod.parameters(), x, 3.0]
+    torch.testing.assert_close(ours.run((x,), {"scale": 3.0})[D.PlainAOTOutput(0)], expected)
+    torch.testing.assert_close(ours.fw_module(*primals)[0], expected)
+    with torch.no_grad():
+        torch.testing.assert_close(reference(primals, [torch.ones(4, 3)])[0][0], expected)

@@ -74,8 +74,9 @@ Differences from torch
 * A custom ``autograd.Function`` is traced *through*, as torch's export does: a tensor it
   keeps as ``ctx.y`` is saved as ``SavedForBackwardsAOTOutput``, where ``torch.compile``
   (whose Dynamo captures the Function whole) says ``SavedForBackwardsNoVcCheckAOTOutput``.
-* Inputs and outputs must be tensors (torch also bakes in ints and floats), and something
-  must require grad (torch would return an inference graph).
+* Outputs must be tensors (torch returns a non-tensor output as a constant among the
+  graph's outputs), and something must require grad (torch would return an inference graph).
+  A non-tensor *input* is baked in as torch bakes it (NOTE [Constants keep a placeholder]).
 * We also partition (torch's ``default_partition`` unless you pass ``partition_fn``); torch
   leaves that to ``aot_compile_joint_with_descriptors``.
 """
@@ -98,6 +99,7 @@ from course.aot import descriptors, steps
 from course.aot.stage import Stage, StageBuilder, fakes
 
 require_supported_torch("course.aot.joint")
+_TORCH = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])  # (2, 13)
 
 __all__ = ["JointWithDescriptors", "Stage", "export_joint"]
 
@@ -177,33 +179,54 @@ class JointWithDescriptors:
         return {d: v for d, v in zip(descs, [*outs, *grads]) if d is not None}
 
 
-def _flat_inputs(args: tuple, kwargs: dict) -> list[torch.Tensor]:
+def _flat_inputs(args: tuple, kwargs: dict) -> tuple[list[torch.Tensor], dict[int, Any]]:
+    """The flat inputs as the trace sees them, and the constants among them by position.
+
+    A leaf that is not a tensor (a float, an int, a bool, a string) is baked into the graph, as
+    torch's export does: it keeps its placeholder (``PlainAOTInput(idx=k)``, no gradient), but
+    the trace reads the Python value, so no node uses the placeholder. The trace sees an empty
+    stand-in tensor there (NOTE [Constants keep a placeholder]).
+    """
     flat, _ = pytree.tree_flatten((tuple(args), kwargs))
+    tensors, constants = [], {}
     for i, a in enumerate(flat):
         if not isinstance(a, torch.Tensor):
-            raise TypeError(
-                f"export_joint: input {i} is {type(a).__name__}, not a Tensor; only tensor "
-                "inputs become placeholders. Bind other arguments with functools.partial or "
-                "a module attribute."
-            )
-        if is_traceable_wrapper_subclass(a) or type(a) not in (torch.Tensor, torch.nn.Parameter):
+            constants[i] = a
+            tensors.append(torch.empty(0))  # one each: a stand-in met twice would be an alias
+        elif is_traceable_wrapper_subclass(a) or type(a) not in (torch.Tensor, torch.nn.Parameter):
             raise NotImplementedError(
                 f"input {i} is a tensor subclass ({type(a).__name__}): torch flattens it into "
                 "SubclassGetAttrAOTInput placeholders" + steps.NOT_BUILT
             )
-    return flat
+        else:
+            tensors.append(a)
+    return tensors, constants
+
+
+# NOTE [Constants keep a placeholder]
+# torch's export flattens (args, kwargs) and gives every leaf a placeholder, tensors or not.
+# 1. A non-tensor leaf's value is read while tracing, so it is a constant of the graph:
+#    ``x * scale`` with scale=2.5 records ``aten.mul.Tensor(x, 2.5)``.
+# 2. Its placeholder stays (the calling convention is one primal per flat input), no node
+#    uses it, and its gradient output is None. Its ``meta["val"]`` is the number itself from
+#    torch 2.14 on (make_fx records int, float and bool inputs), absent on 2.13 and for others.
+# 3. So calling the graph with another value there changes nothing: export again instead.
+#    jd.run((x,), {"scale": 2.5})    # yes: the value it was exported with
+#    jd.run((x,), {"scale": 3.0})    # no: still computes with 2.5, as torch's graph would
 
 
 def _functional_call(
-    mod: Any, fqns: list[str], n_args: int, in_spec: Any, seen: dict | None = None
+    mod: Any, fqns: list[str], in_spec: Any, constants: dict[int, Any], seen: dict | None = None
 ) -> Callable:
     """``fn(*params_and_buffers, *flat_args) -> flat outputs``, like torch's create_functional_call;
-    each call writes the pytree spec of the outputs it flattened into ``seen["out_spec"]``."""
+    each call writes the pytree spec of the outputs it flattened into ``seen["out_spec"]``.
+    ``constants`` replace their stand-ins (NOTE [Constants keep a placeholder])."""
     seen = {} if seen is None else seen
 
     def fn(*primals: torch.Tensor) -> list[torch.Tensor]:
         state, flat = dict(zip(fqns, primals)), primals[len(fqns) :]
-        args, kwargs = pytree.tree_unflatten(list(flat), in_spec)
+        flat = [constants.get(i, a) for i, a in enumerate(flat)]
+        args, kwargs = pytree.tree_unflatten(flat, in_spec)
         if isinstance(mod, torch.nn.Module):
             # tie_weights=False: a Parameter under two names is two inputs, as in torch.
             out = torch.func.functional_call(mod, state, args, kwargs, tie_weights=False)
@@ -221,6 +244,39 @@ def _functional_call(
     return fn
 
 
+@dataclass
+class _Primals:
+    """What the export's inputs are: the module's state, the flat inputs, their descriptors."""
+
+    params: dict[str, torch.Tensor]
+    buffers: dict[str, torch.Tensor]
+    real: list[torch.Tensor]  # params, buffers, flat inputs (a stand-in for each constant)
+    descs: list  # one AOTInput per entry of ``real``
+    constants: dict[int, Any]  # flat input position -> the value baked in
+    in_spec: Any
+
+    @property
+    def fqns(self) -> list[str]:
+        return [*self.params, *self.buffers]
+
+
+def _primals(module_or_fn: Callable, args: tuple, kwargs: dict) -> _Primals:
+    """Collect the placeholders' tensors and descriptors: params, buffers, then plain inputs."""
+    is_mod = isinstance(module_or_fn, torch.nn.Module)
+    params = dict(module_or_fn.named_parameters(remove_duplicate=False)) if is_mod else {}
+    buffers = dict(module_or_fn.named_buffers(remove_duplicate=False)) if is_mod else {}
+    flat_args, constants = _flat_inputs(args, kwargs)
+    _, in_spec = pytree.tree_flatten((tuple(args), kwargs))
+    for name, t in {**params, **buffers}.items():
+        if is_traceable_wrapper_subclass(t):
+            raise NotImplementedError(f"{name} is a tensor subclass" + steps.NOT_BUILT)
+    descs = [descriptors.ParamAOTInput(k) for k in params]
+    descs += [descriptors.BufferAOTInput(k) for k in buffers]
+    descs += [descriptors.PlainAOTInput(i) for i in range(len(flat_args))]
+    real = [*params.values(), *buffers.values(), *flat_args]
+    return _Primals(params, buffers, real, descs, constants, in_spec)
+
+
 def export_joint(
     module_or_fn: Callable,
     args: tuple,
@@ -235,7 +291,8 @@ def export_joint(
         module_or_fn: an ``nn.Module`` (its parameters and buffers become placeholders) or a
             plain function of tensors.
         args, kwargs: example inputs; only their shapes, dtypes and ``requires_grad`` are used
-            (tracing runs under a ``FakeTensorMode``).
+            (tracing runs under a ``FakeTensorMode``). A non-tensor input (a float, an int) is
+            baked into the graph, as in torch (NOTE [Constants keep a placeholder]).
         decompositions: an aten decomposition table (torch's argument). Like torch, we apply
             it in the joint trace only, below autograd: ``addmm`` still differentiates as
             ``addmm``, and then both it and its backward ops are decomposed.
@@ -245,7 +302,7 @@ def export_joint(
         A :class:`JointWithDescriptors`.
 
     Raises:
-        TypeError: an input or output is not a tensor.
+        TypeError: an output is not a tensor.
         ValueError: nothing requires grad, or no output requires grad (no tangents).
         NotImplementedError: a feature torch's exporter handles and we do not build.
 
@@ -257,25 +314,48 @@ def export_joint(
         >>> sorted(repr(d) for d in jd.run((torch.randn(4, 3),)))[0]
         "GradAOTOutput(grad_of=ParamAOTInput(target='bias'))"
     """
-    kwargs = dict(kwargs or {})
-    is_mod = isinstance(module_or_fn, torch.nn.Module)
-    params = dict(module_or_fn.named_parameters(remove_duplicate=False)) if is_mod else {}
-    buffers = dict(module_or_fn.named_buffers(remove_duplicate=False)) if is_mod else {}
-    flat_args = _flat_inputs(args, kwargs)
-    _, in_spec = pytree.tree_flatten((tuple(args), kwargs))
-    for name, t in {**params, **buffers}.items():
-        if is_traceable_wrapper_subclass(t):
-            raise NotImplementedError(f"{name} is a tensor subclass" + steps.NOT_BUILT)
-    real = [*params.values(), *buffers.values(), *flat_args]
-    requires_grad = [t.requires_grad for t in real]
-    primal_descs = [descriptors.ParamAOTInput(k) for k in params] + [
-        descriptors.BufferAOTInput(k) for k in buffers
-    ]
-    primal_descs += [descriptors.PlainAOTInput(i) for i in range(len(flat_args))]
+    inputs = _primals(module_or_fn, args, dict(kwargs or {}))
     seen: dict = {}  # the outputs' pytree spec, written by the metadata pass
-    fn = _functional_call(module_or_fn, [*params, *buffers], len(flat_args), in_spec, seen)
-
+    fn = _functional_call(module_or_fn, inputs.fqns, inputs.in_spec, inputs.constants, seen)
     timings: dict[str, float] = {}
+    mode, primals, meta, mutates, outs = _collect_metadata(fn, inputs.real, timings)
+    with mode:
+        clock = time.perf_counter()
+        tangents = _tangents(meta, outs)
+        joint = steps.trace_joint(fn, meta, primals, tangents, mutates=mutates, decompositions=decompositions)
+        timings["traced_joint"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    steps.attach_descriptors(joint, inputs.descs, meta, [t.requires_grad for t in inputs.real])
+    _mark_constants(joint, len(inputs.fqns), inputs.constants)
+    timings["descriptors"] = time.perf_counter() - clock
+    return JointWithDescriptors(
+        graph_module=joint,
+        params_spec=list(inputs.params),
+        buffers_spec=list(inputs.buffers),
+        params=inputs.params,
+        buffers=inputs.buffers,
+        in_spec=inputs.in_spec,
+        out_spec=seen["out_spec"],
+        num_fwd_outputs=len(meta.mutated_inp_indices) + meta.num_user_outputs,
+        tangent_mask=meta.tangent_mask,
+        timings=timings,
+        stage_builder=StageBuilder(
+            fn=fn,
+            real=inputs.real,
+            module=module_or_fn,
+            meta=meta,
+            joint=joint,
+            joint_inputs=(primals, tangents),
+            fake_mode=mode,
+            partition_fn=partition_fn,
+            timings=timings,
+        ),
+    )
+
+
+def _collect_metadata(fn: Callable, real: list[torch.Tensor], timings: dict[str, float]) -> tuple:
+    """The untraced metadata pass on fakes, then the errors it lets us name:
+    ``(mode, fake primals, meta, mutates, fake outputs)``."""
     clock = time.perf_counter()
     mode, primals = fakes(real)
     try:
@@ -285,7 +365,7 @@ def export_joint(
         _check_forward(fn, real)  # in the staged build, stage 1's errors come first
         raise
     timings["metadata"] = time.perf_counter() - clock
-    if not any(requires_grad):  # after the metadata pass, so what we do not build is named first
+    if not any(t.requires_grad for t in real):  # after the pass, so what we do not build is named first
         raise ValueError(
             "export_joint: nothing requires grad (no parameter that requires grad and no input "
             "with requires_grad=True), so there is no backward to build. torch would return an "
@@ -299,37 +379,19 @@ def export_joint(
             "so the joint would have no tangents and no backward. torch would return an "
             "inference graph; use make_fx for that."
         )
-    with mode:
-        clock = time.perf_counter()
-        tangents = _tangents(meta, outs)
-        joint = steps.trace_joint(fn, meta, primals, tangents, mutates=mutates, decompositions=decompositions)
-        timings["traced_joint"] = time.perf_counter() - clock
-    clock = time.perf_counter()
-    steps.attach_descriptors(joint, primal_descs, meta, requires_grad)
-    timings["descriptors"] = time.perf_counter() - clock
-    return JointWithDescriptors(
-        graph_module=joint,
-        params_spec=list(params),
-        buffers_spec=list(buffers),
-        params=params,
-        buffers=buffers,
-        in_spec=in_spec,
-        out_spec=seen["out_spec"],
-        num_fwd_outputs=len(meta.mutated_inp_indices) + meta.num_user_outputs,
-        tangent_mask=meta.tangent_mask,
-        timings=timings,
-        stage_builder=StageBuilder(
-            fn=fn,
-            real=real,
-            module=module_or_fn,
-            meta=meta,
-            joint=joint,
-            joint_inputs=(primals, tangents),
-            fake_mode=mode,
-            partition_fn=partition_fn,
-            timings=timings,
-        ),
-    )
+    return mode, primals, meta, mutates, outs
+
+
+def _mark_constants(gm: fx.GraphModule, n_state: int, constants: dict[int, Any]) -> None:
+    """A constant's placeholder holds what torch's holds (NOTE [Constants keep a placeholder])."""
+    placeholders = list(gm.graph.find_nodes(op="placeholder"))
+    for i, value in constants.items():
+        node = placeholders[n_state + i]
+        assert not node.users, f"{node.name} stands for a constant and should have no users"
+        if _TORCH >= (2, 14) and isinstance(value, (int, float, bool)):
+            node.meta["val"] = value  # 2.14's make_fx keeps a Python number's value
+        else:
+            del node.meta["val"]  # 2.13's keeps nothing, and no release a string
 
 
 def _tangents(meta: steps.ForwardMeta, outs: list[torch.Tensor]) -> list[torch.Tensor]:

@@ -74,6 +74,10 @@ Differences from torch:
 - ``debug=True`` records the aten ops of the forward and of the recomputation with a small
   dispatch mode and lists them in the error; torch also prints stack traces;
 - messages are ours; error *types* are torch's (``CheckpointError`` is torch's class).
+- torch 2.14's ``respect_saved_tensors_hooks=`` and decorator form (``checkpoint(
+  use_reentrant=False)`` without a function) exist here only when the installed torch has
+  them, as everything here follows the installed torch; on 2.13 the keyword goes to the
+  function, as torch 2.13 passes it.
 
 Index: :func:`checkpoint`, :func:`set_checkpoint_early_stop`, :func:`noop_context_fn`,
 ``_CheckpointFrame``, ``_checkpoint_hook``, ``_recomputation_hook``; selective
@@ -84,6 +88,7 @@ checkpointing is in :mod:`course.autograd.selective`, RNG and autocast state in
 from __future__ import annotations
 
 import contextlib
+import functools
 import uuid
 import warnings
 import weakref
@@ -98,6 +103,8 @@ from torch.utils.checkpoint import CheckpointError
 from course.autograd.checkpoint_debug import debug_context_and_cb, debug_enabled
 from course.autograd.checkpoint_state import ForwardState
 from course.autograd.saved_tensors import saved_tensors_hooks
+
+_TORCH = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])  # (2, 13)
 
 __all__ = ["CheckpointError", "checkpoint", "noop_context_fn", "set_checkpoint_early_stop"]
 
@@ -243,7 +250,27 @@ class _CheckpointFrame:
             )
 
 
-class _recomputation_hook(saved_tensors_hooks):
+class _checkpoint_internal_hook(saved_tensors_hooks):
+    """Checkpointing's own hooks (torch 2.14's class of this name): while pushed, the pack hook
+    remembers the pair below it, so selective checkpointing finds the user's hooks past ours
+    (NOTE [Cached outputs and the user's hooks] in :mod:`course.autograd.selective`)."""
+
+    def __init__(self, pack_hook: Callable, unpack_hook: Callable) -> None:
+        pack_hook._checkpoint_internal = True
+        super().__init__(pack_hook, unpack_hook)
+
+    def __enter__(self) -> None:
+        # the pair below us (maybe another checkpoint's: the reader walks on), and only while
+        # we are on the stack: the graph keeps pack_hook, and must not keep the user's pair
+        self.pack_hook._user_hooks = torch._C._autograd._top_saved_tensors_default_hooks(False)
+        super().__enter__()
+
+    def __exit__(self, *args: object) -> None:
+        del self.pack_hook._user_hooks
+        super().__exit__(*args)
+
+
+class _recomputation_hook(_checkpoint_internal_hook):
     """Pushed while ``fn`` runs again: the i-th tensor saved goes into the i-th holder."""
 
     def __init__(self, target_frame_ref: weakref.ReferenceType, gid: Any) -> None:
@@ -287,7 +314,7 @@ def _current_gid() -> Any:
     return gid
 
 
-class _checkpoint_hook(saved_tensors_hooks):
+class _checkpoint_hook(_checkpoint_internal_hook):
     """Pushed during the checkpointed forward: pack an empty holder, recompute on unpack."""
 
     def __init__(self, frame: _CheckpointFrame) -> None:
@@ -408,7 +435,7 @@ def _warn_use_reentrant_missing() -> None:
 
 
 def checkpoint(
-    function: Callable,
+    function: Callable | None = None,
     *args: Any,
     use_reentrant: bool | None = None,
     context_fn: Callable[[], tuple[Any, Any]] = noop_context_fn,
@@ -431,9 +458,13 @@ def checkpoint(
             tensor with its recomputed twin; ``"none"`` compares nothing.
         debug: on a determinism error, list the aten ops of the forward and the recomputation.
         early_stop: stop the recomputation once every needed tensor is back.
+        respect_saved_tensors_hooks: (torch 2.14 on, in ``kwargs``) whether the outputs a
+            selective-checkpointing policy saves go through the user's saved-tensor hooks
+            (NOTE [Cached outputs and the user's hooks] in :mod:`course.autograd.selective`).
 
     Returns:
-        Whatever ``function`` returns.
+        Whatever ``function`` returns; from torch 2.14 on, called without a function (and no
+        arguments), a decorator that checkpoints every call with these settings.
 
     Raises:
         CheckpointError: in backward, when the recomputation saves other tensors than the forward.
@@ -448,11 +479,23 @@ def checkpoint(
         >>> torch.allclose(x.grad, 2.0 * (2.0 * x).cos())
         True
     """
+    settings = dict(
+        context_fn=context_fn, determinism_check=determinism_check, debug=debug, early_stop=early_stop
+    )
+    if function is None and not args:
+        if _TORCH < (2, 14):
+            raise TypeError(
+                "course.checkpoint: checkpoint() needs the function to run (torch 2.13 has no decorator form)"
+            )
+        return _decorator(use_reentrant, settings, kwargs)
+    respect = kwargs.pop("respect_saved_tensors_hooks", None) if _TORCH >= (2, 14) else None
     if use_reentrant is None:
         _warn_use_reentrant_missing()
         use_reentrant = True
     if use_reentrant:
         torch_context_fn = _torch_checkpoint.noop_context_fn if context_fn is noop_context_fn else context_fn
+        if respect is not None:  # torch refuses it with the reentrant variant
+            kwargs["respect_saved_tensors_hooks"] = respect
         return _torch_checkpoint.checkpoint(
             function,
             *args,
@@ -463,6 +506,8 @@ def checkpoint(
             early_stop=early_stop,
             **kwargs,
         )
+    if context_fn is not noop_context_fn:
+        context_fn = _telling_the_cache(context_fn, respect)
     preserve = kwargs.pop("preserve_rng_state", True)
     gen = _checkpoint_without_reentrant_generator(
         function, preserve, context_fn, determinism_check, debug, early_stop, *args, **kwargs
@@ -481,3 +526,44 @@ def checkpoint(
     except StopIteration:
         return ret
     raise AssertionError("course.checkpoint: the checkpoint generator yielded more than twice")
+
+
+def _telling_the_cache(context_fn: Callable, respect: bool | None) -> Callable:
+    """``context_fn`` whose forward context, if it caches outputs (selective checkpointing),
+    learns ``respect_saved_tensors_hooks``, as torch sets it on its caching mode."""
+
+    def contexts() -> tuple[Any, Any]:
+        forward_context, recompute_context = context_fn()
+        if hasattr(forward_context, "respect_saved_tensors_hooks"):
+            forward_context.respect_saved_tensors_hooks = respect
+        return forward_context, recompute_context
+
+    return contexts
+
+
+def _decorator(use_reentrant: bool | None, settings: dict, kwargs: dict) -> Callable:
+    """torch 2.14's curried form: ``checkpoint(use_reentrant=False, ...)`` returns a decorator."""
+    known = {k: kwargs.pop(k) for k in ("preserve_rng_state", "respect_saved_tensors_hooks") if k in kwargs}
+    if kwargs:
+        raise ValueError(
+            "course.checkpoint: a decorator takes only checkpoint's settings, not " + ",".join(kwargs)
+        )
+    return functools.partial(_CheckpointedFunction, use_reentrant=use_reentrant, **settings, **known)
+
+
+class _CheckpointedFunction:
+    """A function whose every call is checkpointed with the settings it was made with; as a
+    method decorator it binds to the instance first (torch 2.14's class of this name)."""
+
+    def __init__(self, function: Callable, **settings: Any) -> None:
+        self.function, self.settings = function, settings
+        functools.update_wrapper(self, function, updated=())
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return checkpoint(self.function, *args, **self.settings, **kwargs)
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        bind = getattr(self.function, "__get__", None)
+        if instance is None or bind is None:
+            return self
+        return type(self)(bind(instance, owner), **self.settings)

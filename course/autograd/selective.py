@@ -65,6 +65,7 @@ Index: :func:`create_selective_checkpoint_contexts`, :class:`SelectiveCheckpoint
 
 from __future__ import annotations
 
+import warnings
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -129,11 +130,16 @@ def _is_cacheable_effect(op: Any) -> bool:
 
 
 class _VersionWrapper:
-    """A cached output and its version counter then: reading it after an in-place change fails."""
+    """A cached output and its version counter then: reading it after an in-place change fails.
 
-    def __init__(self, val: Any) -> None:
+    ``unpack_hook``: the user's, when ``val`` is what the user's pack hook made of the output
+    (NOTE [Cached outputs and the user's hooks]); reading applies it.
+    """
+
+    def __init__(self, val: Any, unpack_hook: Callable | None = None) -> None:
         self.val = val
         self.version = val._version if isinstance(val, torch.Tensor) else None
+        self.unpack_hook = unpack_hook
 
     def get_val(self, allow_cache_entry_mutation: bool) -> Any:
         if self.version is not None and not allow_cache_entry_mutation and self.val._version != self.version:
@@ -141,7 +147,57 @@ class _VersionWrapper:
                 "course.checkpoint: a tensor that selective checkpointing cached in forward was modified "
                 "in place before backward used it (pass allow_cache_entry_mutation=True to allow it)"
             )
-        return self.val
+        return self.val if self.unpack_hook is None else self.unpack_hook(self.val)
+
+
+# NOTE [Cached outputs and the user's hooks]
+# The outputs a policy saves live in ``storage``, not on a graph node, so no saved-tensor hook
+# sees them. From torch 2.14 on, ``checkpoint(..., respect_saved_tensors_hooks=...)`` decides:
+# 1. True: each cached tensor goes through the user's pair (the top of the hook stack once the
+#    checkpoint's own hooks are skipped): pack now, unpack when the recomputation reads it.
+#       with save_on_cpu(): checkpoint(f, x, context_fn=..., respect_saved_tensors_hooks=True)
+#                                         # yes: the cached mm output is packed by save_on_cpu
+# 2. None (the default): bypassed, as in 2.13, with a FutureWarning when a user pair is active
+#    (torch says the default will change); False: bypassed, silently.
+# 3. Nothing changes without a user pair, or for outputs the policy recomputes.
+
+
+def _current_user_saved_tensors_hooks() -> tuple[Callable, Callable] | None:
+    """The pair a tensor saved now would meet, skipping checkpointing's own hooks (each
+    remembers, while pushed, the pair below it in ``pack_hook._user_hooks``), or None."""
+    hooks = torch._C._autograd._top_saved_tensors_default_hooks(False)
+    while hooks is not None and getattr(hooks[0], "_checkpoint_internal", False):
+        hooks = hooks[0]._user_hooks
+    return hooks
+
+
+def _user_hooks_for_cache(respect: bool | None) -> tuple[Callable, Callable] | None:
+    """The user's pair the cache must go through, per NOTE [Cached outputs and the user's hooks]."""
+    if _TORCH < (2, 14):
+        return None
+    hooks = _current_user_saved_tensors_hooks()
+    if hooks is not None and respect is None:
+        warnings.warn(
+            "course.checkpoint: saved_tensors_hooks (save_on_cpu, say) are active around a selective "
+            "checkpoint; the outputs its policy saves skip them today, and torch plans to send them "
+            "through the hooks by default. Pass respect_saved_tensors_hooks=True or False to choose now.",
+            FutureWarning,
+            stacklevel=3,
+        )
+    return hooks if respect else None
+
+
+def _cache(out: Any, respect: bool | None) -> Any:
+    """``out`` as stored: each tensor detached, packed by the user's hooks where they apply."""
+    hooks = _user_hooks_for_cache(respect)
+
+    def wrap(x: Any) -> _VersionWrapper:
+        x = _detach_helper(x)
+        if hooks is not None and isinstance(x, torch.Tensor):
+            return _VersionWrapper(hooks[0](x), unpack_hook=hooks[1])
+        return _VersionWrapper(x)
+
+    return tree_map(wrap, out)
 
 
 def _detach_helper(x: Any) -> Any:
@@ -161,6 +217,8 @@ class _CachingTorchDispatchMode(TorchDispatchMode):
         self.policy_fn = policy_fn
         self.storage = storage
         self.ac_graph_id = ac_graph_id  # torch's compile path reads it; kept for the same signature
+        # set by checkpoint() from torch 2.14 on (NOTE [Cached outputs and the user's hooks])
+        self.respect_saved_tensors_hooks: bool | None = None
         self.func_counter: defaultdict[Any, int] = defaultdict(int)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -182,7 +240,7 @@ class _CachingTorchDispatchMode(TorchDispatchMode):
         ):
             policy = CheckpointPolicy.MUST_SAVE  # replaying an ordered effect would be seen: keep it
         if policy in _SAVE:
-            self.storage[func][idx] = tree_map(lambda x: _VersionWrapper(_detach_helper(x)), out)
+            self.storage[func][idx] = _cache(out, self.respect_saved_tensors_hooks)
         else:
             self.storage[func][idx] = _RECOMPUTE
         return out
