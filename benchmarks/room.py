@@ -6,7 +6,7 @@ in a temporary folder, from lesson 01's solution and its learner copy:
 * a third have the solution (each with a markdown cell of their own, so no two are alike);
 * a third have the learner copy as ``course hub-start`` gave it (untouched);
 * a third have the solution with a known wrong answer pasted into exercise 1.1 (the walk
-  without a set of queued nodes, ``_no_seen_set`` in course/checks/lesson01.py).
+  without a set of queued nodes, ``_no_seen_set`` in course/checks/lesson01/ex1_1_bfs_names.py).
 
 Then we time the command as an instructor runs it (``python -m course room HOMES --lesson 1
 -q``, a fresh process each time, wall clock): cold (an empty cache), again with nothing

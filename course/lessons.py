@@ -15,10 +15,22 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["LESSONS", "Lesson", "get", "lesson_set", "notebook_folders", "registered_exercises"]
+__all__ = [
+    "LESSONS",
+    "Lesson",
+    "check_files",
+    "exercise_file",
+    "exercise_module",
+    "get",
+    "lesson_set",
+    "notebook_folders",
+    "registered_exercises",
+    "registrations_in",
+]
 
 
 @dataclass(frozen=True)
@@ -324,33 +336,93 @@ def lesson_set() -> str:
     return f"{len(LESSONS)} lessons: " + ", ".join(lesson.slug for lesson in LESSONS)
 
 
-def registered_exercises(number: int) -> list[tuple[str, str]]:
-    """``[(id, name), ...]`` of lesson ``number``'s exercises, in id order: the one answer to
-    "which exercises does this lesson have", for every command.
+def check_files(number: int) -> list[Path]:
+    """The files that hold lesson ``number``'s checks, found without importing them: every
+    module of the package ``course/checks/lessonNN/`` (one per exercise, ``exN_M_name.py``,
+    and what they share), or the one module ``course/checks/lessonNN.py`` of a lesson not yet
+    split. ``[]`` for a lesson without checks.
 
-    Read from ``course/checks/lessonNN.py`` *without importing it* (no torch, no checks run),
-    which is enough when every registration writes its ``id`` and ``name`` as literals; when
-    one does not, the checks are imported and asked. ``[]`` for a lesson without checks.
-
-    >>> registered_exercises(0)[:2]
-    [('0.1', 'cube_sum_grad'), ('0.2', 'predicted_a_grad')]
+    >>> [p.name for p in check_files(0)]
+    ['__init__.py', 'ex0_1_cube_sum_grad.py', 'ex0_2_predicted_a_grad.py']
+    >>> check_files(99)
+    []
     """
     spec = importlib.util.find_spec("course.checks")
-    module = Path(list(spec.submodule_search_locations)[0]) / f"lesson{number:02d}.py"
-    if not module.is_file():
-        return []
+    folder = Path(list(spec.submodule_search_locations)[0])
+    module, package = folder / f"lesson{number:02d}.py", folder / f"lesson{number:02d}"
+    if (package / "__init__.py").is_file():
+        return sorted(package.glob("*.py"))
+    return [module] if module.is_file() else []
+
+
+def registrations_in(path: Path) -> list[tuple[str | None, str | None]]:
+    """``(id, name)`` of each ``exercise(...)`` / ``predict(...)`` call in the module at
+    ``path``, read without importing it (``None`` where the call does not write it as a
+    literal).
+
+    >>> registrations_in(check_files(0)[1])
+    [('0.1', 'cube_sum_grad')]
+    """
     found = []
-    for node in ast.walk(ast.parse(module.read_text())):
+    for node in ast.walk(ast.parse(path.read_text())):
         func = getattr(node, "func", None)
         called = getattr(func, "id", getattr(func, "attr", None))
         if not isinstance(node, ast.Call) or called not in ("exercise", "predict"):
             continue
         given = dict(zip(("id", "name"), node.args)) | {k.arg: k.value for k in node.keywords if k.arg}
         values = [getattr(given.get(key), "value", None) for key in ("id", "name")]
-        if not all(isinstance(v, str) for v in values):  # not literals: ask the checks themselves
-            from course import checks
+        found.append(tuple(v if isinstance(v, str) else None for v in values))
+    return found
 
-            checks.load_all()
-            return [(ex.id, ex.name) for ex in checks.all_exercises(number)]
-        found.append(tuple(values))
+
+def registered_exercises(number: int) -> list[tuple[str, str]]:
+    """``[(id, name), ...]`` of lesson ``number``'s exercises, in id order: the one answer to
+    "which exercises does this lesson have", for every command.
+
+    Read from the lesson's check files (:func:`check_files`) *without importing them* (no
+    torch, no checks run), which is enough when every registration writes its ``id`` and
+    ``name`` as literals; when one does not, the checks are imported and asked. ``[]`` for a
+    lesson without checks.
+
+    >>> registered_exercises(0)[:2]
+    [('0.1', 'cube_sum_grad'), ('0.2', 'predicted_a_grad')]
+    """
+    found = [reg for path in check_files(number) for reg in registrations_in(path)]
+    if not all(i is not None and n is not None for i, n in found):  # not literals: ask the checks
+        from course import checks
+
+        checks.load_all()
+        return [(ex.id, ex.name) for ex in checks.all_exercises(number)]
     return sorted(found, key=lambda e: tuple(int(p) for p in e[0].split(".")))
+
+
+def exercise_module(exercise_id: str, name: str) -> str:
+    """The name of the module that registers exercise ``"N.M"`` whose answer is ``name``:
+    ``exN_M_`` and the answer's name in snake case, so the file list reads as the lesson's
+    exercises in order.
+
+    >>> exercise_module("5.2", "CloneBeforeMul"), exercise_module("4.1", "SaveOnCPU")
+    ('ex5_2_clone_before_mul', 'ex4_1_save_on_cpu')
+    >>> exercise_module("0.1", "cube_sum_grad")
+    'ex0_1_cube_sum_grad'
+    """
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+    return f"ex{exercise_id.replace('.', '_')}_{words}"
+
+
+def exercise_file(exercise_id: str) -> str:
+    """Where exercise ``"N.M"`` is registered, as a path from the repository's root, read
+    without importing: ``course/checks/lessonNN/exN_M_name.py``, or ``course/checks/lessonNN.py``
+    for a lesson whose checks are one module (and for a lesson without checks, where its one
+    module would be).
+
+    >>> exercise_file("0.2")
+    'course/checks/lesson00/ex0_2_predicted_a_grad.py'
+    >>> exercise_file("97.1")
+    'course/checks/lesson97.py'
+    """
+    number = int(exercise_id.split(".")[0])
+    for path in check_files(number):
+        if any(i == exercise_id for i, _ in registrations_in(path)):
+            return "course/checks/" + path.as_posix().rsplit("/checks/", 1)[1]
+    return f"course/checks/lesson{number:02d}.py"

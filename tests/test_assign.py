@@ -10,6 +10,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from course import checks
 from course.house import assign
 from course.house.assign import AssignError, clear_solutions, learner_copy
+from course.lessons import check_files
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = assign.lesson_paths(ROOT / "solutions")
@@ -39,11 +40,17 @@ def test_is_every_reference_solution_written_once_in_its_notebook(solution):
 
     lesson = int(solution.name[:2])
     copied = importlib.import_module(f"course.checks.solutions.lesson{lesson:02d}")
-    keys = ROOT / "course" / "checks" / f"lesson{lesson:02d}.py"
-    own = {n.name for n in ast.parse(keys.read_text()).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    own = {
+        n.name: keys.name
+        for keys in check_files(lesson)
+        for n in ast.parse(keys.read_text()).body
+        if isinstance(n, (ast.FunctionDef, ast.ClassDef))
+    }
     checks.load_all()
     for ex in checks.all_exercises(lesson):
-        assert ex.name not in own, f"{keys.name} defines {ex.name} again: import it from {copied.__name__}"
+        assert ex.name not in own, (
+            f"{own.get(ex.name)} defines {ex.name} again: import it from {copied.__name__}"
+        )
         assert ex.solution is getattr(copied, ex.name), f"{ex.id}: the solution is not the notebook's"
 
 

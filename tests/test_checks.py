@@ -2,7 +2,7 @@
 does the check machinery (outcomes, comparison, predictions, cost budgets) judge the way it
 says?
 
-The generic tests iterate over EVERY exercise of every course/checks/lessonNN.py, so a lesson
+The generic tests iterate over EVERY exercise of every course/checks/lessonNN/, so a lesson
 author gets them for free by registering the exercise. Each exercise's catalogue (every known
 wrong answer fails with its own hint, every right answer passes) is judged through the grader
 in tests/test_catalogue_grade.py.
@@ -12,6 +12,7 @@ import ast
 import importlib
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -757,10 +758,15 @@ def test_check_with_reveal_shows_the_answer_and_the_grader_can_find_the_request(
 SOLUTIONS = sorted((Path(__file__).resolve().parents[1] / "solutions").glob("[0-9][0-9]_*.ipynb"))
 
 
+#: A module of a lesson's package of checks (``course.checks.lesson06.ex6_2_...``), not a name in it.
+_EXERCISE_MODULE = re.compile(r"^(ex\d+_\d+_\w+|_shared)$")
+
+
 def _names_taken_from_check_modules(source: str) -> list[tuple[str, str]]:
-    """(module, name) for every ``from course.checks.lessonNN import name`` (any alias) and
-    every ``lessonNN.name`` read off a module imported as ``course.checks.lessonNN`` or from
-    ``course.checks``, in a cell's code."""
+    """(module, name) for every ``from course.checks.lessonNN[.exN_M_x] import name`` (any
+    alias) and every ``module.name`` read off a lesson's check module imported as
+    ``course.checks.lessonNN[.exN_M_x]``, from ``course.checks`` or from its package, in a
+    cell's code."""
     try:
         tree = ast.parse(source)
     except SyntaxError:  # a cell of IPython magics: no Python imports to read
@@ -769,7 +775,9 @@ def _names_taken_from_check_modules(source: str) -> list[tuple[str, str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             for alias in node.names:
-                if node.module.startswith("course.checks.lesson"):
+                if node.module.startswith("course.checks.lesson") and _EXERCISE_MODULE.match(alias.name):
+                    modules[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                elif node.module.startswith("course.checks.lesson"):
                     taken.append((node.module, alias.name))
                 elif node.module == "course.checks" and alias.name.startswith("lesson"):
                     modules[alias.asname or alias.name] = f"course.checks.{alias.name}"
@@ -804,7 +812,7 @@ def test_the_import_finder_sees_every_way_of_naming_a_truth():
     sources = [
         f"from {module} import {name} as m",
         f"import {module} as L\nL.{name}()",
-        f"from course.checks import {module.rsplit('.', 1)[1]} as L\nL.{name}()",
+        f"from {module.rsplit('.', 1)[0]} import {module.rsplit('.', 1)[1]} as L\nL.{name}()",
     ]
     for source in sources:
         assert _names_taken_from_check_modules(source) == [(module, name)], source

@@ -109,7 +109,7 @@ def test_a_notebook_that_rewrites_the_grader_cannot_raise_another_lessons_score(
     import course.checks
     from pathlib import Path
     _here = Path(course.checks.__file__).parent
-    _a = open(_here / "lesson01.py", "a").write({_JUDGE_PATCH!r})
+    _a = open(_here / "lesson01" / "__init__.py", "a").write({_JUDGE_PATCH!r})
     _b = open(_here / "__init__.py", "a").write({_WORKER_PATCH!r})
     """
     _write(_solved_00_with([attack]), folder / "00_warmup.ipynb")
@@ -126,10 +126,11 @@ def test_a_notebook_that_rewrites_the_grader_cannot_raise_another_lessons_score(
         cwd=tmp_path,
     )
     assert "Traceback" not in proc.stderr, proc.stderr
-    assert _JUDGE_PATCH.strip() in (pkg / "course" / "checks" / "lesson01.py").read_text()  # the attack ran
+    attacked = pkg / "course" / "checks" / "lesson01" / "__init__.py"
+    assert _JUDGE_PATCH.strip() in attacked.read_text()  # the attack ran
     summary = json.loads((tmp_path / "g.json").read_text())
     assert proc.returncode == 1
-    assert summary["tampering"] == ["checks/__init__.py", "checks/lesson01.py"]
+    assert summary["tampering"] == ["checks/__init__.py", "checks/lesson01/__init__.py"]
     assert "TAMPERING" in proc.stdout
     by_lesson = {nb["lesson"]: nb for nb in summary["notebooks"]}
     unsolved = by_lesson[1]

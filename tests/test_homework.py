@@ -99,7 +99,7 @@ def _grading_step() -> tuple[dict, dict]:
 def _buggy_course(tmp: Path) -> Path:
     """A copy of the package whose exercise 0.2 oracle forgot the second backward pass."""
     shutil.copytree(ROOT / "course", tmp / "course", ignore=shutil.ignore_patterns("__pycache__"))
-    lesson = tmp / "course/checks/lesson00.py"
+    lesson = tmp / "course/checks/lesson00/ex0_2_predicted_a_grad.py"
     text = lesson.read_text()
     right = "    c.backward(retain_graph=True)\n    c.backward()\n    return a.grad\n"
     assert text.count(right) == 1
@@ -408,7 +408,7 @@ def test_the_classroom_result_reports_errors_and_tampering_as_errors():
     summary = {
         "all_passed": False,
         "max_score": 2,
-        "tampering": ["checks/lesson00.py"],
+        "tampering": ["checks/lesson00/ex0_2_predicted_a_grad.py"],
         "notebooks": [
             {
                 "path": "00_warmup.ipynb",

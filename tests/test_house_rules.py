@@ -133,6 +133,20 @@ def _written_out(tmp: Path):
     return offences, "course/checks/lesson97.py", "write wrong answer 1 out as a named top-level function"
 
 
+def _one_exercise_module(tmp: Path):
+    package = tmp / "course" / "checks" / "lesson97"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text('"""Lesson 97."""\n')
+    register = 'exercise("97.{m}", name="{name}", title="t", solution=None)\n'
+    (package / "ex97_1_double.py").write_text(  # a second exercise moved in beside the first
+        register.format(m=1, name="double") + register.format(m=2, name="SquareTwice")
+    )
+    (package / "ex97_3_halve.py").write_text(register.format(m=3, name="halve"))  # one, as named: right
+    offences = house_sources.exercise_module_offences(package, tmp)
+    assert len(offences) == 1 and "registers 2 exercise(s) (97.1, 97.2)" in offences[0], offences
+    return offences, "course/checks/lesson97/ex97_1_double.py", "give each exercise its own module"
+
+
 def _distinct_wrong(tmp: Path):
     ex = Exercise(
         id="97.2",
@@ -328,6 +342,7 @@ PROOFS = {
     "deterministic": _deterministic,
     "minutes": _minutes,
     "written-out": _written_out,
+    "one-exercise-module": _one_exercise_module,
     "distinct-wrong": _distinct_wrong,
     "hint": _hint,
     "own-words": _own_words,

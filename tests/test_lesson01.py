@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import course.autograd_graph as cg
 from course.checks import get, grade_answer
-from course.checks.lesson01 import bfs_names
+from course.checks.solutions.lesson01 import bfs_names
 from course.content.lesson01 import GRAPHS
 from course.show import autograd_graph
 

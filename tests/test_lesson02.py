@@ -24,14 +24,9 @@ from hypothesis import strategies as st
 
 import course.autograd_graph as cg
 from course.checks import get
-from course.checks.lesson02 import (
-    _any_run,
-    _monitor_oracle,
-    _monitor_run,
-    any_grad_hook,
-    clip_grad_hook,
-    grad_norm_monitor,
-)
+from course.checks.lesson02.ex2_4_any_grad_hook import _any_run
+from course.checks.lesson02.ex2_5_grad_norm_monitor import _monitor_oracle, _monitor_run
+from course.checks.solutions.lesson02 import any_grad_hook, clip_grad_hook, grad_norm_monitor
 from course.content.lesson02 import (
     ANY_ACTIONS,
     MULTI_PROGRAMS,

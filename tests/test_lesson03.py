@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 
 import course.autograd_graph as cg
 from course.checks import get, grade_answer
-from course.checks import lesson03 as L
+from course.checks.lesson03 import ex3_4_compress_hooks as ex3_4
+from course.checks.lesson03 import ex3_5_disk_hooks as ex3_5
+from course.checks.solutions import lesson03 as solutions
 from course.content import lesson03 as C
 
 
@@ -48,7 +50,7 @@ def test_does_the_cost_of_3_4_count_what_torch_saves_beyond_weights_and_input_on
     activations = [t for t in saved if t.untyped_storage().data_ptr() not in held]
     assert (
         C.packed_bytes(C.exact_hooks(), 0)
-        == {"saved bytes": L.storage_bytes(activations)}
+        == {"saved bytes": solutions.storage_bytes(activations)}
         == {"saved bytes": 4352}
     )
     # the reference: weights by reference (free); every other saved storage (the input
@@ -60,13 +62,15 @@ def test_does_the_cost_of_3_4_count_what_torch_saves_beyond_weights_and_input_on
         if t.untyped_storage().data_ptr() not in weights
     }
     assert (
-        C.packed_bytes(L.compress_hooks(), 0) == {"saved bytes": sum(once.values())} == {"saved bytes": 2432}
+        C.packed_bytes(solutions.compress_hooks(), 0)
+        == {"saved bytes": sum(once.values())}
+        == {"saved bytes": 2432}
     )
 
 
 def test_is_a_weight_kept_by_reference_free_and_a_copy_of_it_charged():
     def copy_weights():
-        return (lambda t: t.clone() if L._is_parameter(t) else t.detach()), (lambda t: t)
+        return (lambda t: t.clone() if ex3_4._is_parameter(t) else t.detach()), (lambda t: t)
 
     weights_saved = 32 * 32 * 4 + 32 * 4 * 4  # W2 and W3 are saved by the matmuls (W1 is not)
     assert C.packed_bytes(C.exact_hooks(), 0)["saved bytes"] == 4352  # weights by reference: free
@@ -89,12 +93,12 @@ def test_does_bfloat16_keep_about_2_4_significant_decimal_digits():
 
 
 def test_does_run_on_disk_see_activations_kept_in_memory():
-    assert L.run_on_disk(L.disk_hooks, 0)["tensors still in memory after forward"] == 0
-    assert L.run_on_disk(L._file_and_memory, 0)["tensors still in memory after forward"] > 0
+    assert ex3_5.run_on_disk(solutions.disk_hooks, 0)["tensors still in memory after forward"] == 0
+    assert ex3_5.run_on_disk(ex3_5._file_and_memory, 0)["tensors still in memory after forward"] > 0
 
 
 def test_do_the_disk_hooks_work_under_torchs_context_manager_too(tmp_path):
-    pack, unpack = L.disk_hooks(str(tmp_path))
+    pack, unpack = solutions.disk_hooks(str(tmp_path))
     x, Ws = C.make_mlp(0)
     with tg.saved_tensors_hooks(pack, unpack):
         loss = C.mlp_loss(x, Ws)
@@ -120,7 +124,8 @@ def test_is_storage_bytes_the_sum_of_the_distinct_bases_whatever_views_we_pick(s
         used.add(k)
         tensors.append(bases[k] if whole else bases[k][start:])
     expected = sum(bases[k].numel() * bases[k].element_size() for k in used)
-    assert L.storage_bytes(tensors) == expected == get("3.3").oracle(tensors)  # oracle: byte ranges covered
+    oracle = get("3.3").oracle(tensors)  # byte ranges covered
+    assert solutions.storage_bytes(tensors) == expected == oracle
 
 
 def test_do_the_oracles_of_3_3_and_3_5_tell_wrong_answers_from_right_ones():
@@ -129,7 +134,7 @@ def test_do_the_oracles_of_3_3_and_3_5_tell_wrong_answers_from_right_ones():
         assert grade_answer(ex, ex.solution).status == "passed"
         for w in ex.wrong:
             assert grade_answer(ex, w.answer).status in ("failed", "error"), (ex.id, w.hint[:60])
-    spec = L.run_on_disk(get("3.5").oracle, 0)  # torch's gradients, torch's count of saves
+    spec = ex3_5.run_on_disk(get("3.5").oracle, 0)  # torch's gradients, torch's count of saves
     assert spec["files after forward (one per pack)"] == 9 and spec["files left"] == 0
     assert all(torch.equal(a, b) for a, b in zip(spec["gradients, first backward"], C.exact_grads(0)))
 
@@ -191,13 +196,13 @@ def test_does_the_solution_of_3_4_raise_where_torch_raises_and_the_unchecked_pai
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         C.mlp_grads(None, 0, step_early=True)  # torch by itself
     with pytest.raises(RuntimeError):
-        C.mlp_grads(L.compress_hooks(), 0, step_early=True)
-    unchecked = L._no_version_check()
+        C.mlp_grads(solutions.compress_hooks(), 0, step_early=True)
+    unchecked = ex3_4._no_version_check()
     grads = C.mlp_grads(unchecked, 0, step_early=True)  # silently computed with the changed weight
     assert not torch.allclose(grads[1], C.exact_grads(0)[1], rtol=2e-2, atol=3e-3)
 
 
 def test_is_the_check_of_3_4_quiet_when_nothing_changed_in_place():
     for seed in (0, 1):
-        grads = C.mlp_grads(L.compress_hooks(), seed)
+        grads = C.mlp_grads(solutions.compress_hooks(), seed)
         assert all(torch.allclose(g, e, rtol=2e-2, atol=3e-3) for g, e in zip(grads, C.exact_grads(seed)))

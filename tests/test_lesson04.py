@@ -15,7 +15,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from course.checks import get, grade_answer, outcomes_of
-from course.checks import lesson04 as L
+from course.checks.lesson04 import ex4_1_save_on_cpu as ex4_1
+from course.checks.lesson04 import ex4_2_threshold_hooks as ex4_2
+from course.checks.lesson04 import ex4_3_predicted_forward_bound as ex4_3
+from course.checks.lesson04 import ex4_4_predicted_pays as ex4_4
+from course.checks.solutions import lesson04 as solutions
 from course.content import lesson04 as C
 from course.offload.model import MB, predict_step, step_schedule, transfer_times
 
@@ -45,7 +49,7 @@ def test_save_on_cpu_reference_packs_like_torchs_pinned_path(program):
         loss.backward()
         return copies, [p.grad for p in leaves]
 
-    ours, ours_grads = observe(L.SaveOnCPU())
+    ours, ours_grads = observe(solutions.SaveOnCPU())
     theirs, theirs_grads = observe(torch.autograd.graph.save_on_cpu(pin_memory=True))
     assert ours == theirs and all(c[0] for c in ours)
     for a, b in zip(ours_grads, theirs_grads, strict=True):
@@ -55,8 +59,8 @@ def test_save_on_cpu_reference_packs_like_torchs_pinned_path(program):
 @settings(max_examples=30, deadline=None)
 @given(model=st.sampled_from(sorted(C.MODELS)), min_bytes=st.integers(0, 40_000))
 def test_threshold_solution_agrees_with_the_offloader_at_any_threshold(model, min_bytes):
-    ours = L._run_threshold(L.threshold_hooks, model, min_bytes)
-    oracle = L._run_threshold(L._oracle_threshold, model, min_bytes)
+    ours = ex4_2._run_threshold(solutions.threshold_hooks, model, min_bytes)
+    oracle = ex4_2._run_threshold(ex4_2._oracle_threshold, model, min_bytes)
     assert ours == oracle
     assert ours["gradients as without hooks"]
 
@@ -86,7 +90,7 @@ def test_predictions_follow_the_models_definitions():
     fwd, bwd = [n["forward_ms"] * 1e-3] * k, [n["backward_ms"] * 1e-3] * k
     # transfer-bound forward: three copies (the last layer stays) outweigh four layers of compute,
     # and it stays so in the decimal unit too (the conclusion does not hang on the unit)
-    assert sum(copy[:-1]) > sum(fwd) and L._forward_bound() == "transfer-bound"
+    assert sum(copy[:-1]) > sum(fwd) and ex4_3._forward_bound() == "transfer-bound"
     assert sum(transfer_times([n["saved_MB"] * 1e6] * (k - 1), bw)) > sum(fwd)
     p = predict_step(fwd, bwd, [n["saved_MB"] * MB] * k, bw)
     assert p.lower <= p.pipelined <= p.overlapped <= p.synchronous
@@ -111,7 +115,7 @@ def _rule_of_the_lesson(s):
 
 
 def test_each_verdict_of_4_4_follows_the_rule_the_lesson_teaches():
-    assert L._which_pay() == get("4.4").solution
+    assert ex4_4._which_pay() == get("4.4").solution
     assert {name: _rule_of_the_lesson(s) for name, s in C.PAY_SETTINGS.items()} == get("4.4").solution
     assert sorted(set(get("4.4").solution.values())) == ["free", "slower"]  # both verdicts occur
 
@@ -151,7 +155,7 @@ def test_the_timing_model_agrees_with_that_rule_on_any_uniform_setting(
     edges = (forward_ms, s["backward_ms"], (forward_ms + s["backward_ms"]) / 2)  # where a verdict flips
     if any(abs(copy - edge) < 1e-6 * edge for edge in edges):
         return  # a tie to the last bit: either verdict is a rounding
-    without, with_offload = L._step_with_and_without(s)
+    without, with_offload = ex4_4._step_with_and_without(s)
     verdict = "free" if with_offload <= without * (1 + 1e-9) else "slower"
     assert verdict == _rule_of_the_lesson(s)
 
@@ -164,7 +168,7 @@ def test_a_verdict_written_otherwise_is_read_and_a_bool_is_refused():
 
 
 def test_the_one_in_flight_schedule_lies_between_the_bounds_the_lesson_states():
-    fwd, bwd, saved, bw = L._predict_inputs()
+    fwd, bwd, saved, bw = ex4_3._predict_inputs()
     ends = [step_schedule(fwd, bwd, saved, bw, in_flight=k).end for k in (0, 1, None)]
     assert ends[0] >= ends[1] >= ends[2] >= sum(fwd) + sum(bwd)
 
@@ -173,7 +177,7 @@ def test_the_one_in_flight_schedule_lies_between_the_bounds_the_lesson_states():
 def test_a_clone_on_the_device_is_caught_only_by_the_simulated_gpu(exercise_id):
     """On the CPU a clone and a host copy look alike; the simulated-GPU case tells them apart."""
     ex = get(exercise_id)
-    clone = {"4.1": L._ClonesOnTheDevice, "4.2": L._clones_on_device}[exercise_id]
+    clone = {"4.1": ex4_1._ClonesOnTheDevice, "4.2": ex4_2._clones_on_device}[exercise_id]
     ours, ref = outcomes_of(ex, clone), outcomes_of(ex, ex.solution)
     labels = [c.label for c in ex.all_cases]
     differing = [label for label, a, b in zip(labels, ours, ref) if repr(a) != repr(b)]
@@ -201,6 +205,6 @@ def test_does_a_copy_on_the_device_get_the_same_verdict_whatever_the_build_of_to
     build the simulation cannot run the first (it raises inside FakeTensorMode); on a CUDA
     build it can. The verdict, and so the hint, must be the same on both builds: the clone's."""
     ex = get("4.1")
-    assert outcomes_of(ex, _EmptyLikeOnTheDevice) == outcomes_of(ex, L._ClonesOnTheDevice)
+    assert outcomes_of(ex, _EmptyLikeOnTheDevice) == outcomes_of(ex, ex4_1._ClonesOnTheDevice)
     verdict = grade_answer(ex, _EmptyLikeOnTheDevice)
     assert verdict.status == "failed" and "empty_like(tensor)" in verdict.hint

@@ -28,7 +28,9 @@ import course.autograd_graph as cg
 from course.autograd.mutation import _get_sid
 from course.autograd.overlap import overlaps as _overlaps
 from course.checks import get, grade_answer
-from course.checks.lesson05 import MUL_PROGRAMS, CloneBeforeMul, _written_through, same_saved_tensor
+from course.checks.lesson05.ex5_2_clone_before_mul import MUL_PROGRAMS
+from course.checks.lesson05.ex5_3_same_saved_tensor import _written_through
+from course.checks.solutions.lesson05 import CloneBeforeMul, same_saved_tensor
 from course.content.lesson05 import SAVED_X_WRITES, VIEW_PAIRS
 
 pytestmark = pytest.mark.lesson05

@@ -22,20 +22,17 @@ import torch
 from course.aot import descriptors as cd
 from course.aot.joint import export_joint
 from course.checks import get, grade_answer
-from course.checks.lesson06 import (
+from course.checks.lesson06.ex6_1_make_joint import (
     FUNCTIONS,
-    MODULES,
-    _accumulate_placeholders,
     _backward,
     _backward_then_wipe,
     _eager,
-    _eager_side_effects,
     _primals_and_tangents,
-    _run_joint,
     _run_traced,
-    apply_mutations,
-    make_joint,
 )
+from course.checks.lesson06.ex6_3_predicted_placeholders import _accumulate_placeholders
+from course.checks.lesson06.ex6_4_apply_mutations import MODULES, _eager_side_effects, _run_joint
+from course.checks.solutions.lesson06 import apply_mutations, make_joint
 from course.content.lesson06 import Accumulate, accumulate_args, seeded
 from course.content.zoo import export_graph_module
 

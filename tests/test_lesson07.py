@@ -22,7 +22,8 @@ from torch.utils import _pytree as pytree
 
 from course.aot import descriptors as cd
 from course.checks import get
-from course.checks.lesson07 import MODULES, _ScaledAfterRunning, call_joint, joint_case, tangents_for
+from course.checks.lesson07._shared import MODULES, call_joint, joint_case, tangents_for
+from course.checks.lesson07.ex7_4_scale_param_grads import _ScaledAfterRunning
 
 pytestmark = [pytest.mark.lesson07]
 

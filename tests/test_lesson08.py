@@ -16,7 +16,12 @@ from hypothesis import strategies as st
 
 from course import checks
 from course.checks import get
-from course.checks import lesson08 as L
+from course.checks.lesson08 import _shared as shared
+from course.checks.lesson08 import ex8_1_saved_bytes_per_layer as ex8_1
+from course.checks.lesson08 import ex8_2_choose_offload as ex8_2
+from course.checks.lesson08 import ex8_3_offloaded_step as ex8_3
+from course.checks.lesson08 import ex8_4_predicted_plan as ex8_4
+from course.checks.solutions import lesson08 as solutions
 from course.content import lesson08 as C
 from course.offload import Offloader
 
@@ -51,15 +56,15 @@ def _distinct_activation_bytes(model, x) -> int:
 )
 def test_does_the_per_block_measurement_agree_with_the_offloader_and_torchs_hooks(hidden, d, batch, dtype):
     model, x = C.make_model(tuple(hidden), d=d, batch=(batch,), dtype=dtype)
-    per_layer = L.saved_bytes_per_layer(model, x)
-    assert per_layer == L._oracle_per_layer(model, x)
+    per_layer = solutions.saved_bytes_per_layer(model, x)
+    assert per_layer == ex8_1._oracle_per_layer(model, x)
     assert list(per_layer) == [f"block{i}" for i in range(len(hidden))]
     assert sum(per_layer.values()) == _distinct_activation_bytes(model, x)
 
 
 def test_are_the_lessons_numbers_what_the_model_measures():
     model, x = C.make_model()
-    assert L.saved_bytes_per_layer(model, x) == C.LESSON_LAYER_BYTES
+    assert solutions.saved_bytes_per_layer(model, x) == C.LESSON_LAYER_BYTES
     assert sum(p.untyped_storage().nbytes() for p in model.parameters()) == C.LESSON_PARAM_BYTES
 
 
@@ -71,7 +76,9 @@ def _least_offload_dp(layer_bytes: dict, need: int) -> int:
     return min(r for r in reachable if r >= need)
 
 
-@pytest.mark.parametrize("choose", [L.choose_offload, L._oracle_choice], ids=["solution", "oracle"])
+@pytest.mark.parametrize(
+    "choose", [solutions.choose_offload, ex8_2._oracle_choice], ids=["solution", "oracle"]
+)
 @settings(max_examples=40, deadline=None)
 @given(
     sizes=st.lists(st.integers(0, 5000), min_size=1, max_size=6),
@@ -100,8 +107,8 @@ def test_does_the_offloaded_step_give_torchs_gradients_for_every_choice(r):
     names = list(C.LESSON_LAYER_BYTES)
     for chosen in itertools.combinations(names, r):
         model, x = C.make_model()
-        reference = L._reference_grads(model, x)
-        off = L.offloaded_step(model, x, set(chosen))
+        reference = ex8_3._reference_grads(model, x)
+        off = solutions.offloaded_step(model, x, set(chosen))
         for p, g in zip(model.parameters(), reference):
             assert torch.equal(p.grad, g)
         assert off.stats.d2h_bytes == sum(C.LESSON_LAYER_BYTES[n] for n in chosen)
@@ -137,13 +144,13 @@ def _saves_by_block(model, x):
 def test_do_8_1s_hidden_programs_reach_the_boundaries_they_are_named_for():
     """A view whose data_ptr is not its storage's, and a storage two blocks save: without
     such programs, keying by t.data_ptr() or counting once per block would pass."""
-    _, offset = _saves_by_block(*L.MODELS["two views of one storage"]())
+    _, offset = _saves_by_block(*shared.MODELS["two views of one storage"]())
     assert offset
-    savers, _ = _saves_by_block(*L.MODELS["a storage two blocks save"]())
+    savers, _ = _saves_by_block(*shared.MODELS["a storage two blocks save"]())
     assert (
         sum(len(blocks) > 1 for blocks in savers.values()) == 1
     )  # block0's tanh output, and block1 saves it
-    savers, offset = _saves_by_block(*L.MODELS["lesson"]())
+    savers, offset = _saves_by_block(*shared.MODELS["lesson"]())
     assert not offset and all(
         len(blocks) == 1 for blocks in savers.values()
     )  # the lesson's model has neither
@@ -158,21 +165,21 @@ def test_are_lesson_8s_function_exercises_judged_by_oracles_that_are_not_their_s
 def test_does_8_2s_oracle_tell_a_wrong_choice_from_a_right_one():
     ex = get("8.2")
     expected = checks.expected_outcomes(ex)
-    for right in (L.choose_offload, L._choose_by_bitmask):
+    for right in (solutions.choose_offload, ex8_2._choose_by_bitmask):
         assert checks.grade_answer(ex, right).status == "passed"
-    largest_first = checks.outcomes_of(ex, L._largest_first)
+    largest_first = checks.outcomes_of(ex, ex8_2._largest_first)
     assert largest_first[0] != expected[0]  # the lesson's case: block2 alone moves 6016 bytes more
-    assert checks.grade_answer(ex, L._largest_first).status == "failed"
+    assert checks.grade_answer(ex, ex8_2._largest_first).status == "failed"
 
 
 @pytest.mark.parametrize("model_name", ["lesson", "3-d input"])
 def test_does_8_3s_hand_made_offload_agree_with_the_offloader_on_every_choice(model_name):
-    model, x = L.MODELS[model_name]()
+    model, x = shared.MODELS[model_name]()
     names = [name for name, _ in model.named_children()]
     for r in range(len(names) + 1):
         for chosen in itertools.combinations(names, r):
-            ours = L._run_step(L._oracle_step, model_name, list(chosen))
-            theirs = L._run_step(L.offloaded_step, model_name, list(chosen))
+            ours = ex8_3._run_step(ex8_3._oracle_step, model_name, list(chosen))
+            theirs = ex8_3._run_step(solutions.offloaded_step, model_name, list(chosen))
             assert ours == theirs, chosen
             assert ours["gradients as without offload"]
 
@@ -180,19 +187,19 @@ def test_does_8_3s_hand_made_offload_agree_with_the_offloader_on_every_choice(mo
 def test_does_8_3s_oracle_tell_a_wrong_step_from_a_right_one():
     ex = get("8.3")
     expected = checks.expected_outcomes(ex)
-    assert checks.judge(ex, checks.outcomes_of(ex, L.offloaded_step), expected).status == "passed"
-    everything = checks.outcomes_of(ex, L._step_offloads_every_block)
+    assert checks.judge(ex, checks.outcomes_of(ex, solutions.offloaded_step), expected).status == "passed"
+    everything = checks.outcomes_of(ex, ex8_3._step_offloads_every_block)
     assert everything[0]["value"] != expected[0]["value"]
     assert checks.judge(ex, everything, expected).status == "failed"
 
 
 def test_a_step_that_leaves_hooks_on_the_model_is_seen():
-    first = checks.outcomes_of(get("8.3"), L._step_hooks_pick_the_blocks)[0]
+    first = checks.outcomes_of(get("8.3"), ex8_3._step_hooks_pick_the_blocks)[0]
     left = [sentence for _, sentence in first["left"]]
     assert left == [
         f"model.block{i} has +2 hooks registered on it" for i in range(4)
     ]  # a pre-hook and a hook
-    assert "left" not in checks.outcomes_of(get("8.3"), L.offloaded_step)[0]
+    assert "left" not in checks.outcomes_of(get("8.3"), solutions.offloaded_step)[0]
 
 
 def test_does_8_4s_truth_agree_with_the_whole_model_and_with_8_2s_choice():
@@ -205,18 +212,20 @@ def test_does_8_4s_truth_agree_with_the_whole_model_and_with_8_2s_choice():
     truth = get("8.4").oracle()
     model, x = C.make_model()
     whole = export_joint(model, (x,), partition_fn=min_cut_rematerialization_partition).fw_module
-    assert truth["saved activation bytes"] == L._not_param_bytes(whole) < sum(C.LESSON_LAYER_BYTES.values())
+    assert (
+        truth["saved activation bytes"] == ex8_4._not_param_bytes(whole) < sum(C.LESSON_LAYER_BYTES.values())
+    )
     per_block, h = {}, x
     for name, block in model.named_children():
-        per_block[name] = L._not_param_bytes(
+        per_block[name] = ex8_4._not_param_bytes(
             export_joint(block, (h,), partition_fn=min_cut_rematerialization_partition).fw_module
         )
         h = block(h).detach()
-    chosen = L.choose_offload(per_block, C.LESSON_PARAM_BYTES, C.LESSON_BUDGET)
+    chosen = solutions.choose_offload(per_block, C.LESSON_PARAM_BYTES, C.LESSON_BUDGET)
     assert truth["offload"] == sorted(chosen) and truth["bytes moved"] == 2 * sum(
         per_block[n] for n in chosen
     )
-    eager = L.choose_offload(C.LESSON_LAYER_BYTES, C.LESSON_PARAM_BYTES, C.LESSON_BUDGET)
+    eager = solutions.choose_offload(C.LESSON_LAYER_BYTES, C.LESSON_PARAM_BYTES, C.LESSON_BUDGET)
     assert set(truth["offload"]) != eager  # the recompute changes the plan: the point of 8.4
 
 
@@ -301,6 +310,6 @@ def test_the_budget_arithmetic_depends_on_the_partitioner():
 
 
 def test_a_measurement_that_leaves_its_hooks_on_the_model_is_seen():
-    leaky = L._hooks_left_on_the_model
-    assert L._run_measure(L.saved_bytes_per_layer, "lesson")["hooks left on the model"] == 0
-    assert L._run_measure(leaky, "lesson")["hooks left on the model"] == 4
+    leaky = ex8_1._hooks_left_on_the_model
+    assert ex8_1._run_measure(solutions.saved_bytes_per_layer, "lesson")["hooks left on the model"] == 0
+    assert ex8_1._run_measure(leaky, "lesson")["hooks left on the model"] == 4

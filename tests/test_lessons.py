@@ -20,6 +20,13 @@ def test_lesson_has_solution_learner_copy_and_checks(lesson):
     assert offences == [], "\n".join(offences)
 
 
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.slug)
+def test_each_exercise_of_a_lesson_package_has_a_module_of_its_own(lesson):
+    package = ROOT / "course" / "checks" / f"lesson{lesson.number:02d}"
+    offences = house_sources.exercise_module_offences(package, ROOT)
+    assert offences == [], "\n".join(offences)
+
+
 def test_lessons_are_numbered_in_order_and_prerequisites_come_first():
     assert [lesson.number for lesson in LESSONS] == list(range(len(LESSONS)))
     for lesson in LESSONS:

@@ -29,7 +29,7 @@ How an answer is judged, in three steps shared by the notebook and the grader:
 The grader runs step 1 in a separate process against the learner's definitions and steps
 2-3 in a process that never runs learner code (see ``course/grading/grade.py``).
 
-Lesson authors register exercises in ``course/checks/lessonNN.py`` with :func:`exercise` and
+Lesson authors register exercises in ``course/checks/lessonNN/`` with :func:`exercise` and
 :func:`predict`; ``docs/authoring.md`` walks through a complete example.
 
 The modules:
@@ -40,7 +40,7 @@ The modules:
 - :mod:`course.checks.leftovers`: what an answer leaves behind in the learner's kernel;
 - :mod:`course.checks.extra`: an instructor's extra hidden cases for one grading run;
 - :mod:`course.checks.descriptor_answers`: descriptor predictions read in any spelling;
-- :mod:`course.checks.lessonNN`: one lesson's answer keys, one section per exercise;
+- :mod:`course.checks.lessonNN`: one lesson's answer keys, one module per exercise;
 - :mod:`course.checks.solutions`: the reference solutions, copied from the solution notebooks;
 - :mod:`course.checks.mutants`: mutants of a reference solution, to find the rules no case tests.
 

@@ -1,6 +1,6 @@
 """Exercises and the registry: one place holds everything about an exercise.
 
-A lesson's check module (``course/checks/lessonNN.py``) registers each exercise once, with
+A lesson's check package (``course/checks/lessonNN/``) registers each exercise once, with
 its reference solution, its visible and hidden cases, the oracle that says what is right
 (torch, or course's reference implementation) and the known wrong answers with the hint each
 one deserves. The notebook's instant check, the grader and the generic test

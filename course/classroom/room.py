@@ -18,7 +18,7 @@ gradebook roster (``HOMES/<learner>/NN_*.ipynb``); the learner is the folder's n
     0.1 forgot_backward: x.grad stays None until something calls .backward() on a result ...
 
 A cell is ``passed``; ``failed: NAME``, the answer behaves like the known wrong answer NAME of
-the exercise's catalogue (the function's name in ``course/checks/lessonNN.py`` without its
+the exercise's catalogue (the function's name in ``course/checks/lessonNN/`` without its
 underscore, as the instructor notes list them; ``wrong answer K`` for a catalogued value);
 ``failed: unrecognised``, wrong in a way the catalogue does not know; ``error: ...``, the
 answer raised or ran out of time; ``revealed``, a prediction whose answer the learner asked to

@@ -5,7 +5,7 @@ One module per lesson (:mod:`course.content.lessonNN`), beside the lesson list i
 lessons 06-07).
 A notebook imports its demonstrations from here; the checks import the same programs, so a
 notebook runs exactly what its exercise's check judges. What judges an answer (truths,
-oracles, hidden cases, known wrong answers) lives in ``course/checks/lessonNN.py`` and never
+oracles, hidden cases, known wrong answers) lives in ``course/checks/lessonNN/`` and never
 here: a lesson's content can be read without meeting the answers to its exercises.
 
 Content imports the reference layer (``course.autograd``, ``course.aot``, ``course.offload``)

@@ -1,7 +1,7 @@
 """What lesson 1 (the autograd graph) runs: the graphs a learner walks, the in-place programs.
 
 Two sets of programs, each run by solutions/01_autograd_graph.ipynb and by the checks of
-``course/checks/lesson01.py``, so the notebook shows exactly what a check judges:
+``course/checks/lesson01/``, so the notebook shows exactly what a check judges:
 
     >>> loss = GRAPHS["shared"]()      # each call builds a fresh graph
     >>> loss.grad_fn.name()
@@ -18,7 +18,7 @@ Two sets of programs, each run by solutions/01_autograd_graph.ipynb and by the c
   not say (the answer key does).
 
 Nothing here judges an answer: the walk's oracle, the truth of 1.3 and the known wrong
-answers live in ``course/checks/lesson01.py``.
+answers live in ``course/checks/lesson01/``.
 """
 
 from __future__ import annotations

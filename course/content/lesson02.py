@@ -1,6 +1,6 @@
 """What lesson 2 (hooks) runs: the clipping program, the multi-grad graphs and their backwards.
 
-solutions/02_hooks.ipynb and the checks of ``course/checks/lesson02.py`` run the same
+solutions/02_hooks.ipynb and the checks of ``course/checks/lesson02/`` run the same
 programs, so a notebook cell shows exactly what a check judges:
 
     >>> x, W, b = clip_leaves()                 # exercise 2.2's inputs
@@ -31,7 +31,7 @@ programs, so a notebook cell shows exactly what a check judges:
   monitor adds up) and ``NORM_ACTIONS``, backward calls that reach all, some or none of them.
 
 Nothing here judges an answer: the truths of the predictions (2.1 and 2.3), the oracles,
-hidden cases and known wrong answers live in ``course/checks/lesson02.py``.
+hidden cases and known wrong answers live in ``course/checks/lesson02/``.
 """
 
 from __future__ import annotations

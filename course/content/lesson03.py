@@ -1,6 +1,6 @@
 """What lesson 3 (saved tensors) runs: a small MLP, its gradients under hooks, and what they keep.
 
-solutions/03_saved_tensors.ipynb and the checks of ``course/checks/lesson03.py`` (exercises
+solutions/03_saved_tensors.ipynb and the checks of ``course/checks/lesson03/`` (exercises
 3.4 and 3.5) run the same MLP, so a notebook cell shows exactly what a check judges:
 
     >>> x, Ws = make_mlp(seed=0)                  # x (16, 8) needs no grad; three weights do
@@ -25,7 +25,7 @@ closure or on a handle counts; the weights and the input batch, which the step h
 cost nothing kept by reference.
 
 Nothing here judges an answer: truths, oracles, cases and known wrong answers live in
-``course/checks/lesson03.py``.
+``course/checks/lesson03/``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What lesson 4 (activation offloading) runs: small programs and models, and the timing settings.
 
-solutions/04_offload.ipynb and the checks of ``course/checks/lesson04.py`` run the same
+solutions/04_offload.ipynb and the checks of ``course/checks/lesson04/`` run the same
 programs and read the same numbers, so a notebook cell shows exactly what a check judges:
 
     >>> leaves, loss_fn = PROGRAMS["exp"]()       # exercise 4.1: leaves and a loss function
@@ -23,7 +23,7 @@ programs and read the same numbers, so a notebook cell shows exactly what a chec
 - ``PAY_SETTINGS`` (exercise 4.4): those numbers with one or two things changed.
 
 Nothing here judges an answer: which settings pay, the simulated GPU, oracles, cases and
-known wrong answers live in ``course/checks/lesson04.py``.
+known wrong answers live in ``course/checks/lesson04/``.
 """
 
 from __future__ import annotations

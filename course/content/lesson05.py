@@ -13,7 +13,7 @@ the checks of exercises 5.3 and 5.4 judge:
 >>> SAVED_X_WRITES[1]
 'increment_version(x)'
 
-Which answers are right for them lives with the exercises, in course/checks/lesson05.py.
+Which answers are right for them lives with the exercises, in course/checks/lesson05/.
 """
 
 from __future__ import annotations

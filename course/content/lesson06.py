@@ -17,7 +17,7 @@ ones, built by :func:`seeded`:
 5
 
 What the exporter gives them, and the wrong guesses people make, live with the exercises in
-course/checks/lesson06.py.
+course/checks/lesson06/.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ it; the checks of exercises 7.1, 7.2 and 7.5 export exactly these, with torch's 
 (False, True)
 
 The descriptor zoo (the smallest program for each descriptor class) is course/content/zoo.py;
-what torch answers for these programs lives with the exercises, in course/checks/lesson07.py.
+what torch answers for these programs lives with the exercises, in course/checks/lesson07/.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ True
 
 Everything runs on the CPU: "device memory" is what a GPU would hold; we count bytes, we do
 not time copies. The other models the checks run, and the answers, live in
-course/checks/lesson08.py.
+course/checks/lesson08/.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ Three facts used to be spelled in several modules, slightly differently each tim
 
     write_atomically(Path("report.json"), json.dumps(report))   # str or bytes
     grader_fingerprint()      # 'course 0.9.0 sha256:3f2a...' (16 hex digits)
-    changed_files(before, package_digest())   # ['checks/lesson03.py'] if one changed
+    changed_files(before, package_digest())   # ['checks/lesson03/ex3_4_compress_hooks.py'] if one changed
 
     # OK:  write_atomically(path, text)        temp file beside it, fsync, os.replace
     # BAD: path.write_text(text)               a crash or a full disk leaves half a report
@@ -49,7 +49,7 @@ GRADEBOOK_FORMAT = "course-gradebook/1"  # what `course gradebook --json` writes
 # them (the checks in course/checks/ decide): counting lessons_data/ gave the same course two
 # fingerprints, and `course collect` flagged every CI report for regrade when the instructor
 # ran it from a checkout. So the digest leaves lessons_data/ out, however the course is installed:
-#   yes: checks/lesson03.py, content/zoo.py, grading/grade.py       (a change changes the verdicts)
+#   yes: checks/lesson03/ex3_4_compress_hooks.py, content/zoo.py    (a change changes the verdicts)
 #   no:  lessons_data/03_saved_tensors.ipynb, __pycache__/...         (not the grader)
 _NOT_THE_GRADER = ("__pycache__", "lessons_data")
 
@@ -88,7 +88,7 @@ def grader_fingerprint(digest: dict[str, str] | None = None) -> str:
     change there changes what a check expects.
 
     Example:
-        >>> grader_fingerprint({"checks/lesson03.py": "ab"}).split()[0]
+        >>> grader_fingerprint({"checks/lesson03/__init__.py": "ab"}).split()[0]
         'course'
         >>> grader_fingerprint({"a.py": "1"}) == grader_fingerprint({"a.py": "2"})
         False

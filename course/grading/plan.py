@@ -29,12 +29,16 @@ class UsageError(Exception):
 
 
 def lesson_numbers() -> list[int]:
-    """The lessons that have a check module (``course/checks/lessonNN.py``), without importing them."""
+    """The lessons that have checks (``course/checks/lessonNN/``, or one module ``lessonNN.py``),
+    found without importing them."""
     import course
 
     folder = Path(course.__file__).resolve().parent / "checks"
     return sorted(
-        int(m.group(1)) for p in folder.glob("lesson*.py") if (m := re.fullmatch(r"lesson(\d\d)\.py", p.name))
+        int(m.group(1))
+        for p in folder.glob("lesson*")
+        if (m := re.fullmatch(r"lesson(\d\d)(\.py)?", p.name))
+        and (p.is_file() or (p / "__init__.py").is_file())
     )
 
 

@@ -314,7 +314,7 @@ def _prepare(lessons: list[int], extra: list | None = None) -> dict:
 
     _add_extra_cases(extra)
     for lesson in lessons:
-        checks.all_exercises(lesson)  # imports course/checks/lessonNN.py
+        checks.all_exercises(lesson)  # imports course/checks/lessonNN/
     _import_drawing_libraries()
     torch.set_num_threads(1)  # a fork after an OpenMP parallel region hangs in the child
     torch.save({"warm": [torch.zeros(1)]}, io.BytesIO())  # the pickler's modules, loaded now

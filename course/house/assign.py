@@ -20,7 +20,7 @@ generated, like nbgrader's ``clearsolutions`` preprocessor:
 - the exercise id comes from (first match wins): an id on the marker
   (``### BEGIN SOLUTION 0.1``); else the name the region defines (the ``def``/``class`` it
   sits in, or the names it assigns at top level) looked up among the exercises that
-  ``course/checks/lessonNN.py`` registers for this lesson (NN from the file name); else a
+  ``course/checks/lessonNN/`` registers for this lesson (NN from the file name); else a
   ``check("N.M")`` call in the same cell or the next code cell;
 - a cell whose top-level region keeps a raising stub gets nbval's ``raises-exception`` tag,
   so "Run All" and ``pytest --nbval-lax`` go on past it;

@@ -83,9 +83,16 @@ RULES: dict[str, Rule] = {
     "written-out": Rule(
         "wrong answers written out",
         "tests/test_checks.py",
-        "write {answer} out as a named top-level function (or class) in exercise {id}'s section, "
+        "write {answer} out as a named top-level function (or class) in exercise {id}'s module, "
         "as a learner would write it and named for its mistake; helpers may share the parts it "
         "gets right, but no lambdas and no variant factories",
+    ),
+    "one-exercise-module": Rule(
+        "one exercise per check module",
+        "tests/test_lessons.py",
+        "give each exercise its own module, {folder}/{module}.py (ex, the id with _ "
+        "for the dot, the answer's name in snake case), holding its registration and everything "
+        "only it uses; what several exercises use goes in the package's _shared.py",
     ),
     "distinct-wrong": Rule(
         "distinct outcomes per wrong answer",

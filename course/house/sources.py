@@ -24,10 +24,12 @@ import re
 from pathlib import Path
 
 from course.house.rules import PROVENANCE_HEADING, offence
+from course.lessons import exercise_file, exercise_module, registrations_in
 
 __all__ = [
     "FACADES",
     "NOTES_SECTIONS",
+    "exercise_module_offences",
     "notes_offences",
     "provenance_offences",
     "solution_lines_in_hint",
@@ -43,7 +45,8 @@ FACADES = ("autograd_graph.py", "descriptors.py", "fx_utils.py", "joint.py", "ch
 
 
 def _registration_file(ex) -> str:
-    return f"course/checks/lesson{ex.lesson:02d}.py"
+    """The module that registers ``ex`` (``course/checks/lessonNN/exN_M_name.py``)."""
+    return exercise_file(ex.id)
 
 
 def _code_lines(fn) -> list[str]:
@@ -160,9 +163,10 @@ def missing_forms(lesson, root: Path, exercises: int) -> list[str]:
         ),
         (copy, not (root / copy).exists(), f"run `course assign {number}` and commit {copy}"),
         (
-            f"course/checks/lesson{number}.py",
+            f"course/checks/lesson{number}/",
             exercises == 0,
-            f"register the lesson's exercises in course/checks/lesson{number}.py (docs/authoring.md, step 4)",
+            f"register each of the lesson's exercises in its own module of course/checks/lesson{number}/ "
+            f"(ex{lesson.number}_1_NAME.py, ...; docs/authoring.md, step 4)",
         ),
     ] + [
         (path, not (root / path).exists(), f"write {path} or drop it from the lesson's reads=")
@@ -175,6 +179,30 @@ def missing_forms(lesson, root: Path, exercises: int) -> list[str]:
         for where, missing, fix in wants
         if missing
     ]
+
+
+def exercise_module_offences(package: Path, root: Path) -> list[str]:
+    """Rule ``one-exercise-module``: in a lesson's package of checks (``course/checks/lessonNN/``)
+    each exercise module registers exactly one exercise, the one its name says
+    (:func:`course.lessons.exercise_module`), and the package's other modules (``__init__``,
+    ``_shared``) register none. A lesson whose checks are still one module is not judged."""
+    found = []
+    for path in sorted(package.glob("*.py")):
+        where = path.relative_to(root).as_posix()
+        registered = registrations_in(path)
+        misplaced = [m for m in (exercise_module(i, n) for i, n in registered if i and n) if m != path.stem]
+        folder = package.relative_to(root).as_posix()
+        if not path.stem.startswith("ex"):
+            what = f"it registers {len(registered)} exercise(s); only an exercise module registers one"
+        elif len(registered) != 1 or misplaced:
+            ids = ", ".join(str(i) for i, _ in registered) or "none"
+            what = f"it registers {len(registered)} exercise(s) ({ids}); its name says one, {path.stem}"
+        else:
+            continue
+        module = misplaced[0] if misplaced else path.stem
+        if registered or path.stem.startswith("ex"):
+            found.append(offence("one-exercise-module", where, what, module=module, folder=folder))
+    return found
 
 
 def index_offences(package: str, docstring: str, modules: list[str]) -> list[str]:

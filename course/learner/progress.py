@@ -29,7 +29,7 @@ NOTE [Untouched notebooks are not run]
     the lesson (``workspace.pristine``), by content: if every code cell is one of the learner
     copy's (none edited; some may be deleted, moved or repeated), every answer is still its
     stub, and each exercise is "not attempted" without running anything. The exercises are
-    read from ``course/checks/lessonNN.py`` without importing it (``lessons.registered_exercises``),
+    read from ``course/checks/lessonNN/`` without importing it (``lessons.registered_exercises``),
     so such a run never imports torch. Only a notebook whose code was edited is graded.
 
 A second run with nothing edited grades nothing; editing a code cell re-grades that notebook

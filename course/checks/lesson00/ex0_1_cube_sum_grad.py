@@ -1,8 +1,6 @@
-"""Checks for lesson 0, the warm-up: requires_grad, grad_fn, backward() and a leaf's .grad.
-
-Each exercise is registered once, here: its reference solution (what solutions/00_warmup.ipynb
-writes), the oracle (torch), visible and hidden cases, and the known wrong answers with the
-hint each deserves. See docs/authoring.md.
+"""Exercise 0.1, the gradient of sum(x**3), by autograd: how a call is run and observed, the oracle,
+the visible and hidden cases, and the known wrong answers (each with the hint it earns) and right
+answers written differently.
 """
 
 from __future__ import annotations
@@ -13,10 +11,8 @@ from collections.abc import Iterator
 
 import torch
 
-from course.checks import case, exercise, predict, wrong
-from course.checks.solutions.lesson00 import cube_sum_grad, predicted_a_grad
-
-# --- Exercise 0.1: the gradient of sum(x**3), by autograd -----------------------------------
+from course.checks import case, exercise, wrong
+from course.checks.solutions.lesson00 import cube_sum_grad
 
 
 def _oracle(x):
@@ -208,65 +204,4 @@ exercise(
     right=[_by_autograd_grad, _by_a_fresh_leaf, _by_torch_func],
     hint="autograd writes a gradient only into a leaf that requires grad, and only when a "
     "backward pass runs from a result that depends on it: make that leaf from x (not x itself).",
-)
-
-# --- Exercise 0.2: predict a.grad after two backward passes ----------------------------------
-
-
-def _two_backwards():
-    """The program of exercise 0.2, run by torch."""
-    a = torch.tensor(2.0, requires_grad=True)
-    b = a * 3
-    c = b + a
-    c.backward(retain_graph=True)
-    c.backward()
-    return a.grad
-
-
-predict(
-    "0.2",
-    name="predicted_a_grad",
-    title="Predict a.grad after two backward passes",
-    truth=_two_backwards,
-    solution=predicted_a_grad,
-    right=[8, torch.tensor(8.0)],  # an int for a float, a tensor for a number (docs/authoring.md)
-    points=1,
-    wrong=[
-        wrong(
-            4.0,
-            "gradients accumulate: the second .backward() adds its gradient to the one the "
-            "first pass left in a.grad.",
-        ),
-        wrong(
-            3.0,
-            "a reaches c along two paths, through b = a * 3 and directly: one backward pass "
-            "adds the slopes of both paths.",
-        ),
-        wrong(
-            6.0,
-            "a reaches c directly too (c = b + a): each pass adds that path's slope to the slope through b.",
-        ),
-        wrong(
-            RuntimeError,
-            "retain_graph=True keeps the graph's saved tensors after the first pass, so the "
-            "second .backward() succeeds; without it, it would raise RuntimeError.",
-        ),
-        wrong(
-            "RuntimeError",
-            "retain_graph=True keeps the graph's saved tensors after the first pass, so the "
-            "second .backward() succeeds: no error is raised (and an error is written as its "
-            "class, RuntimeError, not as a string).",
-        ),
-        wrong(
-            None,
-            "a.grad is None only until a backward pass reaches a; here two passes reach it, "
-            "and each writes its gradient into a.grad.",
-        ),
-        wrong(
-            [8.0],
-            "a.grad has a's shape, and a is a 0-d tensor (one number): write the prediction "
-            "as a plain number, not a list or a 1-element tensor.",
-        ),
-    ],
-    hint="count the paths from a to c and remember that .grad accumulates across passes.",
 )
