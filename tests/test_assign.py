@@ -30,6 +30,18 @@ def test_the_committed_learner_copies_are_up_to_date(capsys):
 
 
 @pytest.mark.parametrize("solution", SOLUTIONS, ids=[p.stem for p in SOLUTIONS])
+def test_a_lesson_stores_what_the_kernel_reports_of_its_language(solution):
+    """Both forms store what ipykernel reports of its language (less its version), which
+    JupyterLab writes into a notebook it opens (course/house/assign.py, LANGUAGE_INFO)."""
+    for path in (solution, ROOT / "notebooks" / solution.name):
+        stored = nbformat.read(path, as_version=4).metadata.get("language_info")
+        assert stored == assign.LANGUAGE_INFO, (
+            f"{path.relative_to(ROOT)}: language_info is {stored}, not what the kernel reports. "
+            f"Fix: course assign --execute {solution.name[:2]} (it stores assign.LANGUAGE_INFO)"
+        )
+
+
+@pytest.mark.parametrize("solution", SOLUTIONS, ids=[p.stem for p in SOLUTIONS])
 def test_is_every_reference_solution_written_once_in_its_notebook(solution):
     """The answer keys take each solution from the copy ``course assign`` makes of the
     notebook's region, and define no second one of their own."""
