@@ -1,18 +1,20 @@
 """What lesson 09 runs: the model, the programs and the measurements of its memory policies.
 
-Lesson 09 (solutions/09_memory_policies.ipynb) compares ways of making room: recompute
-(checkpointing, by hand and by torch), save selectively under a budget, let the compiler's
-partitioner decide, offload. The notebook's tables and the checks of exercises 9.1 to 9.6 run
-the same things, from here:
+Lesson 09 (solutions/09_memory_policies.ipynb) compares eager ways of making room: recompute
+(checkpointing, by hand and by torch), save selectively under a budget, offload. The
+notebook's tables and the checks of exercises 9.1 to 9.3 run the same things, from here (and
+lesson 10's content, :mod:`course.content.lesson10`, partitions the same model):
 
 - :class:`Block` and :func:`make_model`: three residual MLP blocks ``x + down(gelu(up(x)))``;
 - ``PROGRAMS``: named programs ``() -> (fn, args, leaves)`` that checkpointing runs;
-  ``OFFLOAD_MODELS``: named models ``() -> (model, x)`` that :func:`partitioned` exports and
-  partitions with torch's default or min-cut partitioner;
 - :class:`OpCounter`, which counts the aten ops that run, and the measurements built on it:
   :func:`backward_counts`, :func:`plain_backward_counts`, and :func:`run_policy` (a
   selective-checkpointing policy run through torch: bytes stored, ops and FLOPs rerun);
-- ``BUDGET``, the bytes exercise 9.3's policies may store.
+- ``BUDGET``, the bytes exercise 9.3's policies may store;
+- ``MEMORY_POLICIES``, :func:`profiled_forward` and :func:`counted_saved_bytes`: keep,
+  recompute and offload measured by ``torch.profiler`` (what forward leaves allocated), beside
+  what the saved-tensor hooks count;
+- :func:`when_answered`, which runs a demonstration of a learner's answer once it is written.
 
 >>> model, x = make_model()
 >>> len(model), tuple(x.shape)
@@ -39,20 +41,15 @@ from torch.utils.flop_counter import FlopCounterMode
 __all__ = [
     "BOOKKEEPING",
     "BUDGET",
-    "OFFLOAD_MODELS",
+    "MEMORY_POLICIES",
     "PROGRAMS",
     "Block",
     "OpCounter",
-    "Probed",
-    "Scaled",
-    "TwoReaders",
     "backward_counts",
-    "compiled_partition",
-    "forward_device_peak",
-    "held_for_backward",
+    "counted_saved_bytes",
     "make_model",
-    "partitioned",
     "plain_backward_counts",
+    "profiled_forward",
     "run_policy",
     "stored_bytes",
     "when_answered",
@@ -243,189 +240,87 @@ def run_policy(policy, name, watch=contextlib.nullcontext):
     }
 
 
-# --- the models the offloading exercises partition ----------------------------------------
+# --- measured, not counted: the profiler's view of keep, recompute and offload -------------
 
 
-class TwoReaders(Block):
-    """A block whose gelu output feeds two Linear layers: ``x + down(g) + side(g)``, so the
-    backward graph reads the saved ``g`` twice (once per weight gradient)."""
-
-    def __init__(self, d: int, hidden: int) -> None:
-        super().__init__(d, hidden)
-        self.side = nn.Linear(hidden, d)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        g = nn.functional.gelu(self.up(x))  # (..., hidden)
-        return x + self.down(g) + self.side(g)
+def _offload(model, x):
+    with torch.autograd.graph.save_on_cpu():
+        return model(x)
 
 
-class Scaled(Block):
-    """A block with a buffer: ``x + down(gelu(up(x)) * scale)``; backward needs ``scale``."""
-
-    def __init__(self, d: int, hidden: int) -> None:
-        super().__init__(d, hidden)
-        self.register_buffer("scale", torch.linspace(0.5, 1.5, hidden))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.down(nn.functional.gelu(self.up(x)) * self.scale)
-
-
-class Probed(nn.Sequential):
-    """Blocks that also return a probe of the first block's output, ``(out, 2 * first)``: a
-    user output computed before the last layer."""
-
-    def forward(self, x: torch.Tensor):
-        first = out = self[0](x)
-        for block in list(self)[1:]:
-            out = block(out)
-        return out, 2 * first
-
-
-def _probed(seed: int, x_shape: tuple):
-    torch.manual_seed(seed)
-    return Probed(Block(16, 32), Block(16, 32)), torch.randn(*x_shape)
-
-
-def _made(seed: int, x_shape: tuple, *blocks: nn.Module):
-    torch.manual_seed(seed)
-    model = nn.Sequential(*[make() for make in blocks])
-    return model, torch.randn(*x_shape)
-
-
-#: name -> () -> (model, x): the models exercises 9.5 and 9.6 partition.
-OFFLOAD_MODELS = {
-    "lesson": make_model,
-    "four blocks": lambda: make_model(layers=4, d=8, hidden=24, batch=(6,), seed=3),
-    "float64": lambda: make_model(layers=2, d=8, hidden=16, batch=(4,), dtype=torch.float64, seed=4),
-    "two readers": lambda: _made(5, (4, 16), lambda: TwoReaders(16, 32), lambda: Block(16, 32)),
-    "buffers": lambda: _made(6, (4, 8), lambda: Scaled(8, 32), lambda: Scaled(8, 32)),
-    "probed": lambda: _probed(8, (4, 16)),
-    "lesson, on meta": lambda: tuple(t.to("meta") for t in make_model()),
+#: name -> (model, x) -> output: one forward of the lesson's model under each memory policy.
+MEMORY_POLICIES = {
+    "keep": lambda model, x: model(x),
+    "recompute": lambda model, x: checkpoint(model, x, use_reentrant=False),
+    "recompute, no RNG state": lambda model, x: checkpoint(
+        model, x, use_reentrant=False, preserve_rng_state=False
+    ),
+    "offload (save_on_cpu)": _offload,
 }
 
 
-def compiled_partition(model_name: str):
-    """The forward and backward graphs ``torch.compile(..., dynamic=True)`` hands its compilers
-    for ``OFFLOAD_MODELS[model_name]`` (min-cut partitioner), one step run: a namespace with
-    ``fw_module``, ``bw_module`` and ``num_fwd_outputs``, as :func:`partitioned` has. Two things
-    differ from an export: parameters come in as plain inputs (every placeholder's descriptor
-    is ``PlainAOTInput``), and the batch size is a symbol, saved last among the forward's
-    outputs and taken first among the backward's placeholders."""
-    import types
+@contextlib.contextmanager
+def _native_stderr_silenced():
+    """Send what native code writes to stderr to /dev/null for the block: the profiler's
+    tracing library logs a line with a timestamp at each start and stop, which a stored
+    notebook output must not hold."""
+    import os
+    import sys
 
-    from torch._dynamo.backends.common import aot_autograd
-    from torch._functorch.partitioners import min_cut_rematerialization_partition
-
-    graphs = {}
-
-    def keep(kind):
-        def compiler(gm, example_inputs):
-            graphs[kind] = gm
-            return gm
-
-        return compiler
-
-    model, x = OFFLOAD_MODELS[model_name]()
-    torch._dynamo.reset()
-    backend = aot_autograd(
-        fw_compiler=keep("fw"), bw_compiler=keep("bw"), partition_fn=min_cut_rematerialization_partition
-    )
-    out = torch.compile(model, dynamic=True, backend=backend)(x)
-    out.pow(2).sum().backward()
-    torch._dynamo.reset()
-    fw = graphs["fw"]
-    user = sum(
-        d.__class__.__name__ != "SavedForBackwardsAOTOutput" for d in fw.graph.output_node().meta["desc"]
-    )
-    return types.SimpleNamespace(
-        fw_module=fw, bw_module=graphs["bw"], num_fwd_outputs=user, params={}, buffers={}
-    )
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.devnull, "w") as null:
+        os.dup2(null.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
-def partitioned(model_name: str, partitioner: str = "min_cut"):
-    """The joint of ``OFFLOAD_MODELS[model_name]`` partitioned by torch's default or min-cut
-    partitioner (a ``course.joint`` JointWithDescriptors); ``"compiled, dynamic"`` gives
-    :func:`compiled_partition` instead."""
-    from torch._functorch.partitioners import default_partition, min_cut_rematerialization_partition
+def profiled_forward(policy: str) -> dict:
+    """One forward of :func:`make_model`'s model under ``MEMORY_POLICIES[policy]``, watched by
+    ``torch.profiler.profile(profile_memory=True, record_shapes=True)`` inside a
+    ``record_function("forward")`` range: what the range left allocated when it ended (its
+    ``cpu_memory_usage``: allocations minus frees, the frees outside any op charged to the
+    range), the bytes each aten op allocated, and the output's bytes.
 
-    from course.aot.joint import export_joint
-
-    if partitioner == "compiled, dynamic":
-        return compiled_partition(model_name)
-    model, x = OFFLOAD_MODELS[model_name]()
-    fn = {"default": default_partition, "min_cut": min_cut_rematerialization_partition}[partitioner]
-    jd = export_joint(model, (x,), partition_fn=fn)
-    jd.fw_module  # noqa: B018 (read for its effect); the stages run when first read: partition now, under the caller's config
-    return jd
-
-
-# --- what a forward graph holds on the device: a liveness count ---------------------------
-
-
-def _is_host_copy(node) -> bool:
-    """A ``prims.device_put`` to the CPU: its result lives on the host, not on the device."""
-    return (
-        node.op == "call_function"
-        and node.target == torch.ops.prims.device_put.default
-        and torch.device(node.args[1]).type == "cpu"
-    )
-
-
-def _nbytes(val: torch.Tensor) -> int:
-    """Bytes of a (fake) tensor; a symbolic size (a graph compiled with dynamic shapes) counts
-    at the size it was traced with."""
-    from torch.fx.experimental.symbolic_shapes import optimization_hint  # as torch's _size_of reads it
-
-    return optimization_hint(val.numel()) * val.element_size()
-
-
-def _last_use(node, order: dict) -> int:
-    """The position of ``node``'s last reader, a view's readers counted as the base's (a view
-    keeps its base's memory alive); the output node counts as the end of the graph."""
-    last = order[node]
-    for user in node.users:
-        last = max(last, order[user])
-        if getattr(user.target, "is_view", False):
-            last = max(last, _last_use(user, order))
-    return last
-
-
-def forward_device_peak(fw_module) -> int:
-    """The most bytes of computed values alive on the device at any node of ``fw_module``'s
-    graph, counted by liveness: a value (not a view, not a placeholder, not a copy to the
-    host) takes its bytes from the node that computes it to its last reader, following views;
-    a value the forward returns stays to the end. Placeholders (parameters, the input) are
-    left out: they are on the device before and after, whatever a pass does.
-
-    >>> peak = forward_device_peak(partitioned("lesson", "min_cut").fw_module)
-    >>> peak
-    14336
+    >>> profiled_forward("keep")["allocated by op"]
+    {'aten::addmm': 7680, 'aten::gelu': 6144, 'aten::add': 1536}
     """
-    nodes = list(fw_module.graph.nodes)
-    order = {n: i for i, n in enumerate(nodes)}
-    spans = []  # (first, last, bytes)
-    for node in nodes:
-        val = node.meta.get("val")
-        if node.op != "call_function" or not isinstance(val, torch.Tensor):
-            continue
-        if getattr(node.target, "is_view", False) or _is_host_copy(node):
-            continue
-        spans.append((order[node], _last_use(node, order), _nbytes(val)))
-    return max(
-        (sum(b for first, last, b in spans if first <= i <= last) for i in range(len(nodes))), default=0
-    )
+    from torch.profiler import ProfilerActivity, profile, record_function
 
-
-def held_for_backward(fw_module, num_fwd_outputs: int) -> int:
-    """Bytes the forward hands the backward on the device: the saved values it returns that
-    are computed (not placeholders, not views) and not copies to the host, each once."""
-    saved = fw_module.graph.output_node().args[0][num_fwd_outputs:]
-    held = {
-        n
-        for n in saved
-        if n.op == "call_function" and not getattr(n.target, "is_view", False) and not _is_host_copy(n)
+    model, x = make_model()
+    watch = profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True)
+    with _native_stderr_silenced(), watch as prof, record_function("forward"):
+        out = MEMORY_POLICIES[policy](model, x)
+    by_op = collections.Counter()
+    for event in prof.events():
+        if event.name.startswith("aten::") and event.self_cpu_memory_usage:
+            by_op[event.name] += event.self_cpu_memory_usage
+    forward = next(e for e in prof.events() if e.name == "forward")
+    return {
+        "held after forward": forward.cpu_memory_usage,
+        "allocated by op": dict(by_op),
+        "output": out.nbytes,
     }
-    return sum(_nbytes(n.meta["val"]) for n in held)
+
+
+def counted_saved_bytes() -> int:
+    """The bytes the lesson's model saves for backward, counted by a pack hook: each storage
+    once, leaves (the input, the parameters) and their views aside."""
+    model, x = make_model()
+    storages = {}
+
+    def pack(t):
+        base = t if t._base is None else t._base
+        if not base.is_leaf:
+            storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(x)
+    return sum(storages.values())
 
 
 def when_answered(demo, *args):
@@ -434,9 +329,9 @@ def when_answered(demo, *args):
     says of a stub), and None.
 
     >>> def stub():
-    ...     raise NotImplementedError("exercise 9.6")
+    ...     raise NotImplementedError("exercise 9.1")
     >>> when_answered(stub)
-    exercise 9.6 is not written yet: write it above, then run this cell again
+    exercise 9.1 is not written yet: write it above, then run this cell again
     """
     try:
         return demo(*args)

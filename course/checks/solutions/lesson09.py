@@ -8,8 +8,6 @@ import itertools
 import torch
 from torch.autograd.graph import saved_tensors_hooks
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
-import course.descriptors as cd
-import course.fx_utils as cf
 
 
 def recompute_hooks(fn, *args):
@@ -65,62 +63,3 @@ def budget_policy(fn, args, budget):
         return CheckpointPolicy.MUST_SAVE if next(met) in best else CheckpointPolicy.PREFER_RECOMPUTE
 
     return policy
-
-
-predicted_recomputed = {"addmm": 5, "gelu": 3}
-
-
-def choose_offload(fw_module, last_layer, min_bytes):
-    "Names of the saved-for-backward values to move to the host."
-    out = fw_module.graph.output_node()
-    last = {node for fqn, node in cf.get_named_param_nodes(fw_module.graph).items()
-            if fqn.startswith(last_layer + ".")}
-    memo = {}
-
-    def uses_last_layer(node):  # computed, directly or not, from a last-layer parameter?
-        if node not in memo:
-            memo[node] = node in last or any(uses_last_layer(i) for i in node.all_input_nodes)
-        return memo[node]
-
-    chosen = set()
-    for node, desc in zip(out.args[0], out.meta["desc"]):
-        if not isinstance(cd.from_torch(desc), cd.SavedForBackwardsAOTOutput):
-            continue
-        if node.op == "placeholder" or (node.op == "call_function" and node.target.is_view):
-            continue
-        val = node.meta["val"]
-        if val.numel() * val.element_size() >= min_bytes and not uses_last_layer(node):
-            chosen.add(node.name)
-    return chosen
-
-
-def offload_pass(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
-    "Insert offload copies in the forward and reloads in the backward, for what choose_offload picks."
-    def readers(node):  # who reads node, a view's readers counted as the base's
-        found = []
-        for user in node.users:
-            if user.op != "output":
-                found.append(user)
-                if getattr(user.target, "is_view", False):
-                    found += readers(user)
-        return found
-
-    chosen = choose_offload(fw_module, last_layer, min_bytes)
-    order = {n: i for i, n in enumerate(fw_module.graph.nodes)}
-    out = fw_module.graph.output_node()
-    returned = list(out.args[0])
-    held_by_name = {n.name: n for n in bw_module.graph.find_nodes(op="placeholder")}
-    for k, node in enumerate(returned[num_fwd_outputs:], start=num_fwd_outputs):
-        if node.name not in chosen:
-            continue
-        with fw_module.graph.inserting_after(max(readers(node), key=order.get, default=node)):
-            returned[k] = fw_module.graph.call_function(torch.ops.prims.device_put.default, (node, torch.device("cpu")))
-        held = held_by_name[node.name]
-        first_reader = next(n for n in bw_module.graph.nodes if held in n.all_input_nodes)
-        with bw_module.graph.inserting_before(first_reader):
-            reload = bw_module.graph.call_function(torch.ops.prims.device_put.default, (held, node.meta["val"].device))
-        held.replace_all_uses_with(reload, delete_user_cb=lambda user: user is not reload)
-    out.args = (tuple(returned),)
-    for gm in (fw_module, bw_module):
-        gm.graph.lint()
-        gm.recompile()
