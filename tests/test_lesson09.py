@@ -20,7 +20,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts, set_checkpoint_early_stop
 from torch.utils.flop_counter import FlopCounterMode
 
-from course.checks import lesson09 as L
+from course.checks.lesson09 import ex9_1_recompute_hooks as ex9_1
+from course.checks.lesson09 import ex9_2_predicted_reruns as ex9_2
+from course.checks.lesson09 import ex9_3_budget_policy as ex9_3
+from course.checks.solutions import lesson09 as solutions
 from course.content import lesson09 as C
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -69,7 +72,7 @@ def test_do_the_recompute_hooks_do_what_torchs_checkpoint_does(program):
     fn, x, leaves = _program(ops, rows, seed)
 
     def with_hooks(fn, x):
-        with saved_tensors_hooks(*L.recompute_hooks(fn, x)):
+        with saved_tensors_hooks(*solutions.recompute_hooks(fn, x)):
             return fn(x)
 
     def with_torch(fn, x):
@@ -104,8 +107,8 @@ def test_is_the_rerun_prediction_what_runs_with_grad_mode_on_in_backward():
     with _GradModeOps() as seen:
         torch.autograd.grad(out, leaves, seed)
     assert (
-        L._rerun_in_backward()
-        == {op: seen.counts[op] for op in L.PREDICTED_OPS}
+        ex9_2._rerun_in_backward()
+        == {op: seen.counts[op] for op in ex9_2.PREDICTED_OPS}
         == {"addmm": 1, "gelu": 1, "sum": 0}
     )
 
@@ -134,13 +137,13 @@ def test_is_the_budget_policy_the_cheapest_choice_torch_measures_within_the_budg
     ops, rows, seed = program
     fn, x, leaves = _program(ops, rows, seed)
     plain = torch.autograd.grad(fn(x), leaves)
-    n = len(L._products(fn, (x,)))
+    n = len(ex9_3._products(fn, (x,)))
     measured = [
-        _under_policy(L._by_position(set(keep)), fn, x, leaves)[:2]
+        _under_policy(ex9_3._by_position(set(keep)), fn, x, leaves)[:2]
         for size in range(n + 1)
         for keep in itertools.combinations(range(n), size)
     ]
-    stored, flops, grads = _under_policy(L.budget_policy(fn, (x,), budget), fn, x, leaves)
+    stored, flops, grads = _under_policy(solutions.budget_policy(fn, (x,), budget), fn, x, leaves)
     assert stored <= budget
     assert flops == min(f for b, f in measured if b <= budget)
     for a, b in zip(grads, plain):
@@ -175,9 +178,9 @@ def test_do_the_recompute_hooks_leave_nothing_alive_after_backward_as_torchs_che
     recomputation pack detaches); the same hooks without the detach leak every step."""
     with set_checkpoint_early_stop(False):
         by_torch = _alive_after_three_steps(lambda fn, args: checkpoint(fn, *args, use_reentrant=False), name)
-        ours = _alive_after_three_steps(_under_hooks(L.recompute_hooks), name)
-        by_dict = _alive_after_three_steps(_under_hooks(L._recompute_hooks_by_dict), name)
-        leaky = _alive_after_three_steps(_under_hooks(L._rerun_keeping_its_graph), name)
+        ours = _alive_after_three_steps(_under_hooks(solutions.recompute_hooks), name)
+        by_dict = _alive_after_three_steps(_under_hooks(ex9_1._recompute_hooks_by_dict), name)
+        leaky = _alive_after_three_steps(_under_hooks(ex9_1._rerun_keeping_its_graph), name)
     assert by_torch == ours == by_dict == 0
     assert leaky >= 3  # at least one a step
 

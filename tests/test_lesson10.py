@@ -19,7 +19,11 @@ from torch._functorch import config as functorch_config
 from torch._functorch._activation_offloading import activation_offloading as ao
 from torch.utils._ordered_set import OrderedSet
 
-from course.checks import lesson10 as L
+from course.checks.lesson10 import ex10_1_predicted_recomputed as ex10_1
+from course.checks.lesson10 import ex10_2_choose_offload as ex10_2
+from course.checks.lesson10 import ex10_3_offload_pass as ex10_3
+from course.checks.lesson10 import ex10_5_knapsack as ex10_5
+from course.checks.solutions import lesson10 as solutions
 from course.content import lesson09 as C9
 from course.content import lesson10 as C
 from course.fx_utils import get_buffer_nodes, get_param_nodes
@@ -65,11 +69,11 @@ def test_is_the_budget_prediction_what_a_compiled_region_at_budget_zero_reruns()
         if n.op == "call_function" and hasattr(n.target, "overloadpacket")
     )
     assert (
-        L._recomputed_at_budget(0.0)
+        ex10_1._recomputed_at_budget(0.0)
         == {"addmm": ops["addmm"], "gelu": ops["gelu"]}
         == {"addmm": 5, "gelu": 3}
     )
-    assert L._recomputed_at_budget(1.0) == {"addmm": 0, "gelu": 0}
+    assert ex10_1._recomputed_at_budget(1.0) == {"addmm": 0, "gelu": 0}
 
 
 def _run_partitioned(jd, x):
@@ -83,7 +87,7 @@ def _run_partitioned(jd, x):
 def test_does_torch_accept_the_offload_choice_and_keep_the_gradients(model_name, partitioner, last_layer):
     jd = C.partitioned(model_name, partitioner)
     fw, bw = jd.fw_module, jd.bw_module
-    chosen = L.choose_offload(fw, last_layer, 0)
+    chosen = solutions.choose_offload(fw, last_layer, 0)
     assert chosen
     for node in fw.graph.output_node().args[0]:
         node.meta["should_offload"] = node.name in chosen
@@ -110,7 +114,7 @@ def test_does_a_higher_threshold_choose_a_subset(a, b):
         for n in fw.graph.nodes
         if "val" in n.meta and hasattr(n.meta["val"], "nbytes")
     }
-    at_low, at_high = L.choose_offload(fw, "2", low), L.choose_offload(fw, "2", high)
+    at_low, at_high = solutions.choose_offload(fw, "2", low), solutions.choose_offload(fw, "2", high)
     assert at_high <= at_low and all(sizes[n] >= high for n in at_high)
 
 
@@ -133,10 +137,11 @@ def test_does_the_offload_pass_move_what_torchs_pass_moves_and_keep_eagers_gradi
     enable_activation_offloading copies when tagged with the same choice; every backward reader
     of a moved value reads a reload; the graphs give eager's output and gradients."""
     ours = C.partitioned(model_name, partitioner)
-    L.offload_pass(ours.fw_module, ours.bw_module, ours.num_fwd_outputs, last_layer, 0)
+    solutions.offload_pass(ours.fw_module, ours.bw_module, ours.num_fwd_outputs, last_layer, 0)
     moved = {n.args[0].name for n in _device_puts(ours.fw_module)}
     assert (
-        moved == L.choose_offload(C.partitioned(model_name, partitioner).fw_module, last_layer, 0) and moved
+        moved == solutions.choose_offload(C.partitioned(model_name, partitioner).fw_module, last_layer, 0)
+        and moved
     )
 
     theirs = C.partitioned(model_name, partitioner)
@@ -281,8 +286,8 @@ def test_does_torch_refuse_the_user_output_the_probed_case_offers(partitioner):
     fw = jd.fw_module
     user = [n for n in fw.graph.output_node().args[0][: jd.num_fwd_outputs]]
     probe = [n for n in user if n.target == torch.ops.aten.mul.Tensor]
-    assert probe and probe[0].name not in L.choose_offload(fw, "1", 0)
-    assert probe[0].name in L._chooses_among_every_output(fw, "1", 0)
+    assert probe and probe[0].name not in solutions.choose_offload(fw, "1", 0)
+    assert probe[0].name in ex10_2._chooses_among_every_output(fw, "1", 0)
     for node in fw.graph.nodes:
         node.meta["should_offload"] = node in probe
     ao.choose_offload_sets(fw, jd.num_fwd_outputs, OrderedSet(get_param_nodes(fw.graph)))
@@ -291,8 +296,8 @@ def test_does_torch_refuse_the_user_output_the_probed_case_offers(partitioner):
 
 def test_does_the_meta_case_tell_the_value_device_from_a_hard_coded_cpu():
     """Traced on the meta device, the reference reloads to meta; the wrong answer to the CPU."""
-    outcome = L._run_pass(L.offload_pass, "lesson, on meta", "min_cut", "2", 1024)
-    wrong = L._run_pass(L._pass_reloading_to_the_cpu, "lesson, on meta", "min_cut", "2", 1024)
+    outcome = ex10_3._run_pass(solutions.offload_pass, "lesson, on meta", "min_cut", "2", 1024)
+    wrong = ex10_3._run_pass(ex10_3._pass_reloading_to_the_cpu, "lesson, on meta", "min_cut", "2", 1024)
     assert outcome["devices the backward's copies go to"] == ["meta"]
     assert wrong["devices the backward's copies go to"] == ["cpu"]
 
@@ -302,9 +307,9 @@ def test_is_the_forward_peak_lower_with_the_copies_after_their_last_reader():
     torch's; copies placed at the end leave it where it was without offload."""
     plain = C.partitioned("lesson", "min_cut")
     at_end = C.partitioned("lesson", "min_cut")
-    L._pass_copying_at_the_end(at_end.fw_module, at_end.bw_module, at_end.num_fwd_outputs, "2", 1024)
+    ex10_3._pass_copying_at_the_end(at_end.fw_module, at_end.bw_module, at_end.num_fwd_outputs, "2", 1024)
     ours = C.partitioned("lesson", "min_cut")
-    L.offload_pass(ours.fw_module, ours.bw_module, ours.num_fwd_outputs, "2", 1024)
+    solutions.offload_pass(ours.fw_module, ours.bw_module, ours.num_fwd_outputs, "2", 1024)
     peaks = [C.forward_device_peak(jd.fw_module) for jd in (plain, at_end, ours)]
     assert peaks[0] == peaks[1] > peaks[2]
 
@@ -318,8 +323,10 @@ def test_does_a_compiled_forward_name_no_parameter_and_need_matching_by_name():
     jd = C.compiled_partition("lesson")
     descs = {type(n.meta["desc"]).__name__ for n in jd.fw_module.graph.find_nodes(op="placeholder")}
     assert descs == {"PlainAOTInput"} and get_named_param_nodes(jd.fw_module.graph) == {}
-    ours = L._run_pass(L.offload_pass, "lesson", "compiled, dynamic", "2", 1024)
-    by_position = L._run_pass(L._pass_matching_by_position, "lesson", "compiled, dynamic", "2", 1024)
+    ours = ex10_3._run_pass(solutions.offload_pass, "lesson", "compiled, dynamic", "2", 1024)
+    by_position = ex10_3._run_pass(
+        ex10_3._pass_matching_by_position, "lesson", "compiled, dynamic", "2", 1024
+    )
     assert ours["backward placeholders reloaded"] == ours["offloaded"]
     assert by_position["backward placeholders reloaded"] != by_position["offloaded"]
 
@@ -329,8 +336,8 @@ def test_are_the_knapsack_cases_the_items_torch_hands_its_solver():
     budget's scale, FLOPs), at 0.25 and 0.1; at 0.5 a relaxed min-cut fits and no knapsack runs."""
     for budget in (0.25, 0.1):
         items = C.knapsack_items(*C9.make_model(), budget)
-        assert items["memory"] == pytest.approx(L.LESSON_MEMORY)
-        assert items["runtimes"] == L.LESSON_RUNTIMES and items["max_memory"] == budget
+        assert items["memory"] == pytest.approx(ex10_5.LESSON_MEMORY)
+        assert items["runtimes"] == ex10_5.LESSON_RUNTIMES and items["max_memory"] == budget
     assert C.knapsack_items(*C9.make_model(), 0.5) is None
 
 

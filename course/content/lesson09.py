@@ -23,7 +23,7 @@ lesson 10's content, :mod:`course.content.lesson10`, partitions the same model):
 [('expand', 1), ('gelu_backward', 1), ('mm', 4)]
 
 Which answers are right, and the wrong ones people give, live with the exercises in
-course/checks/lesson09.py.
+course/checks/lesson09/.
 """
 
 from __future__ import annotations

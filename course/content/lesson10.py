@@ -23,7 +23,7 @@ exercises partition the same models, from here:
 1
 
 Which answers are right, and the wrong ones people give, live with the exercises in
-course/checks/lesson10.py.
+course/checks/lesson10/.
 """
 
 from __future__ import annotations

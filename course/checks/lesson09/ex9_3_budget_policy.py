@@ -1,0 +1,207 @@
+"""Exercise 9.3, a policy that meets a memory budget with the least recompute: how a call is run and
+observed, the oracle, the visible and hidden cases, and the known wrong answers (each with the hint
+it earns) and right answers written differently.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.checkpoint import (
+    CheckpointPolicy,
+)
+
+from course.checks import case, exercise, handed, wrong
+from course.checks.lesson09._shared import once_per_case, plans_with_a_backward
+from course.checks.solutions.lesson09 import (
+    budget_policy,
+)
+from course.content.lesson09 import (
+    BUDGET,
+    run_policy,
+)
+
+MATMULS = frozenset({"mm", "addmm", "bmm"})
+
+
+def _products(fn, args):
+    """[(bytes of the result, FLOPs)] of every matrix product one forward of ``fn`` runs, in order."""
+    found = []
+
+    class Profile(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, a=(), kwargs=None):
+            out = func(*a, **(kwargs or {}))
+            if func.overloadpacket.__name__ in MATMULS:  # mm(a, b), addmm(c, a, b), bmm(a, b)
+                found.append((out.nbytes, 2 * out.numel() * a[-2].shape[-1]))
+            return out
+
+    with torch.no_grad(), Profile():
+        fn(*args)
+    return found
+
+
+def _by_position(keep):
+    """A policy that saves the matrix products at positions ``keep`` (counted from 0, in
+    forward order), and recomputes everything else. Torch asks a policy once per op, in
+    forward only (the recomputation replays its answers by position; ``ctx.is_recompute`` is
+    always False on torch 2.13), so one count serves."""
+    met = itertools.count()  # matrix products met so far
+
+    def policy(ctx, op, *args, **kwargs):
+        if op.overloadpacket.__name__ not in MATMULS:
+            return CheckpointPolicy.PREFER_RECOMPUTE
+        return CheckpointPolicy.MUST_SAVE if next(met) in keep else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return policy
+
+
+def _watched(leaves):
+    return handed(parameters=list(leaves))  # a plan that runs backward fills their .grad
+
+
+@once_per_case
+def _run_budget(answer, name, budget):
+    r = run_policy(("for", lambda fn, args: answer(fn, args, budget)), name, watch=_watched)
+    return {"gradients": r["gradients"], "FLOPs rerun in backward": r["FLOPs rerun"]}
+
+
+@once_per_case
+def _budget_cost(answer, name, budget):
+    r = run_policy(("for", lambda fn, args: answer(fn, args, budget)), name)
+    return {"bytes stored": r["bytes the policy stored"]}
+
+
+def _save_everything(fn, args, budget):
+    """BAD: every op's result saved, whatever the budget."""
+
+    def policy(ctx, op, *a, **k):
+        return CheckpointPolicy.MUST_SAVE
+
+    return policy
+
+
+def _recompute_everything(fn, args, budget):
+    """BAD: nothing saved, whatever the budget allows."""
+
+    def policy(ctx, op, *a, **k):
+        return CheckpointPolicy.PREFER_RECOMPUTE
+
+    return policy
+
+
+def save_every_product(fn, args, budget):
+    return _by_position(set(range(len(_products(fn, args)))))
+
+
+def in_forward_order(fn, args, budget):
+    keep, total = set(), 0
+    for i, (nbytes, _) in enumerate(_products(fn, args)):
+        if total + nbytes <= budget:
+            keep.add(i)
+            total += nbytes
+    return _by_position(keep)
+
+
+def _only_mm(fn, args, budget):
+    """Keyed on aten.mm alone: nn.Linear's addmm never matches."""
+
+    def policy(ctx, op, *a, **k):
+        return (
+            CheckpointPolicy.MUST_SAVE
+            if op == torch.ops.aten.mm.default
+            else CheckpointPolicy.PREFER_RECOMPUTE
+        )
+
+    return policy
+
+
+def _by_weight_and_ratio(fn, args, budget):
+    """A right answer written differently: greedy by FLOPs per byte (the programs' products all
+    cost the same FLOPs, so the smallest results first is the knapsack's optimum here), and the
+    decision keyed on the storage of the product's last argument, not on a count."""
+    sizes = {}
+
+    class Seen(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, a=(), kwargs=None):
+            out = func(*a, **(kwargs or {}))
+            if func in (torch.ops.aten.addmm.default, torch.ops.aten.mm.default, torch.ops.aten.bmm.default):
+                key = a[-1].untyped_storage().data_ptr()
+                sizes[key] = (out.numel() * out.element_size(), 2 * out.numel() * a[-2].shape[-1])
+            return out
+
+    with torch.no_grad(), Seen():
+        fn(*args)
+    chosen, total = set(), 0
+    for key, (nbytes, _flops) in sorted(sizes.items(), key=lambda kv: -kv[1][1] / kv[1][0]):
+        if total + nbytes <= budget:
+            chosen.add(key)
+            total += nbytes
+
+    def policy(ctx, op, *a, **k):
+        if op in (torch.ops.aten.addmm.default, torch.ops.aten.mm.default, torch.ops.aten.bmm.default):
+            return a[-1].untyped_storage().data_ptr() in chosen  # True: save
+        return False
+
+    return policy
+
+
+exercise(
+    "9.3",
+    name="budget_policy",
+    title="A selective-checkpointing policy that meets a memory budget with the least recompute",
+    solution=budget_policy,
+    run=_run_budget,
+    cost=_budget_cost,
+    budget={"bytes stored": BUDGET},
+    points=3,
+    cases=[case("model", BUDGET, label=f"the lesson's three-block model, budget {BUDGET} bytes")],
+    hidden=[
+        case("pointwise", BUDGET, label="((x @ w).sin() * x.exp()).sum(): one aten.mm"),
+        case("four blocks", BUDGET, label="four narrower blocks, budget 2600 bytes"),
+        case("two blocks, float64", BUDGET, label="two blocks in float64: every product fits"),
+        case("model, batch 16", BUDGET, label="the lesson's model on 16 rows: no first Linear fits"),
+    ],
+    wrong=[
+        wrong(
+            _save_everything,
+            "that policy saves every op's result: nothing reruns, but it stores far more than the "
+            "budget (see the cost line). Save only what is worth its bytes.",
+        ),
+        wrong(
+            _recompute_everything,
+            "nothing was stored, so every product reruns in backward: the budget allows keeping "
+            "some. Spend it on the matrix products (the ops with FLOPs to redo), the most FLOPs per byte first.",
+        ),
+        wrong(
+            save_every_product,
+            "saving every matrix product reruns nothing, but their results take more than the "
+            "budget on the larger programs: choose which ones to keep.",
+        ),
+        wrong(
+            in_forward_order,
+            "within budget, but you kept products in the order forward meets them: an early wide "
+            "result (the first Linear's, 64 columns) uses up the budget that several narrow ones, "
+            "each as costly to redo, would have used better. Choose by FLOPs saved per byte.",
+        ),
+        wrong(
+            plans_with_a_backward,
+            "your plan runs a backward while it profiles, and that backward writes .grad into the "
+            "model's parameters (fn closes over them): a plan must leave the model as it found it. "
+            "Profile one forward under torch.no_grad(), as the spec says.",
+        ),
+        wrong(
+            _only_mm,
+            "keyed on aten.mm alone: nn.Linear on a batch runs one aten.addmm (bias included), so "
+            "your policy never saves a Linear's product. Count mm, addmm and bmm.",
+        ),
+    ],
+    right=[_by_weight_and_ratio],
+    cost_hint="your policy reruns the fewest FLOPs, but it stores more than the budget: count each "
+    "saved result's bytes (numel times element size) and keep the total within it.",
+    hint="profile one forward first (a TorchDispatchMode that records each matrix product's result "
+    "bytes and FLOPs, 2*m*k*n), choose the products that keep the most FLOPs within the budget, then "
+    "answer MUST_SAVE for those, counted in forward order (torch asks the policy once per op, in "
+    "forward only).",
+)
