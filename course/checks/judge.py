@@ -768,9 +768,14 @@ def _wrapped(text: str) -> str:
 
 
 def grade_answer(ex: Exercise, answer: Any, timeout: float | None = None, revealed: bool = False) -> Result:
-    """Run, compare and judge ``answer`` in this process (what :func:`check` does)."""
+    """Run, compare and judge ``answer`` in this process (what :func:`check` does).
+
+    The oracle runs first, with no time limit: the first call of many torch functions
+    imports ``torch._dynamo`` (1.5 s of CPU), which the answer's first case paid inside its
+    time limit before (1.2's, in a fresh lesson-1 kernel at load average 12: "too slow")."""
+    expected = expected_outcomes(ex)
     yours = outcomes_of(ex, answer, timeout)
-    return judge(ex, yours, expected_outcomes(ex), measure_cost(ex, answer, timeout), revealed)
+    return judge(ex, yours, expected, measure_cost(ex, answer, timeout), revealed)
 
 
 #: The environment variable that names the file where :func:`check` writes down each
