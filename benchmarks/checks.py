@@ -9,13 +9,16 @@ the lesson's answer keys, the process's first torch calls, the oracle's cases, t
 answers it runs to find the hint). Each child times ``check(id, answer)`` on the reference
 solution (passing) or one known wrong answer of the catalogue (failing).
 
-Prints, per lesson, the slowest of each kind with its seconds, and the load average before and
-after. The issue's target: every verdict within 10 s on a 2-core machine.
+Prints, per lesson, the slowest of each kind: its wall-clock seconds (``s``, what the learner
+waits) and the CPU seconds the child used (``cpu s``, every thread: on a machine that other
+processes load, about what the wait would be on a quiet one), and the load average before and
+after. The issue's target: every verdict within 10 s on a quiet 2-core machine.
 
-    python benchmarks/checks.py             # lessons 0-8, every known wrong answer
-    python benchmarks/checks.py 3 8         # lessons 3 and 8
-    python benchmarks/checks.py --first 2 3 # only the first 2 wrong answers of each exercise
-    python benchmarks/checks.py --each 8    # also every exercise's slowest of each kind
+    python benchmarks/checks.py                # lessons 0-8, every known wrong answer
+    python benchmarks/checks.py 3 8            # lessons 3 and 8
+    python benchmarks/checks.py --first 2 3    # only the first 2 wrong answers of each exercise
+    python benchmarks/checks.py --exercise 8.3 8   # one exercise
+    python benchmarks/checks.py --each 8       # also every answer's seconds and verdict
 """
 
 from __future__ import annotations
