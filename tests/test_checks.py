@@ -937,3 +937,61 @@ def test_an_answer_that_never_returns_is_stopped_in_the_notebook_check_too(capsy
         checks.registry.substitute(old)
     out = capsys.readouterr().out
     assert "too slow" in out and "did not finish within 0.5 s" in out and "loop that never ends" in out
+
+
+def _one_case_exercise(solution, arg):
+    """A made-up exercise: ``solution`` on the one case ``arg``, one known wrong answer."""
+    return Exercise("99.5", "f", "f", solution, cases=[case(arg)], wrong=[wrong(lambda *a: None, "no")])
+
+
+def test_a_check_runs_torch_on_one_thread_and_puts_the_callers_count_back():
+    """Answers, oracles and known wrong answers run on one intra-op thread, as in the grader's
+    worker (a check's small tensors gain nothing from more: benchmarks/checks.py); the
+    learner's own setting is what it was afterwards, even when the answer changed it."""
+    seen = []
+
+    def counts_threads(x):
+        seen.append(torch.get_num_threads())
+        torch.set_num_threads(3)  # an answer that changes the count: put back after the case
+        return 2 * x
+
+    ex = _one_case_exercise(lambda x: 2 * x, 3)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert grade_answer(ex, counts_threads).status == "passed"
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert seen and set(seen) == {1}
+
+
+def test_every_case_starts_from_torch_manual_seed_0_and_the_callers_generator_is_put_back():
+    def draws(n):
+        return torch.rand(n)
+
+    torch.manual_seed(0)
+    expected = torch.rand(4)
+    torch.manual_seed(123)
+    state = torch.get_rng_state()
+    ex = _one_case_exercise(draws, 4)
+    assert grade_answer(ex, lambda n: expected.clone()).status == "passed"
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_the_oracle_runs_before_the_answer_so_the_answer_is_not_timed_for_torchs_first_calls():
+    """The first call of many torch functions imports torch._dynamo (1.5 s of CPU, more than
+    the 10 s of a case on a loaded machine): the oracle, which has no time limit, pays it."""
+    calls = []
+
+    def oracle(x):
+        calls.append("oracle")
+        return 2 * x
+
+    def answer(x):
+        calls.append("answer")
+        return 2 * x
+
+    ex = Exercise(**{**_one_case_exercise(oracle, 3).__dict__, "oracle": oracle, "repeatable": False})
+    assert grade_answer(ex, answer, timeout=5).status == "passed"
+    assert calls == ["oracle", "answer"]

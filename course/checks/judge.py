@@ -1,11 +1,12 @@
 """The judge: run an answer on an exercise's cases, compare with the oracle, print the verdict.
 
-The whole engine of the checks lives here, in four steps (about 770 lines, a third of them
+The whole engine of the checks lives here, in four steps (about 840 lines, a third of them
 the verdict's wording); :mod:`course.checks` re-exports its public names:
 
 1. :func:`outcomes_of` runs the answer on every case, each within the exercise's ``timeout``,
-   watching what it leaves behind (:mod:`course.checks.leftovers`), and records plain-data
-   outcomes (:mod:`course.checks.outcomes`);
+   seeded and on one of torch's threads (as the grader's worker runs it), watching what it
+   leaves behind (:mod:`course.checks.leftovers`), and records plain-data outcomes
+   (:mod:`course.checks.outcomes`);
 2. :func:`expected_outcomes` runs the oracle on the same cases (cached per exercise);
 3. :func:`judge` compares them: passed, or the first case that differs, with the hint of the
    first known wrong answer that behaves the same (matched lazily: a wrong answer runs only
@@ -134,6 +135,39 @@ def _quiet() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """Run torch's ops on one thread for the block (the caller's count is put back after).
+
+    A check's tensors are small: torch's intra-op threads cost more than they save there,
+    and on a 2-core machine shared with other processes its OpenMP threads spin waiting for
+    each other. Lesson 8's 8.3, a failing check in a fresh kernel at load average 13: 19.5 s
+    (4.4 s of CPU) with torch's default 2 threads, 0.9 s (0.2 s of CPU) with one
+    (``benchmarks/checks.py``). The grader's worker runs every answer on one thread already
+    (``course/grading/worker.py``): the notebook's check now runs it as the grader does.
+    Nothing is changed where the count is already one (switching rebuilds a thread pool)."""
+    before = torch.get_num_threads()
+    if before != 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if before != 1:
+            torch.set_num_threads(before)
+
+
+def _seed() -> None:
+    """``torch.manual_seed(0)``, and ``random.seed(0)``. Where no accelerator is available,
+    only the CPU's generator is seeded: there ``torch.manual_seed`` also queues a seeding of
+    CUDA for an initialization that cannot come, with a formatted stack trace each time (a
+    few ms a call, about 40 calls a check)."""
+    if torch.accelerator.is_available() or torch.cuda.is_initialized():
+        torch.manual_seed(0)
+    else:
+        torch.default_generator.manual_seed(0)
+    random.seed(0)
+
+
 def _attempt(
     thunk: Callable[[], Any],
     timeout: float | None = None,
@@ -145,10 +179,14 @@ def _attempt(
     With ``watched`` (a :func:`leftovers.snapshot` of what the call is handed), what the call
     left behind is recorded in the outcome as ``"left": [[kind, sentence], ...]``; the
     process-wide state is put back either way."""
-    with torch.random.fork_rng(devices=[]), torch.enable_grad(), collecting(may_leave) as inside_run:
-        torch.manual_seed(0)
+    with (
+        _one_thread(),
+        torch.random.fork_rng(devices=[]),
+        torch.enable_grad(),
+        collecting(may_leave) as inside_run,
+    ):
         state = random.getstate()
-        random.seed(0)
+        _seed()
         before = watched or snapshot([], (), {})
         try:
             with time_limit(timeout):
@@ -516,8 +554,7 @@ def judge(
     head = f"[{ex.id} {ex.name}]"
     base = dict(id=ex.id, name=ex.name, title=ex.title, points=ex.points, cost=cost, budget=dict(ex.budget))
     total = len(expected)
-    revealed = revealed and ex.kind == "predict"
-    if revealed:
+    if revealed and ex.kind == "predict":
         return _revealed(ex, yours, expected, base)
     if len(yours) != total or all(y.get("kind") == "not attempted" for y in yours):
         todo = (
@@ -535,7 +572,6 @@ def judge(
         return Result(
             status="passed", score=ex.points, cases_passed=passed, cases_total=total, message=msg, **base
         )
-    hint = _match_wrong(ex, yours, expected, cost)
     status = "failed"
     if passed == total:  # correct, but too expensive
         lines = [f"{head} failed: correct on {passed}/{total} cases but over budget", *cost_lines]
@@ -545,24 +581,8 @@ def judge(
             *_prediction_lines(ex, yours[0], expected[0]),
         ]
     else:
-        i = next(i for i, (ok, _) in enumerate(verdicts) if not ok)
-        y, e = yours[i], expected[i]
-        where = ex.describe(ex.all_cases[i]) + (" (hidden case)" if ex.is_hidden(i) else "")
-        verdict = "too slow" if y["kind"] == "timeout" else "failed"
-        lines = [f"{head} {verdict}: {passed}/{total} cases", f"  case:     {_clip(where, 1)}"]
-        if y.get("left") and not e.get("left"):  # state left behind (maybe what broke the value)
-            lines.append(f"  left:     {_indent(_clip(left_text(y), 3, 400))}")
-        if not same(_without_left(y), e, ex.rtol, ex.atol)[0]:
-            y_part, e_part = differing_part(y, e, ex.rtol, ex.atol) or (y, e)  # only where they differ
-            lines += [
-                f"  yours:    {_indent(_clip(show(y_part)))}",
-                f"  expected: {_indent(_clip(show(e_part)))}",
-            ]
-            if verdicts[i][1] not in ("values differ", "different outcome", ""):
-                lines.insert(2, f"  why:      {_clip(verdicts[i][1], 1)}")
-        lines += cost_lines
-        if y["kind"] in ("raised", "timeout") and e["kind"] != "raised":
-            status = "error"
+        status, lines = _failed_case_lines(ex, yours, expected, verdicts, head, cost_lines)
+    hint = _match_wrong(ex, yours, expected, cost)
     if hint:
         lines.append(f"  hint:     {_wrapped(_clip(hint, 6, 600))}")
     if ex.kind == "predict" and passed < total:
@@ -577,6 +597,33 @@ def judge(
         partial=ex.partial,
         **base,
     )
+
+
+def _failed_case_lines(
+    ex: Exercise, yours: list[dict], expected: list[dict], verdicts: list, head: str, cost_lines: list[str]
+) -> tuple[str, list[str]]:
+    """A function exercise that failed a case: its status ("error" when the answer raised or
+    ran out of time where the oracle returned) and the lines that show the first failing case
+    (what it is, what was left behind, yours against expected, where they differ)."""
+    passed = sum(ok for ok, _ in verdicts)
+    i = next(i for i, (ok, _) in enumerate(verdicts) if not ok)
+    y, e = yours[i], expected[i]
+    where = ex.describe(ex.all_cases[i]) + (" (hidden case)" if ex.is_hidden(i) else "")
+    verdict = "too slow" if y["kind"] == "timeout" else "failed"
+    lines = [f"{head} {verdict}: {passed}/{len(expected)} cases", f"  case:     {_clip(where, 1)}"]
+    if y.get("left") and not e.get("left"):  # state left behind (maybe what broke the value)
+        lines.append(f"  left:     {_indent(_clip(left_text(y), 3, 400))}")
+    if not same(_without_left(y), e, ex.rtol, ex.atol)[0]:
+        y_part, e_part = differing_part(y, e, ex.rtol, ex.atol) or (y, e)  # only where they differ
+        lines += [
+            f"  yours:    {_indent(_clip(show(y_part)))}",
+            f"  expected: {_indent(_clip(show(e_part)))}",
+        ]
+        if verdicts[i][1] not in ("values differ", "different outcome", ""):
+            lines.insert(2, f"  why:      {_clip(verdicts[i][1], 1)}")
+    lines += cost_lines
+    status = "error" if y["kind"] in ("raised", "timeout") and e["kind"] != "raised" else "failed"
+    return status, lines
 
 
 def partial_score(ex: Exercise, passed: int, total: int) -> float:
@@ -721,9 +768,14 @@ def _wrapped(text: str) -> str:
 
 
 def grade_answer(ex: Exercise, answer: Any, timeout: float | None = None, revealed: bool = False) -> Result:
-    """Run, compare and judge ``answer`` in this process (what :func:`check` does)."""
+    """Run, compare and judge ``answer`` in this process (what :func:`check` does).
+
+    The oracle runs first, with no time limit: the first call of many torch functions
+    imports ``torch._dynamo`` (1.5 s of CPU), which the answer's first case paid inside its
+    time limit before (1.2's, in a fresh lesson-1 kernel at load average 12: "too slow")."""
+    expected = expected_outcomes(ex)
     yours = outcomes_of(ex, answer, timeout)
-    return judge(ex, yours, expected_outcomes(ex), measure_cost(ex, answer, timeout), revealed)
+    return judge(ex, yours, expected, measure_cost(ex, answer, timeout), revealed)
 
 
 #: The environment variable that names the file where :func:`check` writes down each
