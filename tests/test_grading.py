@@ -64,11 +64,14 @@ def _snapshot() -> Path:
 
 
 def _grade_cli(*args: str) -> tuple[subprocess.CompletedProcess, dict]:
-    """``python -m course grade ARGS`` on the snapshot of the package; (process, --json report)."""
+    """``python -m course grade ARGS --no-sandbox`` on the snapshot of the package; (process,
+    --json report). Without a sandbox: the snapshot is the grader's (PYTHONPATH), while the
+    notebook's kernel imports the installed ``course``, which a sandbox binding the grader's
+    package does not show (the default, in bubblewrap: the tests at the end of this file)."""
     out = Path(args[args.index("--json") + 1])
     env = {**os.environ, "PYTHONPATH": str(_snapshot())}
     proc = subprocess.run(
-        [sys.executable, "-m", "course", "grade", *args],
+        [sys.executable, "-m", "course", "grade", *args, "--no-sandbox"],
         capture_output=True,
         text=True,
         timeout=900,
@@ -463,13 +466,22 @@ def _grade_with_path(path: Path, *args: str, bin_path: str | None = None) -> sub
     return subprocess.run(command, capture_output=True, text=True, timeout=900, env=env, cwd=path.parent)
 
 
-def _path_without_bwrap(tmp_path: Path) -> str:
-    """A PATH with git alone (the report records commits): bubblewrap is not installed there."""
+def _path_without_bwrap(tmp_path: Path, broken: bool = False) -> str:
+    """A PATH with git alone (the report records commits): bubblewrap is not installed there;
+    ``broken``: a ``bwrap`` that fails as it does where namespaces cannot be made (a container)."""
     folder = tmp_path / "bin"
     folder.mkdir()
     if shutil.which("git"):
         (folder / "git").symlink_to(shutil.which("git"))
+    if broken:
+        (folder / "bwrap").write_text(
+            "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"
+        )
+        (folder / "bwrap").chmod(0o755)
     return str(folder)
+
+
+_WHY_NOT = {False: "bubblewrap is not installed", True: "bubblewrap cannot make namespaces here"}
 
 
 @pytest.mark.slow
@@ -490,25 +502,27 @@ def test_plain_course_grade_runs_learner_code_in_bubblewrap_where_it_runs(tmp_pa
 
 
 @pytest.mark.slow
-def test_without_bubblewrap_course_grade_says_so_in_one_line_and_grades(tmp_path):
+@pytest.mark.parametrize("broken", [False, True], ids=["absent", "no-namespaces"])
+def test_without_bubblewrap_course_grade_says_so_in_one_line_and_grades(tmp_path, broken):
     path, _ = _marking_00(tmp_path)
     proc = _grade_with_path(
-        path, "--json", str(tmp_path / "g.json"), "-q", bin_path=_path_without_bwrap(tmp_path)
+        path, "--json", str(tmp_path / "g.json"), "-q", bin_path=_path_without_bwrap(tmp_path, broken)
     )
     assert proc.returncode == 0, proc.stderr
     (line,) = proc.stderr.splitlines()
-    assert "WITHOUT isolation" in line and "bubblewrap is not installed" in line
-    assert "apt-get install bubblewrap" in line
+    assert "WITHOUT isolation" in line and _WHY_NOT[broken] in line
+    assert ("--privileged" if broken else "apt-get install bubblewrap") in line  # how to get it
     summary = json.loads((tmp_path / "g.json").read_text())
     assert summary["isolation"] == "none (supervision)" and summary["score"] == 3
 
 
-def test_grade_sandbox_requires_bubblewrap_and_runs_nothing_without_it(tmp_path):
+@pytest.mark.parametrize("broken", [False, True], ids=["absent", "no-namespaces"])
+def test_grade_sandbox_requires_bubblewrap_and_runs_nothing_without_it(tmp_path, broken):
     path, mark = _marking_00(tmp_path)
-    proc = _grade_with_path(path, "--sandbox", "-q", bin_path=_path_without_bwrap(tmp_path))
+    proc = _grade_with_path(path, "--sandbox", "-q", bin_path=_path_without_bwrap(tmp_path, broken))
     assert proc.returncode == 2 and not mark.exists(), proc.stderr
     assert proc.stderr.splitlines() == [
-        "course grade: --sandbox: bubblewrap is not installed; learner code was not run (docs/grading.md)"
+        f"course grade: --sandbox: {_WHY_NOT[broken]}; learner code was not run (docs/grading.md)"
     ]
     proc = _grade_with_path(path, "--sandbox", "--no-sandbox")
     assert proc.returncode == 2 and "not allowed with argument" in proc.stderr

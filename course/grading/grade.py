@@ -49,8 +49,8 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import sys
-import threading
 import time
 from collections.abc import Callable
 
@@ -76,7 +76,6 @@ NO_ISOLATION = "none (supervision)"  # the report's "isolation" when learner cod
 def main(argv: list[str] | None = None) -> int:
     args = grade_parser(__doc__.split("\n\n")[0]).parse_args(argv)
     no_dump()  # learner code (in a sandbox, without CAP_SYS_PTRACE) cannot read our memory or key
-    sandbox = _ask_for_sandbox(args)  # in a thread: its tenth of a second overlaps the set-up below
     try:
         key = signing.read_key(args.key_file)  # before any learner code runs; the variable goes
     except OSError as e:
@@ -94,13 +93,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"course grade: {e}", file=sys.stderr)
         return 2
     stamp = _provenance(plan, args.learner)  # before any learner code runs (it could rewrite .git)
-    where = _where_learner_code_runs(args, sandbox())
+    where = _where_learner_code_runs(args, "" if shutil.which("bwrap") else _NOT_INSTALLED)
+    if where is _IN_BUBBLEWRAP and any(not isinstance(text, BaseException) for _, text, _ in plan):
+        done = _graded_in_sandbox(args, plan, ignored, stamp, key, extra, feedback)
+        if isinstance(done, int):
+            return done
+        where = _where_learner_code_runs(args, done)  # bubblewrap cannot run here after all
+    elif where is _IN_BUBBLEWRAP:  # no notebook could be read: no learner code runs, none to isolate
+        where = "none needed (no notebook could be read)"
     if isinstance(where, int):
         return where
-    if where == "bubblewrap" and any(not isinstance(text, BaseException) for _, text, _ in plan):
-        return _graded_in_sandbox(args, plan, ignored, stamp, key, extra, feedback)
-    if where == "bubblewrap":  # no notebook could be read: no learner code runs, none to isolate
-        where = "none needed (no notebook could be read)"
     summary, reports = _graded_here(args, plan, missing, ignored, extra, stamp["git"])
     summary.update(stamp["report"])
     summary["extra_cases"] = extra.record() if extra else None
@@ -153,30 +155,14 @@ def _write_placeholders(args, plan: list, feedback) -> None:
 
 
 _NO_VERDICT = "Grading did not finish: no verdict yet.\n"
-
-
-def _ask_for_sandbox(args) -> Callable[[], str]:
-    """Start finding out whether bubblewrap runs here (a thread); returns the function that
-    waits for the answer: "" when it does, else why not. Inside a sandbox (``COURSE_SANDBOX``
-    is set: the grader outside chose) and with ``--no-sandbox`` nothing is asked."""
-    if args.no_sandbox or os.environ.get("COURSE_SANDBOX"):
-        return lambda: "not asked"
-    from course.grading.sandbox import why_no_sandbox
-
-    answer: list[str] = []
-    asking = threading.Thread(target=lambda: answer.append(why_no_sandbox()), daemon=True)
-    asking.start()
-
-    def wait() -> str:
-        asking.join()
-        return answer[0] if answer else "the probe of bubblewrap failed"
-
-    return wait
+_NOT_INSTALLED = "bubblewrap is not installed"
+_IN_BUBBLEWRAP = "start a sandbox"  # the decision (told apart by identity from any isolation's name)
 
 
 def _where_learner_code_runs(args, why_not: str) -> str | int:
-    """ "bubblewrap"; or the isolation this process grades under (the fallback, said on stderr
-    in one line); or exit status 2 (``--sandbox`` where bubblewrap cannot run)."""
+    """:data:`_IN_BUBBLEWRAP`; or the isolation this process grades under (inside a sandbox,
+    the one the grader outside chose; the fallback, said on stderr in one line); or exit
+    status 2 (``--sandbox`` where bubblewrap cannot run)."""
     inside = os.environ.get("COURSE_SANDBOX")
     if inside:  # the grader outside chose (course.grading.sandbox): grade here
         return inside
@@ -184,21 +170,26 @@ def _where_learner_code_runs(args, why_not: str) -> str | int:
         _say(args)("note: --no-sandbox: learner code runs without isolation (supervision only)")
         return NO_ISOLATION
     if not why_not:
-        return "bubblewrap"
+        return _IN_BUBBLEWRAP
     if args.sandbox:
         print(
             f"course grade: --sandbox: {why_not}; learner code was not run (docs/grading.md)", file=sys.stderr
         )
         return 2
-    get = (
-        "apt-get install bubblewrap" if sys.platform.startswith("linux") else "bubblewrap runs on Linux only"
-    )
     print(
         f"course grade: WARNING: learner code runs WITHOUT isolation ({why_not}; supervision only): "
-        f"{get} to grade in a sandbox (docs/grading.md)",
+        f"{_how_to_get_it(why_not)} (docs/grading.md)",
         file=sys.stderr,
     )
     return NO_ISOLATION
+
+
+def _how_to_get_it(why_not: str) -> str:
+    if not sys.platform.startswith("linux"):
+        return "bubblewrap runs on Linux only; grade in a Linux container to isolate it"
+    if why_not == _NOT_INSTALLED:
+        return "apt-get install bubblewrap to grade in a sandbox"
+    return "in a container, give it the privilege to make namespaces (docker run --privileged)"
 
 
 def _graded_here(args, plan, missing, ignored, extra, git: dict) -> tuple[dict, list[NotebookReport]]:
@@ -250,8 +241,12 @@ def _forget_secret(extra) -> None:
             os.unlink(extra.path)
 
 
-def _graded_in_sandbox(args, plan, ignored, stamp, key, extra, feedback) -> int:
-    """``--sandbox``: the grade made in bubblewrap (course.grading.sandbox.grade), finished here."""
+def _graded_in_sandbox(args, plan, ignored, stamp, key, extra, feedback) -> int | str:
+    """The grade made in bubblewrap (course.grading.sandbox.grade), finished here: the exit
+    status; or, when it failed because bubblewrap cannot run here, why (before any learner
+    code ran). Bubblewrap is tried without asking first: asking costs a sandbox that starts
+    a Python, a tenth of a second of CPU in every grade, so it is asked only after a failure."""
+    from course.grading.sandbox import why_no_sandbox
     from course.grading.sandbox.grade import grade_in_sandbox
 
     say = _say(args)
@@ -259,6 +254,9 @@ def _graded_in_sandbox(args, plan, ignored, stamp, key, extra, feedback) -> int:
     try:
         summary, isolation = grade_in_sandbox(args, plan, args.path.is_dir())
     except RuntimeError as e:
+        why_not = why_no_sandbox()
+        if why_not:
+            return why_not
         print(f"course grade: {clean_text(e, 500)}", file=sys.stderr)
         return 1
     fields = set(NotebookReport.__dataclass_fields__)

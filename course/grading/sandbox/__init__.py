@@ -14,7 +14,8 @@
 - :mod:`~course.grading.sandbox.binds`: the allow-list of read-only binds;
 - :mod:`~course.grading.sandbox.limits`: memory and process limits (cgroup, else rlimits);
 - :mod:`~course.grading.sandbox.grade`: ``course grade`` in bubblewrap (its default wherever
-  :func:`why_no_sandbox` finds nothing against it), the grader outside and the learner's code inside.
+  ``bwrap`` is installed; :func:`why_no_sandbox` is asked only when that fails), the grader
+  outside and the learner's code inside.
 
 A notebook's ``check()`` imports nothing of this package (``tests/test_grading_boundary.py``).
 """
