@@ -261,11 +261,15 @@ def _graded_in_sandbox(args, plan, ignored, stamp, key, extra, feedback) -> int 
         return 1
     fields = set(NotebookReport.__dataclass_fields__)
     reports = [NotebookReport(**{k: v for k, v in nb.items() if k in fields}) for nb in summary["notebooks"]]
-    unreadable = [(path, text, lesson) for path, text, lesson in plan if isinstance(text, BaseException)]
-    if unreadable:  # not copied in, so reported missing there: each is an error here, as without a sandbox
-        lessons = {lesson for _, _, lesson in unreadable}
-        reports = [r for r in reports if not (r.note and r.lesson in lessons)]
-        reports += [unreadable_report(*entry) for entry in unreadable]
+    unreadable = {
+        lesson: (path, text, lesson) for path, text, lesson in plan if isinstance(text, BaseException)
+    }
+    # one that could not even be copied in (a link, a FIFO) is "missing" there: an error here, as
+    # without a sandbox (one copied in, such as broken JSON, the grader inside reports itself)
+    missing_there = {r.lesson for r in reports if r.note and r.lesson in unreadable}
+    if missing_there:
+        reports = [r for r in reports if not (r.note and r.lesson in missing_there)]
+        reports += [unreadable_report(*unreadable[lesson]) for lesson in missing_there]
         reports.sort(key=lambda r: (r.lesson if r.lesson is not None else 99, r.path))
         summary |= reporting.summary(reports, ignored, summary["killed"], summary["tampering"])
     for r in reports:
