@@ -192,7 +192,7 @@ def test_a_run_that_dies_leaves_no_earlier_feedback_behind(tmp_path, monkeypatch
 
     monkeypatch.setattr(grade, "open_session", dies)
     with pytest.raises(RuntimeError, match="went away"):
-        grade_main([str(notebook), "--feedback", str(feedback), "-q"])
+        grade_main([str(notebook), "--feedback", str(feedback), "-q", "--no-sandbox"])  # patched here
     assert (
         feedback.read_text() == "# Feedback on 00\\_warmup.ipynb\n\nGrading did not finish: no verdict yet.\n"
     )

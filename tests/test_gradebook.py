@@ -1,8 +1,9 @@
 """Does `course gradebook` report a class: scores per learner, pass rates and misconceptions?
 
-Two rosters: one made of `course grade --json` reports (what CI jobs upload; nothing is graded,
-so it is fast), and one of real notebooks graded by `course grade` (a solved learner, an
-untouched one, one with a known wrong answer, one with no notebooks).
+Two rosters: one made of `course grade --json` reports beside the notebooks they graded (what
+CI jobs upload, with each learner's checkout; nothing is graded, so it is fast), and one of
+real notebooks graded by `course grade` (a solved learner, an untouched one, one with a known
+wrong answer, one with no notebooks).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from course.grading import signing
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "the instructor's CI secret"
+NOTEBOOK = (ROOT / "notebooks" / "00_warmup.ipynb").read_bytes()  # what the reports below graded
 
 
 def _entry(ex, status, hint=""):
@@ -39,9 +41,23 @@ def _report(entries, key=KEY, learner="ada"):
         "learner": learner,
         "score": sum(e["score"] for e in entries),
         "max_score": sum(e["points"] for e in entries),
-        "notebooks": [{"path": "00_warmup.ipynb", "error": "", "exercises": entries}],
+        "notebooks": [
+            {
+                "path": "00_warmup.ipynb",
+                "sha256": signing.file_sha256(NOTEBOOK),
+                "error": "",
+                "exercises": entries,
+            }
+        ],
     }
     return signing.sign(report, key.encode()) if key else report
+
+
+def _hand_in(folder: Path, report_text: str) -> None:
+    """A learner's folder as CI leaves it: the report, and the notebook it graded."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "report.json").write_text(report_text)
+    (folder / "00_warmup.ipynb").write_bytes(NOTEBOOK)
 
 
 def _run(*args, cwd=ROOT, env=None):
@@ -69,8 +85,7 @@ def test_a_roster_of_ci_reports_gives_scores_rates_and_misconceptions(tmp_path):
         "dee": [_entry(first, "error", rare)],
     }
     for name, entries in learners.items():
-        (roster / name).mkdir(parents=True)
-        (roster / name / "report.json").write_text(json.dumps(_report(entries, learner=name)))
+        _hand_in(roster / name, json.dumps(_report(entries, learner=name)))
     (roster / "eve").mkdir()  # no notebooks, no report
     out_csv, out_json, out_html = tmp_path / "class.csv", tmp_path / "class.json", tmp_path / "class.html"
 
@@ -210,6 +225,7 @@ def test_only_signed_well_formed_reports_count_and_a_bad_one_costs_only_its_row(
         (roster / name).mkdir(parents=True)
         (roster / name / "report.json").write_text(text)
     shutil.copy(ROOT / "notebooks" / "00_warmup.ipynb", roster / "stale" / "00_warmup.ipynb")
+    (roster / "ada" / "00_warmup.ipynb").write_bytes(NOTEBOOK)  # the honest report, beside what it graded
     out_csv, out_json = tmp_path / "class.csv", tmp_path / "class.json"
     proc = _run(
         roster, "--lessons", "00", "--csv", out_csv, "--json", out_json, "-q", env={"PATH": "/nonexistent"}
@@ -349,16 +365,38 @@ def test_the_classroom_templates_folder_is_found_and_an_empty_folder_is_named(tm
     assert notebook_folder(tmp_path / "linked") == tmp_path / "linked"  # a link is never followed
 
 
+def test_a_report_alone_is_not_taken_and_its_note_says_what_to_put_beside_it(tmp_path):
+    """Issue 44: a report binds the notebooks it graded; without them in the folder it proves
+    nothing (a classmate's, renamed for this folder, would count)."""
+    checks.load_all()
+    first, second = checks.all_exercises(0)[:2]
+    roster = tmp_path / "roster"
+    (roster / "ada").mkdir(parents=True)
+    report = _report([_entry(first, "passed"), _entry(second, "passed")], learner="ada")
+    (roster / "ada" / "report.json").write_text(json.dumps(report))
+    out_json = tmp_path / "class.json"
+    proc = _run(roster, "--lessons", "00", "--json", out_json, "-q")
+    (row,) = json.loads(out_json.read_text())["learners"]
+    assert row["total"] == 0 and proc.returncode == 1, proc.stdout  # nothing found is not a score
+    assert row["note"] == (
+        "report.json ignored: 00_warmup.ipynb is not in the folder: put the notebooks it graded beside it; "
+        "no lesson notebook in ada/ nor ada/autograd-course/"
+    )
+    (roster / "ada" / "00_warmup.ipynb").write_bytes(NOTEBOOK)  # the fix the note names
+    proc = _run(roster, "--lessons", "00", "--json", out_json, "-q")
+    (row,) = json.loads(out_json.read_text())["learners"]
+    assert proc.returncode == 0 and row["total"] == first.points + second.points and row["note"] == ""
+
+
 def test_a_roster_names_the_missing_and_nothing_found_is_not_a_score(tmp_path):
     checks.load_all()
     first, second = checks.all_exercises(0)[:2]
     roster = tmp_path / "roster"
-    (roster / "autograd-ada").mkdir(parents=True)
-    (roster / "autograd-ada" / "report.json").write_text(
-        # signed for the repository's name, as the CI example's --learner autograd-<login> does
+    _hand_in(  # signed for the repository's name, as the CI example's --learner autograd-<login> does
+        roster / "autograd-ada",
         json.dumps(
             _report([_entry(first, "failed"), _entry(second, "not attempted")], learner="autograd-ada")
-        )
+        ),
     )
     (roster / "autograd-dee").mkdir()  # nothing in it
     expect = tmp_path / "roster.txt"
@@ -375,5 +413,6 @@ def test_a_roster_names_the_missing_and_nothing_found_is_not_a_score(tmp_path):
     assert "nothing to grade for 2 of 3 learner(s): autograd-dee, eve" in proc.stderr
     assert "  eve                  -  (missing" in proc.stdout
     (roster / "autograd-ada" / "report.json").unlink()
+    (roster / "autograd-ada" / "00_warmup.ipynb").unlink()
     nothing = _run(roster, "--lessons", "00", "-q")
     assert nothing.returncode == 1, nothing.stdout  # a roster where nothing was found is not a 0 for all

@@ -7,7 +7,9 @@
 - deleted, duplicated, reordered and retyped cells, exceptions, an infinite loop, a huge
   output and warnings on stderr do not stop a right answer from scoring;
 - infinite loops (in a cell, in an answer, everywhere) end at the timeouts and say so;
-- the learner's notebook is never written (bytes and mtime unchanged).
+- the learner's notebook is never written (bytes and mtime unchanged);
+- learner code runs in bubblewrap by default wherever it runs; elsewhere the grade says, in
+  one line, that it ran without isolation and how to get it; ``--sandbox`` requires it.
 """
 
 import atexit
@@ -62,11 +64,14 @@ def _snapshot() -> Path:
 
 
 def _grade_cli(*args: str) -> tuple[subprocess.CompletedProcess, dict]:
-    """``python -m course grade ARGS`` on the snapshot of the package; (process, --json report)."""
+    """``python -m course grade ARGS --no-sandbox`` on the snapshot of the package; (process,
+    --json report). Without a sandbox: the snapshot is the grader's (PYTHONPATH), while the
+    notebook's kernel imports the installed ``course``, which a sandbox binding the grader's
+    package does not show (the default, in bubblewrap: the tests at the end of this file)."""
     out = Path(args[args.index("--json") + 1])
     env = {**os.environ, "PYTHONPATH": str(_snapshot())}
     proc = subprocess.run(
-        [sys.executable, "-m", "course", "grade", *args],
+        [sys.executable, "-m", "course", "grade", *args, "--no-sandbox"],
         capture_output=True,
         text=True,
         timeout=900,
@@ -425,6 +430,7 @@ def test_course_grade_and_course_progress_work_without_proc(tmp_path):
         str(ROOT / "solutions" / "00_warmup.ipynb"),
         "--no-run",
         "-q",
+        "--no-sandbox",  # the supervision's path: psutil, where there is no /proc to read
         "--json",
         str(out),
     )
@@ -436,3 +442,87 @@ def test_course_grade_and_course_progress_work_without_proc(tmp_path):
     proc = _without_proc(sys.executable, "-m", "course", "progress", str(folder))
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert "0 of " in proc.stdout and "not attempted" in proc.stdout
+
+
+# --- where learner code runs: bubblewrap by default, the fallback said in one line ---------------
+
+# A definition that writes beside the notebook: the host's folder, which the sandbox never binds.
+_ESCAPE = "from pathlib import Path\n_mark = Path({where!r}).write_text('reached')\n"
+
+
+def _marking_00(tmp_path: Path) -> tuple[Path, Path]:
+    """(the solved 00 with a definition that marks ``tmp_path/mark``, that mark's path)."""
+    mark = tmp_path / "mark"
+    nb = nbformat.read(ROOT / "solutions" / "00_warmup.ipynb", as_version=4)
+    nb.cells.insert(1, nbformat.v4.new_code_cell(_ESCAPE.format(where=str(mark))))
+    path = tmp_path / "00_warmup.ipynb"
+    nbformat.write(nb, path)
+    return path, mark
+
+
+def _grade_with_path(path: Path, *args: str, bin_path: str | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COURSE_GRADE_KEY": ""} | ({"PATH": bin_path} if bin_path is not None else {})
+    command = [sys.executable, "-I", "-m", "course", "grade", str(path), "--no-run", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=900, env=env, cwd=path.parent)
+
+
+def _path_without_bwrap(tmp_path: Path, broken: bool = False) -> str:
+    """A PATH with git alone (the report records commits): bubblewrap is not installed there;
+    ``broken``: a ``bwrap`` that fails as it does where namespaces cannot be made (a container)."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    if shutil.which("git"):
+        (folder / "git").symlink_to(shutil.which("git"))
+    if broken:
+        (folder / "bwrap").write_text(
+            "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"
+        )
+        (folder / "bwrap").chmod(0o755)
+    return str(folder)
+
+
+_WHY_NOT = {False: "bubblewrap is not installed", True: "bubblewrap cannot make namespaces here"}
+
+
+@pytest.mark.slow
+def test_plain_course_grade_runs_learner_code_in_bubblewrap_where_it_runs(tmp_path):
+    from course.grading.sandbox import why_no_sandbox
+
+    if why_no_sandbox():
+        pytest.skip(f"bubblewrap cannot run here: {why_no_sandbox()}")
+    path, mark = _marking_00(tmp_path)
+    proc = _grade_with_path(path, "--json", str(tmp_path / "g.json"), "-q")
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    summary = json.loads((tmp_path / "g.json").read_text())
+    assert summary["isolation"] == "bubblewrap" and summary["score"] == 3
+    assert not mark.exists()  # the notebook's folder is not in the sandbox
+    proc = _grade_with_path(path, "--json", str(tmp_path / "g.json"), "-q", "--no-sandbox")
+    assert proc.returncode == 0 and mark.read_text() == "reached"  # opted out: it runs as we do
+    assert json.loads((tmp_path / "g.json").read_text())["isolation"] == "none (supervision)"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("broken", [False, True], ids=["absent", "no-namespaces"])
+def test_without_bubblewrap_course_grade_says_so_in_one_line_and_grades(tmp_path, broken):
+    path, _ = _marking_00(tmp_path)
+    proc = _grade_with_path(
+        path, "--json", str(tmp_path / "g.json"), "-q", bin_path=_path_without_bwrap(tmp_path, broken)
+    )
+    assert proc.returncode == 0, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert "WITHOUT isolation" in line and _WHY_NOT[broken] in line
+    assert ("--privileged" if broken else "apt-get install bubblewrap") in line  # how to get it
+    summary = json.loads((tmp_path / "g.json").read_text())
+    assert summary["isolation"] == "none (supervision)" and summary["score"] == 3
+
+
+@pytest.mark.parametrize("broken", [False, True], ids=["absent", "no-namespaces"])
+def test_grade_sandbox_requires_bubblewrap_and_runs_nothing_without_it(tmp_path, broken):
+    path, mark = _marking_00(tmp_path)
+    proc = _grade_with_path(path, "--sandbox", "-q", bin_path=_path_without_bwrap(tmp_path, broken))
+    assert proc.returncode == 2 and not mark.exists(), proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"course grade: --sandbox: {_WHY_NOT[broken]}; learner code was not run (docs/grading.md)"
+    ]
+    proc = _grade_with_path(path, "--sandbox", "--no-sandbox")
+    assert proc.returncode == 2 and "not allowed with argument" in proc.stderr

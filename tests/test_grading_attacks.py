@@ -114,7 +114,7 @@ def test_a_notebook_that_rewrites_the_grader_cannot_raise_another_lessons_score(
     """
     _write(_solved_00_with([attack]), folder / "00_warmup.ipynb")
     shutil.copy(LEARNER_01, folder / "01_autograd_graph.ipynb")
-    proc = _grade(
+    proc = _grade(  # supervision alone: in bubblewrap the package is read-only, the attack cannot write
         pkg,
         str(folder),
         "--lessons",
@@ -123,6 +123,7 @@ def test_a_notebook_that_rewrites_the_grader_cannot_raise_another_lessons_score(
         "--json",
         str(tmp_path / "g.json"),
         "-q",
+        "--no-sandbox",
         cwd=tmp_path,
     )
     assert "Traceback" not in proc.stderr, proc.stderr
@@ -171,7 +172,9 @@ def test_a_detached_process_is_ended_before_the_report_is_written(tmp_path):
         return x.grad
     """
     path = _write(_solved_00_with([spawn, answer], ids=False), tmp_path / "00_warmup.ipynb")
-    proc = _grade(pkg, str(path), "--json", str(report), "--cell-timeout", "60", cwd=tmp_path)
+    # supervision alone (in bubblewrap the report folder is out of reach and the PID namespace
+    # ends the forgers: tests/test_grading_boundary.py)
+    proc = _grade(pkg, str(path), "--json", str(report), "--cell-timeout", "60", "--no-sandbox", cwd=tmp_path)
     assert "Traceback" not in proc.stderr, proc.stderr
     assert "MissingIDFieldWarning" not in proc.stderr
     tags = [p.name.split("-")[0] for p in marks.iterdir()]
@@ -212,6 +215,7 @@ def test_answers_the_comparison_chokes_on_are_errors_and_the_report_is_written(t
         "--junit",
         str(out / "j.xml"),
         "-q",
+        "--no-sandbox",  # the definitions count their runs in a file of ours, out of a sandbox's reach
         cwd=tmp_path,
         shell_pipe=True,
     )

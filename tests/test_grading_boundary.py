@@ -2,7 +2,8 @@
 real command (``course grade``, ``gradebook``, ``collect``, ``regrade``, ``room``).
 
 - a signed report counts only for the learner it names, as a grade (not a cache entry), and
-  only with every notebook it graded in the folder (when the folder holds notebooks);
+  only with every notebook it graded in the folder at the bytes it graded (a report alone is
+  not taken: its note says to put the notebooks beside it);
 - ``collect`` refuses a report that names no learner, and files an ignored report's note
   under the artifact it came from, with its name cleaned;
 - an exercise's process runs in a private folder that holds the notebook alone: a
@@ -29,6 +30,9 @@ from course.grading import signing
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "the instructor's CI secret"
+_SOLVED_SHA = signing.file_sha256(
+    (ROOT / "solutions" / "00_warmup.ipynb").read_bytes()
+)  # what _signed graded
 
 
 def _course(*args, env=None, cwd=None) -> subprocess.CompletedProcess:
@@ -54,7 +58,8 @@ def _signed(learner: str | None, notebooks: list[dict] | None = None, purpose: s
         "course_version": course.__version__,
         "score": sum(e["score"] for e in entries),
         "max_score": sum(e["points"] for e in entries),
-        "notebooks": notebooks or [{"path": "00_warmup.ipynb", "error": "", "exercises": entries}],
+        "notebooks": notebooks
+        or [{"path": "00_warmup.ipynb", "sha256": _SOLVED_SHA, "error": "", "exercises": entries}],
         "graded_at": "2026-12-01T10:00:00Z",
     }
     if learner is not None:
@@ -76,6 +81,7 @@ def test_a_classmates_signed_report_in_another_folder_counts_for_nothing(tmp_pat
     for name in ("ada", "bob"):
         (roster / name).mkdir(parents=True)
     (roster / "ada" / "report.json").write_text(json.dumps(_signed("ada")))
+    (roster / "ada" / "00_warmup.ipynb").write_bytes((ROOT / "solutions" / "00_warmup.ipynb").read_bytes())
     (roster / "bob" / "report.json").write_text(json.dumps(_signed("ada")))  # bob copies ada's
     rows = _gradebook_rows(roster, tmp_path)
     assert rows["ada"]["total"] == rows["ada"]["max"] > 0

@@ -255,7 +255,10 @@ def test_the_gradebook_csv_tells_not_attempted_from_failed(tmp_path, monkeypatch
         "learner": "ada",  # a report counts only for the learner it names (issue 44)
         "notebooks": [{"path": "00_warmup.ipynb", "error": "", "exercises": entries}],
     }
+    notebook = (ROOT / "notebooks" / "00_warmup.ipynb").read_bytes()  # a report counts beside its notebooks
+    report["notebooks"][0]["sha256"] = signing.file_sha256(notebook)
     (tmp_path / "roster" / "ada").mkdir(parents=True)
+    (tmp_path / "roster" / "ada" / "00_warmup.ipynb").write_bytes(notebook)
     (tmp_path / "roster" / "ada" / "report.json").write_text(json.dumps(signing.sign(report, key.encode())))
     (tmp_path / "roster" / "eve").mkdir()  # nothing at all
     monkeypatch.setenv("COURSE_GRADE_KEY", key)

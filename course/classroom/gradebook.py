@@ -1,14 +1,16 @@
 """`course gradebook`: one table for a whole class, and the misconceptions the class met.
 
 ``ROSTER`` holds one folder per learner (the folder's name is the learner). Each folder holds
-that learner's notebooks, or the signed ``course grade --json`` report a CI job made for them
-(format ``course-grade/1``, signed with the instructor's key: ``--key-file`` or
-``$COURSE_GRADE_KEY``), or both (a report that checks wins: nothing is graded again)::
+that learner's notebooks, and maybe the signed ``course grade --json`` report a CI job made
+for them (format ``course-grade/1``, signed with the instructor's key: ``--key-file`` or
+``$COURSE_GRADE_KEY``): a report that checks, for this folder's learner, with every notebook
+it graded there at the bytes it graded, wins (nothing is graded again)::
 
     roster/
       ada/      00_warmup.ipynb 01_autograd_graph.ipynb ...
       alan/     autograd-course/00_warmup.ipynb ...   # a clone of the Classroom template, a hub home
-      grace/    report.json          # signed by CI; a hand-written one is ignored, with the reason
+      grace/    autograd-course/... report.json      # signed by CI for these notebooks; a hand-written,
+                                                      # copied or stale one is ignored, with the reason
       linus/                         # empty: listed as "no lesson notebook", never a silent 0
 
 The notebooks are those of ``<learner>/`` or, when it holds none, of

@@ -179,7 +179,9 @@ def _learner(
     notes: list[str] = []
     try:
         notebooks = learner_notebooks(folder, lessons, notes)
+        before = len(notes)
         reports = ci_reports(folder, keys[0], notebooks, notes, extra, lessons)
+        ignored = len(notes) > before  # a report was there, and its note says why it was not taken
         if not reports and notebooks:
             report, learner.isolation = _graded(
                 folder.name, notebooks, cache, keys[1], timeout, quiet, lessons, hide, extra
@@ -188,7 +190,8 @@ def _learner(
         elif not reports:
             learner.empty = True
             notes.append(
-                f"no lesson notebook in {folder.name}/ nor {folder.name}/{TEMPLATE_DIR}/ (and no report)"
+                f"no lesson notebook in {folder.name}/ nor {folder.name}/{TEMPLATE_DIR}/"
+                + ("" if ignored else " (and no report)")
             )
         for report in reports:
             for item in report.get("ignored", []):

@@ -36,9 +36,9 @@ class Learner:
 # NOTE [Nothing a learner wrote is trusted]
 # 1. A report in a learner's folder counts only when it parses as a report (signing.problems),
 #    its signature checks with the instructor's key as a grade (not a cache entry), it names
-#    the folder's learner and this course version, and (in a folder of notebooks) every
-#    notebook it graded is there with the sha256 it names. Else it is ignored, and the row's note says why (the
-#    notebooks are graded instead).
+#    the folder's learner and this course version, and every notebook it graded is there with
+#    the sha256 it names (a report alone, a classmate's copied in, proves nothing). Else it is
+#    ignored, and the row's note says why and what to do (the notebooks are graded instead).
 # 2. Notebooks are graded by `course grade` in a sandbox per learner (run_untrusted: an
 #    allow-list of read-only binds, so neither the roster, the cache, the key nor the home
 #    folder is there; an unprivileged uid, limits, no network, its own PID namespace, NOTE
@@ -88,8 +88,9 @@ def _accepted(
     lessons: set[int] | None = None,
 ) -> str:
     """Why a report is not taken ("" when it is): it must be a grade signed for ``learner``
-    (the folder's), by this course version, and, in a folder that holds notebooks, every
-    notebook it graded (of ``lessons``) must be there with the bytes it graded. With ``extra``
+    (the folder's), by this course version, and every notebook it graded (of ``lessons``)
+    must be in the folder with the bytes it graded (a report alone proves no notebook: a
+    classmate's signed report copied into a folder would count). With ``extra``
     (``--extra-cases``), only a report graded with that very file counts."""
     import course
 
@@ -104,10 +105,8 @@ def _accepted(
         name = Path(nb["path"]).name
         if nb.get("note") or (lessons is not None and lesson_number(name) not in lessons):
             continue  # a lesson the report found no notebook for, or one not asked for
-        if not notebooks:
-            continue  # a folder of CI reports alone (their artifacts): bound by the learner
         if name not in notebooks:
-            return f"{clean_text(name, 80)} is not in the folder"
+            return f"{clean_text(name, 80)} is not in the folder: put the notebooks it graded beside it"
         if nb.get("sha256") != file_sha256(notebooks[name]):
             return f"{clean_text(name, 80)} changed since it was graded"
     return ""

@@ -12,8 +12,9 @@
 - :mod:`course.grading.checker`: the client of the checking server, and the outcome files it reads;
 - :mod:`course.grading.processes`: every process learner code starts, ended (psutil);
 - :mod:`course.grading.isolation`: ``python -I`` children, their environment and limits;
-- :mod:`course.grading.sandbox`: everything that runs learner code for an instructor, behind
-  ``run_untrusted`` (bubblewrap's namespaces, an allow-list of binds, an own uid, limits);
+- :mod:`course.grading.sandbox`: everything that runs learner code in a sandbox (``course grade``
+  by default, the gradebook, the room, regrade), behind ``run_untrusted`` (bubblewrap's
+  namespaces, an allow-list of binds, an own uid, limits);
 - :mod:`course.grading.redact`: a verdict on an instructor's extra case says passed or failed only;
 - :mod:`course.grading.signing`: signed, validated grade reports;
 - :mod:`course.grading.untrusted`: reading learner files and neutralising learner text;

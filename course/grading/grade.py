@@ -49,16 +49,17 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 
 from course.grading import github_classroom, provenance, signing
 from course.grading import report as reporting
 from course.grading.feedback import feedback_markdown, feedback_name, feedback_target, markdown_text
 from course.grading.files import grader_fingerprint, write_atomically
 from course.grading.isolation import no_dump
-from course.grading.notebook import grade_in_session, grade_notebook, read_notebook
+from course.grading.notebook import grade_in_session, grade_notebook, read_notebook, unreadable_report
 from course.grading.options import grade_parser
 from course.grading.plan import UsageError, missing_report, plan_folder
 from course.grading.processes import command_seconds
@@ -66,9 +67,10 @@ from course.grading.report import NotebookReport
 from course.grading.session import open_session
 from course.grading.untrusted import Untrusted, clean_text, read_regular
 
-__all__ = ["NotebookReport", "exit_code", "grade_notebook", "main"]
+__all__ = ["NO_ISOLATION", "NotebookReport", "exit_code", "grade_notebook", "main"]
 
 _LOADED = time.monotonic()  # when this command started (its time is reported)
+NO_ISOLATION = "none (supervision)"  # the report's "isolation" when learner code ran under it alone
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,101 +84,152 @@ def main(argv: list[str] | None = None) -> int:
     # nbformat -> jsonschema would build an IRI grammar (rfc3987_syntax) that no notebook check
     # uses: 2-3 s of start-up. Marking it absent makes jsonschema skip that one format check.
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
-    say = (lambda text: None) if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
     try:  # usage errors first, before anything costly
-        if args.path.is_dir():
-            plan, missing, ignored = plan_folder(args.path, args.lessons)
-            if not plan:  # a wrong folder, more likely than a learner who did nothing
-                raise UsageError(f"no lesson notebooks in {args.path}")
-        elif args.path.is_file():
-            text, lesson = read_notebook(args.path, args.lesson)
-            if isinstance(text, BaseException) and args.path.suffix != ".ipynb":
-                raise UsageError(f"{args.path} is not a notebook (.ipynb): {clean_text(text, 200)}")
-            plan, missing, ignored = [(args.path, text, lesson)], [], []
-        else:
-            raise UsageError(f"no such notebook or folder: {args.path}")
-        if args.json == "-" and args.classroom == "-":
-            raise UsageError("--json - and --classroom - both want stdout: give one of them a file")
+        plan, missing, ignored = _plan(args)
         extra = _extra_cases(args.extra_cases)
         feedback = _feedback_target(args)
+        _write_placeholders(args, plan, feedback)
     except UsageError as e:
         print(f"course grade: {e}", file=sys.stderr)
         return 2
+    stamp = _provenance(plan, args.learner)  # before any learner code runs (it could rewrite .git)
+    where = _where_learner_code_runs(args, "" if shutil.which("bwrap") else _NOT_INSTALLED)
+    if where is _IN_BUBBLEWRAP and any(not isinstance(text, BaseException) for _, text, _ in plan):
+        done = _graded_in_sandbox(args, plan, ignored, stamp, key, extra, feedback)
+        if isinstance(done, int):
+            return done
+        where = _where_learner_code_runs(args, done)  # bubblewrap cannot run here after all
+    elif where is _IN_BUBBLEWRAP:  # no notebook could be read: no learner code runs, none to isolate
+        where = "none needed (no notebook could be read)"
+    if isinstance(where, int):
+        return where
+    summary, reports = _graded_here(args, plan, missing, ignored, extra, stamp["git"])
+    summary.update(stamp["report"])
+    summary["extra_cases"] = extra.record() if extra else None
+    summary["isolation"] = where
+    return _finish(summary, reports, args, key, feedback)
+
+
+def _say(args) -> Callable[[str], None]:
+    """Progress on stderr (nothing with ``-q``)."""
+    return (lambda text: None) if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
+
+
+def _plan(args) -> tuple[list, list[int], list]:
+    """(the notebooks to grade as (path, text, lesson), the lessons missing from a folder, the
+    files of a folder not graded, each with why). Raises UsageError: nothing to grade."""
+    if args.path.is_dir():
+        plan, missing, ignored = plan_folder(args.path, args.lessons)
+        if not plan:  # a wrong folder, more likely than a learner who did nothing
+            raise UsageError(f"no lesson notebooks in {args.path}")
+    elif args.path.is_file():
+        text, lesson = read_notebook(args.path, args.lesson)
+        if isinstance(text, BaseException) and args.path.suffix != ".ipynb":
+            raise UsageError(f"{args.path} is not a notebook (.ipynb): {clean_text(text, 200)}")
+        plan, missing, ignored = [(args.path, text, lesson)], [], []
+    else:
+        raise UsageError(f"no such notebook or folder: {args.path}")
+    if args.json == "-" and args.classroom == "-":
+        raise UsageError("--json - and --classroom - both want stdout: give one of them a file")
+    return plan, missing, ignored
+
+
+def _write_placeholders(args, plan: list, feedback) -> None:
+    """Each output file says "not finished" until the grade is written: from now on a planted
+    file, or an earlier run's, counts for nothing. Raises UsageError: one cannot be written."""
     placeholders = {
         args.json: json.dumps(reporting.placeholder()) + "\n",
         args.junit: reporting.junit_placeholder(),
         args.classroom: github_classroom.encode(github_classroom.placeholder()) + "\n",
     }
-    for out in (args.json, args.junit, args.classroom):  # from now on a planted file counts for nothing
-        if out not in (None, "-"):
-            try:
-                write_atomically(out, placeholders[out])
-            except OSError as e:
-                print(f"course grade: cannot write {out}: {e.strerror or e}", file=sys.stderr)
-                return 2
-    if feedback is not None:  # an earlier run's feedback must not pass for this run's
+    outs = [(out, text) for out, text in placeholders.items() if out not in (None, "-")]
+    if feedback is not None:
         for path, _, _ in plan:
-            out = _feedback_path(feedback, str(path), args.path.is_dir())
-            try:
-                write_atomically(
-                    out,
-                    f"# Feedback on {markdown_text(path.name, 300)}\n\nGrading did not finish: no verdict yet.\n",
-                )
-            except OSError as e:
-                print(f"course grade: cannot write {out}: {e.strerror or e}", file=sys.stderr)
-                return 2
-    stamp = _provenance(plan, args.learner)  # before any learner code runs (it could rewrite .git)
-    if args.sandbox and os.environ.get("COURSE_SANDBOX") != "bubblewrap":
-        from course.grading.sandbox import sandbox_available
-
+            heading = f"# Feedback on {markdown_text(path.name, 300)}\n\n"
+            outs.append((_feedback_path(feedback, str(path), args.path.is_dir()), heading + _NO_VERDICT))
+    for out, text in outs:
         try:
-            sandboxed = sandbox_available()
-        except RuntimeError as e:
-            print(f"course grade: --sandbox: {e}", file=sys.stderr)
-            return 1
-        if sandboxed:
-            return _graded_in_sandbox(args, plan, ignored, stamp, key, extra, feedback)
+            write_atomically(out, text)
+        except OSError as e:
+            raise UsageError(f"cannot write {out}: {e.strerror or e}") from None
+
+
+_NO_VERDICT = "Grading did not finish: no verdict yet.\n"
+_NOT_INSTALLED = "bubblewrap is not installed"
+_IN_BUBBLEWRAP = "start a sandbox"  # the decision (told apart by identity from any isolation's name)
+
+
+def _where_learner_code_runs(args, why_not: str) -> str | int:
+    """:data:`_IN_BUBBLEWRAP`; or the isolation this process grades under (inside a sandbox,
+    the one the grader outside chose; the fallback, said on stderr in one line); or exit
+    status 2 (``--sandbox`` where bubblewrap cannot run)."""
+    inside = os.environ.get("COURSE_SANDBOX")
+    if inside:  # the grader outside chose (course.grading.sandbox): grade here
+        return inside
+    if args.no_sandbox:
+        _say(args)("note: --no-sandbox: learner code runs without isolation (supervision only)")
+        return NO_ISOLATION
+    if not why_not:
+        return _IN_BUBBLEWRAP
+    if args.sandbox:
         print(
-            "course grade: WARNING: --sandbox: bubblewrap cannot run here, so learner code runs WITHOUT "
-            "isolation (a separate process, a private folder and supervision only; docs/grading.md)",
-            file=sys.stderr,
+            f"course grade: --sandbox: {why_not}; learner code was not run (docs/grading.md)", file=sys.stderr
         )
-    elif not args.quiet and os.environ.get("COURSE_SANDBOX") != "bubblewrap":
-        say(
-            "note: learner code runs without isolation here (supervision only); --sandbox runs it in bubblewrap"
-        )
+        return 2
+    print(
+        f"course grade: WARNING: learner code runs WITHOUT isolation ({why_not}; supervision only): "
+        f"{_how_to_get_it(why_not)} (docs/grading.md)",
+        file=sys.stderr,
+    )
+    return NO_ISOLATION
+
+
+def _how_to_get_it(why_not: str) -> str:
+    if not sys.platform.startswith("linux"):
+        return "bubblewrap runs on Linux only; grade in a Linux container to isolate it"
+    if why_not == _NOT_INSTALLED:
+        return "apt-get install bubblewrap to grade in a sandbox"
+    return "in a container, give it the privilege to make namespaces (docker run --privileged)"
+
+
+def _graded_here(args, plan, missing, ignored, extra, git: dict) -> tuple[dict, list[NotebookReport]]:
+    """(the summary, the reports) of grading ``plan`` in this process's session: learner code
+    in its own processes (course.grading.worker, the kernel), under supervision. ``git``: each
+    notebook's git record by path (read before any learner code ran)."""
+    from course.checks.extra import applied
+
+    say = _say(args)
     options = dict(timeout=args.timeout, cell_timeout=args.cell_timeout, run=not args.no_run)
     lessons = {lesson for _, _, lesson in plan if lesson is not None} | set(missing)
     say(f"preparing the grader ({len(lessons)} lesson(s)) before any notebook code runs")
-    from course.checks.extra import applied
-
     with applied(extra), open_session(lessons, sequential=args.jobs == 1, extra=extra) as session:
         _forget_secret(extra)
         reports = [r for r in (missing_report(session, args.path, n) for n in missing) if r.exercises]
         if not args.path.is_dir():
             reports.append(grade_in_session(session, *plan[0], progress=say, jobs=None, **options))
         else:
-            from tqdm import tqdm
-
-            with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-                futures = [
-                    pool.submit(
-                        grade_in_session, session, p, text, lesson, progress=None, jobs=None, **options
-                    )
-                    for p, text, lesson in plan
-                ]
-                reports += [
-                    f.result()
-                    for f in tqdm(futures, desc="grading", unit="nb", disable=args.quiet, file=sys.stderr)
-                ]
+            reports += _graded_folder(session, plan, args, options)
     reports.sort(key=lambda r: (r.lesson if r.lesson is not None else 99, r.path))
     for r in reports:
-        r.git = stamp["git"].get(r.path)
+        r.git = git.get(r.path)
     summary = reporting.summary(reports, ignored, session.killed, session.tampered, command_seconds(_LOADED))
-    summary.update(stamp["report"])
-    summary["extra_cases"] = extra.record() if extra else None
-    summary["isolation"] = os.environ.get("COURSE_SANDBOX") or "none (supervision)"
-    return _finish(summary, reports, args, key, feedback)
+    return summary, reports
+
+
+def _graded_folder(session, plan: list, args, options: dict) -> list[NotebookReport]:
+    """A folder's notebooks, ``-j`` at once, with a progress bar (not with ``-q``)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tqdm import tqdm
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [
+            pool.submit(grade_in_session, session, p, text, lesson, progress=None, jobs=None, **options)
+            for p, text, lesson in plan
+        ]
+        return [
+            f.result() for f in tqdm(futures, desc="grading", unit="nb", disable=args.quiet, file=sys.stderr)
+        ]
 
 
 def _forget_secret(extra) -> None:
@@ -188,19 +241,37 @@ def _forget_secret(extra) -> None:
             os.unlink(extra.path)
 
 
-def _graded_in_sandbox(args, plan, ignored, stamp, key, extra, feedback) -> int:
-    """``--sandbox``: the grade made in bubblewrap (course.grading.sandbox.grade), finished here."""
+def _graded_in_sandbox(args, plan, ignored, stamp, key, extra, feedback) -> int | str:
+    """The grade made in bubblewrap (course.grading.sandbox.grade), finished here: the exit
+    status; or, when it failed because bubblewrap cannot run here, why (before any learner
+    code ran). Bubblewrap is tried without asking first: asking costs a sandbox that starts
+    a Python, a tenth of a second of CPU in every grade, so it is asked only after a failure."""
+    from course.grading.sandbox import why_no_sandbox
     from course.grading.sandbox.grade import grade_in_sandbox
 
-    say = (lambda text: None) if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
+    say = _say(args)
     say(f"grading in bubblewrap ({len(plan)} notebook(s)); this process writes the reports")
     try:
         summary, isolation = grade_in_sandbox(args, plan, args.path.is_dir())
     except RuntimeError as e:
+        why_not = why_no_sandbox()
+        if why_not:
+            return why_not
         print(f"course grade: {clean_text(e, 500)}", file=sys.stderr)
         return 1
     fields = set(NotebookReport.__dataclass_fields__)
     reports = [NotebookReport(**{k: v for k, v in nb.items() if k in fields}) for nb in summary["notebooks"]]
+    unreadable = {
+        lesson: (path, text, lesson) for path, text, lesson in plan if isinstance(text, BaseException)
+    }
+    # one that could not even be copied in (a link, a FIFO) is "missing" there: an error here, as
+    # without a sandbox (one copied in, such as broken JSON, the grader inside reports itself)
+    missing_there = {r.lesson for r in reports if r.note and r.lesson in unreadable}
+    if missing_there:
+        reports = [r for r in reports if not (r.note and r.lesson in missing_there)]
+        reports += [unreadable_report(*unreadable[lesson]) for lesson in missing_there]
+        reports.sort(key=lambda r: (r.lesson if r.lesson is not None else 99, r.path))
+        summary |= reporting.summary(reports, ignored, summary["killed"], summary["tampering"])
     for r in reports:
         r.git = stamp["git"].get(r.path)
     summary["notebooks"] = [r.to_json() for r in reports]

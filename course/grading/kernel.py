@@ -105,15 +105,30 @@ def run_notebook(
     """
     run = NotebookRun()
     start = time.monotonic()
-    deadline = start + total_timeout
     errors: dict[int, str] = {}
 
     def on_error(cell, cell_index, execute_reply):
         content = execute_reply["content"]
         errors[cell_index] = f"{content.get('ename', '')}: {content.get('evalue', '')}"
 
+    client = _client(nb, cwd, cell_timeout, allow_errors, on_error)
+    client.keep_outputs = keep_outputs
+    # The kernel process's own stderr (app log lines, not the cells' output) goes nowhere.
+    # cleanup_kc: we passed our own kernel manager, so nbclient would otherwise leave it running.
+    extra = {} if env is None else {"env": env}
+    with client.setup_kernel(
+        cwd=str(cwd), stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, cleanup_kc=True, **extra
+    ):
+        _run_cells(client, nb, run, errors, cell_timeout, deadline=start + total_timeout)
+    run.seconds = time.monotonic() - start
+    return run
+
+
+def _client(nb, cwd: Path, cell_timeout: float, allow_errors: bool, on_error) -> _Client:
+    """nbclient's client for ``nb``, on a kernel of this environment, that interrupts a cell at
+    its timeout and records the error instead of raising."""
     km = AsyncKernelManager(kernel_name="python3", kernel_spec_manager=CurrentEnvKernelSpecs())
-    client = _Client(
+    return _Client(
         nb,
         km=km,
         allow_errors=allow_errors,
@@ -129,37 +144,27 @@ def run_notebook(
         on_cell_error=on_error,
         resources={"metadata": {"path": str(cwd)}},
     )
-    client.keep_outputs = keep_outputs
-    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
-    # The kernel process's own stderr (app log lines, not the cells' output) goes nowhere.
-    # cleanup_kc: we passed our own kernel manager, so nbclient would otherwise leave it running.
-    extra = {} if env is None else {"env": env}
-    with client.setup_kernel(
-        cwd=str(cwd), stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, cleanup_kc=True, **extra
-    ):
-        for i in code:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or run.kernel_died:
-                run.total_timed_out = run.total_timed_out or not run.kernel_died
-                run.cells.append(
-                    CellRecord(
-                        i,
-                        "skipped",
-                        "not run: " + ("the kernel died" if run.kernel_died else "total timeout"),
-                    )
-                )
-                continue
-            client.timeout = max(1, math.ceil(min(cell_timeout, remaining)))
-            try:
-                client.execute_cell(nb.cells[i], i)
-            except DeadKernelError:
-                run.kernel_died = True
-                errors[i] = "the kernel died"
-            if i in errors and errors[i].startswith(TIMEOUT_ENAME):
-                run.cells.append(
-                    CellRecord(i, "timeout", f"timed out after {client.timeout} s (interrupted)")
-                )
-            else:
-                run.cells.append(CellRecord(i, "error" if i in errors else "ok", errors.get(i, "")))
-    run.seconds = time.monotonic() - start
-    return run
+
+
+def _run_cells(
+    client, nb, run: NotebookRun, errors: dict[int, str], cell_timeout: float, deadline: float
+) -> None:
+    """Each code cell in order, each within its timeout and what is left of the total; after
+    the total or a dead kernel, the rest are recorded as skipped."""
+    for i in [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or run.kernel_died:
+            run.total_timed_out = run.total_timed_out or not run.kernel_died
+            why = "the kernel died" if run.kernel_died else "total timeout"
+            run.cells.append(CellRecord(i, "skipped", "not run: " + why))
+            continue
+        client.timeout = max(1, math.ceil(min(cell_timeout, remaining)))
+        try:
+            client.execute_cell(nb.cells[i], i)
+        except DeadKernelError:
+            run.kernel_died = True
+            errors[i] = "the kernel died"
+        if i in errors and errors[i].startswith(TIMEOUT_ENAME):
+            run.cells.append(CellRecord(i, "timeout", f"timed out after {client.timeout} s (interrupted)"))
+        else:
+            run.cells.append(CellRecord(i, "error" if i in errors else "ok", errors.get(i, "")))

@@ -34,7 +34,7 @@ from course.grading.report import NotebookReport
 from course.grading.session import open_session
 from course.grading.untrusted import Untrusted, clean_text, read_regular
 
-__all__ = ["grade_in_session", "grade_notebook", "lesson_of", "read_notebook"]
+__all__ = ["grade_in_session", "grade_notebook", "lesson_of", "read_notebook", "unreadable_report"]
 
 _EXERCISE_ID = re.compile(r"""(?:check\(\s*["']|exercise )(\d+)\.\d+""")
 
@@ -171,6 +171,24 @@ def _keep_every_exercise(report: NotebookReport) -> None:
     ]
 
 
+def unreadable_report(path: Path, why: BaseException, lesson: int | None) -> NotebookReport:
+    """The report of a notebook that cannot be read (``why``): every exercise of its lesson an
+    ``error`` scored 0. No learner code runs for it, so it is made outside any sandbox."""
+    report = NotebookReport(clean_text(path, 500), lesson)
+    _unreadable(report, why)
+    return report
+
+
+def _unreadable(report: NotebookReport, why: BaseException) -> None:
+    from course import checks
+
+    report.error = f"cannot read the notebook: {one_line(why)}"
+    if report.lesson is not None and has_exercises(report.lesson):
+        report.exercises = [
+            error_result(ex, "the notebook cannot be read") for ex in checks.all_exercises(report.lesson)
+        ]
+
+
 def _fill_report(
     session, report: NotebookReport, path: Path, text, timeout, cell_timeout, jobs, say, run
 ) -> None:
@@ -179,11 +197,7 @@ def _fill_report(
 
     lesson = report.lesson
     if isinstance(text, BaseException):
-        report.error = f"cannot read the notebook: {one_line(text)}"
-        if lesson is not None and has_exercises(lesson):
-            report.exercises = [
-                error_result(ex, "the notebook cannot be read") for ex in checks.all_exercises(lesson)
-            ]
+        _unreadable(report, text)
         return
     if lesson is None:
         report.error = "cannot tell which lesson this is: name it NN_slug.ipynb or pass --lesson N"

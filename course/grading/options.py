@@ -145,11 +145,22 @@ def grade_parser(description: str) -> argparse.ArgumentParser:
         help="write Markdown feedback for the learner: a FILE for a notebook, a DIR for a folder "
         "(one file per notebook); without PATH, beside the --json or --junit report",
     )
-    parser.add_argument(
-        "--sandbox",
-        action="store_true",
-        help="run learner code in bubblewrap (course.grading.sandbox), this process outside it writing "
-        "the reports (without bubblewrap: said loudly, graded under supervision alone)",
-    )
+    _isolation_options(parser)
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     return parser
+
+
+def _isolation_options(parser: argparse.ArgumentParser) -> None:
+    """Where learner code runs: bubblewrap by default wherever it runs (docs/grading.md)."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="require bubblewrap (course.grading.sandbox): exit 2, running nothing, where it cannot run "
+        "(default: bubblewrap wherever it runs, else supervision alone, said on stderr)",
+    )
+    where.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="run learner code without bubblewrap, under supervision alone (it runs with your permissions)",
+    )

@@ -13,8 +13,9 @@
   everything in it, the unprivileged uid, the wall-clock limit; the fallback without it;
 - :mod:`~course.grading.sandbox.binds`: the allow-list of read-only binds;
 - :mod:`~course.grading.sandbox.limits`: memory and process limits (cgroup, else rlimits);
-- :mod:`~course.grading.sandbox.grade`: ``course grade --sandbox``, the grader outside and the
-  learner's code inside.
+- :mod:`~course.grading.sandbox.grade`: ``course grade`` in bubblewrap (its default wherever
+  ``bwrap`` is installed; :func:`why_no_sandbox` is asked only when that fails), the grader
+  outside and the learner's code inside.
 
 A notebook's ``check()`` imports nothing of this package (``tests/test_grading_boundary.py``).
 """
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 from course.grading.sandbox.binds import SANDBOX_DIR, allowed_paths
 from course.grading.sandbox.limits import Limits
-from course.grading.sandbox.run import NO_SANDBOX, Run, run_untrusted, sandbox_available
+from course.grading.sandbox.run import NO_SANDBOX, Run, run_untrusted, sandbox_available, why_no_sandbox
 
 __all__ = [
     "NO_SANDBOX",
@@ -33,4 +34,5 @@ __all__ = [
     "allowed_paths",
     "run_untrusted",
     "sandbox_available",
+    "why_no_sandbox",
 ]

@@ -1,9 +1,9 @@
-"""``course grade --sandbox``: the grader outside, learner code inside :func:`run_untrusted`.
+"""``course grade`` in bubblewrap (its default): the grader outside, learner code inside :func:`run_untrusted`.
 
 ::
 
     course grade learner/autograd-course --sandbox --key-file - --learner autograd-ada \\
-        --json reports/report.json --junit reports/junit.xml
+        --json reports/report.json --junit reports/junit.xml     # --sandbox: bubblewrap or exit 2
 
 This process reads the key and the notebooks' git records, copies the notebooks to a private
 folder, and runs ``course grade`` on the copy in the sandbox (bubblewrap: nothing of the host
@@ -68,6 +68,7 @@ def grade_in_sandbox(args, plan: list, folder: bool) -> tuple[dict, str]:
             stdin=once.encode(),
             timeout=limit,
             secret=args.extra_cases.read_bytes() if args.extra_cases is not None else None,
+            bubblewrap=True,  # not asked first: course.grading.grade asks why only if this fails
         )
         copies = {name: (inputs / name).read_bytes() for name in where}
     said = f": {clean_text(run.said, 300)}" if run.said else ""

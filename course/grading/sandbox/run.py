@@ -50,7 +50,7 @@ from course.grading.isolation import child_env, course_root, limits
 from course.grading.sandbox.binds import SANDBOX_DIR, mount_args
 from course.grading.sandbox.limits import Limits, prepare, sandbox_uid
 
-__all__ = ["NO_SANDBOX", "Run", "bwrap_prefix", "run_untrusted", "sandbox_available"]
+__all__ = ["NO_SANDBOX", "Run", "bwrap_prefix", "run_untrusted", "sandbox_available", "why_no_sandbox"]
 
 NO_SANDBOX = "none (separate process, private copy, limits)"
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin"}  # bwrap's own environment: nothing else of ours
@@ -58,6 +58,7 @@ _DROP = (  # as root, after bwrap mounted: no new privileges, then a uid of the 
     "import ctypes, os, sys; ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0); "
     "os.setgroups([]); os.setgid({uid}); os.setuid({uid}); os.execvp(sys.argv[1], sys.argv[1:])"
 )
+_SETPRIV = "/usr/bin/setpriv"  # under /usr, which the sandbox binds
 _PROBE = (
     "import importlib.util, sys; sys.path.insert(0, {root!r}); "
     "missing = [m for m in ('course', 'torch') if importlib.util.find_spec(m) is None]; "
@@ -107,10 +108,24 @@ def bwrap_prefix(inputs: Path, tmp_bytes: int = 256 << 20) -> tuple[list[str], l
     env |= {k: os.environ[k] for k in ("LANG", "LC_ALL") if k in os.environ}
     for k, v in env.items():
         args += ["--setenv", k, v]
-    drop = []
-    if os.geteuid() == 0:
-        drop = [sys.executable, "-I", "-S", "-c", _DROP.format(uid=sandbox_uid())]
-    return args, drop
+    return args, _drop_to(sandbox_uid()) if os.geteuid() == 0 else []
+
+
+def _drop_to(uid: int) -> list[str]:
+    """The command prefix that, in the sandbox, becomes ``uid`` for good (real, effective and
+    saved; no group, no capability, ``no_new_privs``): util-linux's ``setpriv`` where it is (a
+    millisecond), else a Python that does the same (a Python's start, 20-40 ms)."""
+    if os.path.exists(_SETPRIV):
+        return [
+            _SETPRIV,
+            f"--reuid={uid}",
+            f"--regid={uid}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--no-new-privs",
+            "--",
+        ]
+    return [sys.executable, "-I", "-S", "-c", _DROP.format(uid=uid)]
 
 
 def _spawn(bwrap: str, args: list[str], command: list[str], extra_fds: tuple = (), **kw) -> subprocess.Popen:
@@ -140,34 +155,51 @@ def _probe() -> str:
 def _probe_for(python: str, bwrap: str) -> str:
     """ "" when bubblewrap runs the grader's Python here; "absent" or "no namespaces" when it
     cannot run at all (the fallback then); RuntimeError when it runs but our Python cannot
-    start in it (a sandbox that cannot start the grader would score every learner 0)."""
+    start in it (a sandbox that cannot start the grader would score every learner 0).
+
+    One sandbox starts the grader's Python (a tenth of a second); only when that fails does
+    a second, of ``/bin/sh`` alone, tell "no namespaces here" from "our Python cannot start"."""
     if not bwrap:
         return "absent"
     with tempfile.TemporaryDirectory(prefix="course-probe-") as tmp:
         os.chmod(tmp, 0o755)
         args, drop = bwrap_prefix(Path(tmp))
-        # the system alone first: can bubblewrap make namespaces here at all?
-        with contextlib.suppress(OSError):
+        probe = [*drop, python, "-I", "-c", _PROBE.format(root=course_root())]
+        try:
+            started = _spawn(bwrap, args, probe, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            _, err = started.communicate(timeout=120)
+        except OSError:
+            return "no namespaces"
+        if started.returncode == 0:
+            return ""
+        with contextlib.suppress(OSError):  # can bubblewrap make namespaces here at all?
             true = _spawn(
-                bwrap, args, ["/bin/sh", "-c", "true"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+                bwrap, args, ["/bin/sh", "-c", "true"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
             )
             if true.wait(60) != 0:
                 return "no namespaces"
-        probe = [*drop, python, "-I", "-c", _PROBE.format(root=course_root())]
-        started = _spawn(bwrap, args, probe, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        _, err = started.communicate(timeout=120)
-    if started.returncode != 0:
-        why = " ".join(err.decode("utf-8", "replace").split())[-300:]
-        raise RuntimeError(
-            f"the sandbox cannot start the grader's Python ({why or f'exit {started.returncode}'})"
-        )
-    return ""
+    why = " ".join(err.decode("utf-8", "replace").split())[-300:]
+    raise RuntimeError(
+        f"the sandbox cannot start the grader's Python ({why or f'exit {started.returncode}'})"
+    )
 
 
 def sandbox_available() -> bool:
     """Whether :func:`run_untrusted` runs in bubblewrap here (RuntimeError: it would, but the
     grader's Python cannot start in it)."""
     return _probe() == ""
+
+
+_WHY = {"absent": "bubblewrap is not installed", "no namespaces": "bubblewrap cannot make namespaces here"}
+
+
+def why_no_sandbox() -> str:
+    """ "" when :func:`run_untrusted` runs in bubblewrap here; else, in words, why it does not
+    (``course grade`` prints it when it falls back, and exits 2 with ``--sandbox``)."""
+    try:
+        return _WHY.get(_probe(), "")
+    except RuntimeError as e:
+        return str(e)
 
 
 def _tail(stream, keep: int = 4096) -> Callable[[], str]:
@@ -201,6 +233,7 @@ def run_untrusted(
     limits_: Limits | None = None,
     stdout_limit: int = 16 << 20,
     secret: bytes | None = None,
+    bubblewrap: bool | None = None,
 ) -> Run:
     """Run ``argv(folder)`` (``folder``: where ``inputs`` is seen) in a sandbox: bubblewrap
     where it runs, else the fallback (NOTE above). ``stdin`` is written and closed at once;
@@ -209,9 +242,15 @@ def run_untrusted(
     ``secret`` (the instructor's extra cases): a file at ``folder/../secret.py`` that the command
     reads before any learner code runs and then removes (``course grade`` does, inside a
     sandbox), never in ``inputs``, which stays there read-only for all to read.
+
+    ``bubblewrap``: None asks first whether it runs here (:func:`why_no_sandbox`, cached);
+    True runs it without asking (the caller asks only when the run fails: ``course grade``),
+    False runs the fallback.
     """
     limits_ = limits_ or Limits()
-    bwrap = shutil.which("bwrap") if _probe() == "" else None
+    if bubblewrap is None:
+        bubblewrap = _probe() == ""
+    bwrap = shutil.which("bwrap") if bubblewrap else None
     with tempfile.TemporaryDirectory(prefix="course-sandbox-") as tmp:
         os.chmod(inputs, 0o755)
         for p in inputs.iterdir():
@@ -220,62 +259,78 @@ def run_untrusted(
         holder = prepare(limits_) if bwrap else None
         try:
             with open(out_path, "wb") as out:
-                pass_fds: tuple = ()
                 if bwrap:
-                    args, drop = bwrap_prefix(inputs, limits_.tmp_bytes)
-                    if secret is not None:  # copied by bwrap into the sandbox's own tmpfs
-                        held = Path(tmp) / "secret"
-                        held.write_bytes(secret)
-                        pass_fds = (os.open(held, os.O_RDONLY),)
-                        args += ["--perms", "0644", "--file", str(pass_fds[0]), f"{SANDBOX_DIR}/secret.py"]
-                    isolation = "bubblewrap"
-                    proc = _spawn(
-                        bwrap,
-                        args,
-                        [*drop, *argv(f"{SANDBOX_DIR}/in")],
-                        stdin=subprocess.PIPE,
-                        stdout=out,
-                        stderr=subprocess.PIPE,
-                        preexec_fn=holder.preexec,
-                        start_new_session=True,
-                        extra_fds=pass_fds,
-                    )
-                    for fd in pass_fds:
-                        os.close(fd)
+                    proc = _start_in_bubblewrap(bwrap, argv, inputs, Path(tmp), out, holder, secret)
                 else:
-                    isolation = NO_SANDBOX
-                    if secret is not None:
-                        (inputs.parent / "secret.py").write_bytes(secret)
-                    (Path(tmp) / "cwd").mkdir()
-                    (Path(tmp) / "tmp").mkdir()
-                    proc = subprocess.Popen(
-                        argv(str(inputs)),
-                        stdin=subprocess.PIPE,
-                        stdout=out,
-                        stderr=subprocess.PIPE,
-                        cwd=Path(tmp) / "cwd",
-                        env=child_env(Path(tmp) / "tmp"),
-                        preexec_fn=limits,
-                    )
+                    proc = _start_without(argv, inputs, Path(tmp), out, secret)
                 said = _tail(proc.stderr)
-                with contextlib.suppress(OSError):  # it may have died before reading
-                    proc.stdin.write(stdin)
-                    proc.stdin.close()
-                timed_out = False
-                try:
-                    proc.wait(timeout=timeout)
-                except subprocess.TimeoutExpired:
-                    timed_out = True
-                    with contextlib.suppress(OSError):
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    proc.kill()
-                    proc.wait()
+                timed_out = _feed_and_wait(proc, stdin, timeout)
         finally:
             if holder is not None:
                 holder.close()
         with open(out_path, "rb") as f:
             stdout = f.read(stdout_limit + 1)
-        if len(stdout) > stdout_limit:
-            stdout = b""
-        described = holder.describe() if holder else "rlimits: file size, no core dumps"
-        return Run(None if timed_out else proc.returncode, stdout, said(), isolation, timed_out, described)
+    if len(stdout) > stdout_limit:
+        stdout = b""
+    isolation = "bubblewrap" if bwrap else NO_SANDBOX
+    described = holder.describe() if holder else "rlimits: file size, no core dumps"
+    return Run(None if timed_out else proc.returncode, stdout, said(), isolation, timed_out, described)
+
+
+def _start_in_bubblewrap(bwrap, argv, inputs: Path, tmp: Path, out, holder, secret) -> subprocess.Popen:
+    args, drop = bwrap_prefix(inputs, holder.limits.tmp_bytes)
+    pass_fds: tuple = ()
+    if secret is not None:  # copied by bwrap into the sandbox's own tmpfs
+        held = tmp / "secret"
+        held.write_bytes(secret)
+        pass_fds = (os.open(held, os.O_RDONLY),)
+        args += ["--perms", "0644", "--file", str(pass_fds[0]), f"{SANDBOX_DIR}/secret.py"]
+    try:
+        return _spawn(
+            bwrap,
+            args,
+            [*drop, *argv(f"{SANDBOX_DIR}/in")],
+            stdin=subprocess.PIPE,
+            stdout=out,
+            stderr=subprocess.PIPE,
+            preexec_fn=holder.preexec,
+            start_new_session=True,
+            extra_fds=pass_fds,
+        )
+    finally:
+        for fd in pass_fds:
+            os.close(fd)
+
+
+def _start_without(argv, inputs: Path, tmp: Path, out, secret) -> subprocess.Popen:
+    """The fallback: a separate process in a private folder, with rlimits. ``COURSE_SANDBOX``
+    tells a ``course grade`` started so that this process chose where it runs."""
+    if secret is not None:
+        (inputs.parent / "secret.py").write_bytes(secret)
+    (tmp / "cwd").mkdir()
+    (tmp / "tmp").mkdir()
+    return subprocess.Popen(
+        argv(str(inputs)),
+        stdin=subprocess.PIPE,
+        stdout=out,
+        stderr=subprocess.PIPE,
+        cwd=tmp / "cwd",
+        env={**child_env(tmp / "tmp"), "COURSE_SANDBOX": NO_SANDBOX},
+        preexec_fn=limits,
+    )
+
+
+def _feed_and_wait(proc: subprocess.Popen, stdin: bytes, timeout: float) -> bool:
+    """Write ``stdin`` and close it, wait; past ``timeout`` kill everything (True: timed out)."""
+    with contextlib.suppress(OSError):  # it may have died before reading
+        proc.stdin.write(stdin)
+        proc.stdin.close()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.kill()
+        proc.wait()
+        return True
+    return False
