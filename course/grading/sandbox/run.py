@@ -50,7 +50,7 @@ from course.grading.isolation import child_env, course_root, limits
 from course.grading.sandbox.binds import SANDBOX_DIR, mount_args
 from course.grading.sandbox.limits import Limits, prepare, sandbox_uid
 
-__all__ = ["NO_SANDBOX", "Run", "bwrap_prefix", "run_untrusted", "sandbox_available"]
+__all__ = ["NO_SANDBOX", "Run", "bwrap_prefix", "run_untrusted", "sandbox_available", "spawn_bwrap"]
 
 NO_SANDBOX = "none (separate process, private copy, limits)"
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin"}  # bwrap's own environment: nothing else of ours
@@ -113,7 +113,9 @@ def bwrap_prefix(inputs: Path, tmp_bytes: int = 256 << 20) -> tuple[list[str], l
     return args, drop
 
 
-def _spawn(bwrap: str, args: list[str], command: list[str], extra_fds: tuple = (), **kw) -> subprocess.Popen:
+def spawn_bwrap(
+    bwrap: str, args: list[str], command: list[str], extra_fds: tuple = (), **kw
+) -> subprocess.Popen:
     """bwrap with its arguments through a pipe (``--args``): not in any argv learner code reads."""
     read, write = os.pipe()
     try:
@@ -148,13 +150,13 @@ def _probe_for(python: str, bwrap: str) -> str:
         args, drop = bwrap_prefix(Path(tmp))
         # the system alone first: can bubblewrap make namespaces here at all?
         with contextlib.suppress(OSError):
-            true = _spawn(
+            true = spawn_bwrap(
                 bwrap, args, ["/bin/sh", "-c", "true"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
             )
             if true.wait(60) != 0:
                 return "no namespaces"
         probe = [*drop, python, "-I", "-c", _PROBE.format(root=course_root())]
-        started = _spawn(bwrap, args, probe, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        started = spawn_bwrap(bwrap, args, probe, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         _, err = started.communicate(timeout=120)
     if started.returncode != 0:
         why = " ".join(err.decode("utf-8", "replace").split())[-300:]
@@ -229,7 +231,7 @@ def run_untrusted(
                         pass_fds = (os.open(held, os.O_RDONLY),)
                         args += ["--perms", "0644", "--file", str(pass_fds[0]), f"{SANDBOX_DIR}/secret.py"]
                     isolation = "bubblewrap"
-                    proc = _spawn(
+                    proc = spawn_bwrap(
                         bwrap,
                         args,
                         [*drop, *argv(f"{SANDBOX_DIR}/in")],
