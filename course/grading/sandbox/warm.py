@@ -15,10 +15,12 @@ NOTE [A warm sandbox holds one learner's notebook, once]
        server of :mod:`course.grading.worker`, unchanged) in a sandbox of its own, made as
        :func:`~course.grading.sandbox.run.run_untrusted` makes one (the allow-list of
        :mod:`~course.grading.sandbox.binds`, the namespaces, an unprivileged uid, the
-       limits), plus two empty folders of its own bound read-write: ``work`` (where the
-       notebook is written and its code runs) and ``out`` (where the outcomes come back).
+       limits). Nothing of the host is writable in it: the notebook is written into its
+       own size-capped tmpfs (``SANDBOX_DIR/work``, where its code runs) and the outcomes
+       are read from there (``SANDBOX_DIR/out``), through ``/proc/PID/root`` of its first
+       process (bwrap's ``--info-fd`` names it), while the server still waits.
     2. It imports everything and says ``ready`` before any notebook exists, then waits.
-    3. It checks exactly one notebook: :meth:`WarmServer.check` writes the notebook into its
+    3. It checks exactly one notebook: :meth:`WarmServer.check` writes the notebook into
        ``work``, sends the one job, reads the outcomes (:func:`course.grading.checker.read_outcomes`:
        regular files only, size-capped, ``torch.load(weights_only=True)``) and ends the
        sandbox, and everything in it, whatever the job did. Two learners' code never meet
@@ -68,28 +70,32 @@ class WarmServer:
     def __init__(self, lesson: int, limits: Limits | None = None):
         self.lesson = lesson
         self.tmp = Path(tempfile.mkdtemp(prefix="course-warm-"))
-        for name in (
-            "in",
-            "work",
-            "out",
-        ):  # in: empty (the binds want it); work, out: the sandbox's uid writes
-            (self.tmp / name).mkdir()
-            os.chmod(self.tmp / name, 0o755 if name == "in" else 0o777)
+        (self.tmp / "in").mkdir(mode=0o755)  # empty: the notebook goes into the sandbox's own tmpfs
         self.holder = prepare(limits or Limits())
         args, drop = bwrap_prefix(self.tmp / "in", (limits or Limits()).tmp_bytes)
-        for name in ("work", "out"):
-            args += ["--bind", str(self.tmp / name), f"{SANDBOX_DIR}/{name}"]
+        info, told = os.pipe()  # bwrap says there the pid of the sandbox's first process
+        args += ["--info-fd", str(told)]
         self.err = open(self.tmp / "stderr", "wb")  # noqa: SIM115 (closed in close())
-        self.proc = spawn_bwrap(
-            shutil.which("bwrap") or "bwrap",
-            args,
-            [*drop, *python_command("course.grading.worker", "--serve", str(lesson))],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.err,
-            preexec_fn=self.holder.preexec,
-            start_new_session=True,
-        )
+        try:
+            self.proc = spawn_bwrap(
+                shutil.which("bwrap") or "bwrap",
+                args,
+                [*drop, *python_command("course.grading.worker", "--serve", str(lesson))],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self.err,
+                preexec_fn=self.holder.preexec,
+                start_new_session=True,
+                extra_fds=(told,),
+            )
+        finally:
+            os.close(told)
+        said = b""
+        with os.fdopen(info, "rb", buffering=0) as f:  # {"child-pid": N} on a few lines, then more
+            while b"}" not in said and (chunk := f.read(4096)):
+                said += chunk
+        pid = json.loads(said[: said.find(b"}") + 1] or b"{}").get("child-pid", 0)
+        self.root = Path(f"/proc/{pid}/root")  # the sandbox's root, seen from here
         self.ready = threading.Event()
         self.reply: dict = {}
         self.ended = threading.Event()
@@ -125,7 +131,11 @@ class WarmServer:
             if not self.ready.wait(600) or self.ended.is_set():
                 why = self.why_dead()
                 return {ex.id: {"failure": why} for ex in exercises}
-            (self.tmp / "work" / name).write_text(text, encoding="utf-8")
+            inside = self.root / SANDBOX_DIR.lstrip("/")  # its own size-capped tmpfs
+            for folder in ("work", "out"):  # made here, before any learner code runs
+                (inside / folder).mkdir()
+                os.chmod(inside / folder, 0o777)
+            (inside / "work" / name).write_text(text, encoding="utf-8")
             spec = {
                 "job": "1",
                 "exercises": [ex.id for ex in exercises],
@@ -141,7 +151,7 @@ class WarmServer:
             except (BrokenPipeError, OSError, ValueError):
                 return {ex.id: {"failure": self.why_dead()} for ex in exercises}
             finished = self.ended.wait(2 * limit + 60)
-            reports = {ex.id: read_outcomes(self.tmp / "out" / f"{ex.id}.pt") for ex in exercises}
+            reports = {ex.id: read_outcomes(inside / "out" / f"{ex.id}.pt") for ex in exercises}
             if finished and self.reply.get("exit") == 0:
                 return reports
             why = (
