@@ -105,10 +105,11 @@ def _check(grid: str, kinds: dict[str, str], lesson: int) -> None:
 
 def live_saves(homes: Path, lesson: int, learners: list[str], settle: float, gap: float) -> list[float]:
     """Seconds from each learner's save to the live room's line about them (``--watch 1``)."""
+    said = open(homes.parent / "room.err", "w+")  # noqa: SIM115 (closed below)
     room = subprocess.Popen(
         [sys.executable, "-m", "course", "room", str(homes), "--lesson", str(lesson), "--watch", "1", "-q"],
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=said,
         text=True,
         env={**os.environ, "COLUMNS": "200"},
     )
@@ -124,7 +125,13 @@ def live_saves(homes: Path, lesson: int, learners: list[str], settle: float, gap
             path.write_text(_notebook(lesson, learner))
             saved = time.perf_counter()
             while True:
-                line = lines.get(timeout=300)
+                try:
+                    line = lines.get(timeout=300)
+                except queue.Empty:
+                    said.seek(0)
+                    raise SystemExit(
+                        f"the live room said nothing for 300 s; its stderr:\n{said.read()[-3000:]}"
+                    ) from None
                 if re.match(rf"{learner}: {lesson}\.1 [^;]*-> passed", line.strip()):  # its N.1, now passed
                     seconds.append(time.perf_counter() - saved)
                     break
@@ -132,6 +139,7 @@ def live_saves(homes: Path, lesson: int, learners: list[str], settle: float, gap
     finally:
         room.terminate()
         room.wait()
+        said.close()
     return seconds
 
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
@@ -176,28 +177,54 @@ class WarmServer:
 
 class WarmPool:
     """``size`` warm servers for ``lesson`` kept starting or ready; :meth:`take` hands one out
-    (each used once) and starts its replacement."""
+    (each used once) and has its replacement started.
+
+    Every server waiting in the pool is started by the pool's own thread, which lives as long
+    as the pool: bubblewrap's ``--die-with-parent`` ends a sandbox when the *thread* that
+    started it ends (the kernel's parent-death signal), so a replacement started by a
+    short-lived grading thread died with it. A server made on demand by :meth:`take` is used
+    at once, by the thread that made it."""
 
     def __init__(self, lesson: int, size: int = 1):
         self.lesson, self.size = lesson, max(1, size)
         self.lock = threading.Lock()
         self.closed = False
-        self.servers = [WarmServer(lesson) for _ in range(self.size)]
+        self.servers: list[WarmServer] = []
+        self.wanted: queue.SimpleQueue = queue.SimpleQueue()  # one item per server to start; None: stop
+        threading.Thread(target=self._starter, daemon=True).start()
+        for _ in range(self.size):
+            self.wanted.put(True)
+
+    def _starter(self) -> None:
+        while self.wanted.get() is not None:
+            server = WarmServer(self.lesson)
+            with self.lock:
+                if not self.closed:
+                    self.servers.append(server)
+                    continue
+            server.close()
 
     def take(self, replace: bool = True) -> WarmServer:
-        """The oldest server (the first to be ready; a new one if none is left); a fresh one
-        takes its place unless ``replace`` is False (no more notebooks are coming)."""
+        """The oldest live server (the first to be ready), else a new one; a fresh one is
+        started to take its place unless ``replace`` is False (no more notebooks are coming)."""
         with self.lock:
             if self.closed:
                 raise RuntimeError("the pool is closed")
-            server = self.servers.pop(0) if self.servers else WarmServer(self.lesson)
-            if replace:
-                self.servers.append(WarmServer(self.lesson))
-        return server
+            live = [s for s in self.servers if not s.ended.is_set()]
+            dead = [s for s in self.servers if s.ended.is_set()]
+            self.servers = live[1:]
+            server = live[0] if live else None
+        for s in dead:  # a sandbox that stopped while it waited (killed for memory, say)
+            s.close()
+            self.wanted.put(True)
+        if replace:
+            self.wanted.put(True)
+        return server or WarmServer(self.lesson)
 
     def close(self) -> None:
         with self.lock:
             self.closed = True
             servers, self.servers = self.servers, []
+        self.wanted.put(None)
         for server in servers:
             server.close()
