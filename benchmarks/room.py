@@ -32,6 +32,7 @@ import json
 import os
 import queue
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -137,8 +138,12 @@ def live_saves(homes: Path, lesson: int, learners: list[str], settle: float, gap
                     break
             time.sleep(gap)  # the sandbox used is replaced meanwhile, as between two saves in class
     finally:
-        room.terminate()
-        room.wait()
+        room.send_signal(signal.SIGINT)  # Ctrl-C: the room ends its waiting sandboxes and their folders
+        try:
+            room.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            room.kill()
+            room.wait()
         said.close()
     return seconds
 
