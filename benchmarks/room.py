@@ -11,10 +11,14 @@ in a temporary folder, from lesson 01's solution and its learner copy:
 Then we time the command as an instructor runs it (``python -m course room HOMES --lesson 1
 -q``, a fresh process each time, wall clock): cold (an empty cache), again with nothing
 changed, and again after two learners changed their notebook (a wrong answer fixed, an
-untouched copy solved). The wall clock depends on the machine and on what else runs on it: we
-print its CPU count and load average beside it (the sandboxed graders' CPU time does not show
-in this process's ``RUSAGE_CHILDREN``, so we do not print one). No assertion: this prints (and
-checks that the grid came out as built).
+untouched copy solved). Then the live room: ``course room HOMES --lesson 1 --watch 1``, left
+to warm up (``--settle`` s, its sandboxes waiting), and ``--saves`` learners save a fixed
+notebook one after the other (``--gap`` s apart): for each, the seconds from the save to the
+line where the room shows that learner's change (the 1 s polling period included). The wall
+clock depends on the machine and on what else runs on it: we print its CPU count and the load
+average beside it (the sandboxed graders' CPU time does not show in this process's
+``RUSAGE_CHILDREN``, so we do not print one). No assertion: this prints (and checks that the
+grid came out as built).
 
     python benchmarks/room.py                   # 30 learners
     python benchmarks/room.py --learners 6      # a smaller class, a quicker run
@@ -26,9 +30,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
+import re
+import signal
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -95,10 +104,57 @@ def _check(grid: str, kinds: dict[str, str], lesson: int) -> None:
         raise SystemExit(f"the grid does not show what was built for {wrong}:\n{grid}")
 
 
+def live_saves(homes: Path, lesson: int, learners: list[str], settle: float, gap: float) -> list[float]:
+    """Seconds from each learner's save to the live room's line about them (``--watch 1``)."""
+    said = open(homes.parent / "room.err", "w+")  # noqa: SIM115 (closed below)
+    room = subprocess.Popen(
+        [sys.executable, "-m", "course", "room", str(homes), "--lesson", str(lesson), "--watch", "1", "-q"],
+        stdout=subprocess.PIPE,
+        stderr=said,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in room.stdout], daemon=True).start()
+    seconds = []
+    try:
+        time.sleep(settle)  # the first grid, then its warm sandboxes getting ready
+        for learner in learners:
+            path = homes / learner / "autograd-course" / LESSONS[lesson][0]
+            while not lines.empty():  # what the room said before this save
+                lines.get()
+            path.write_text(_notebook(lesson, learner))
+            saved = time.perf_counter()
+            while True:
+                try:
+                    line = lines.get(timeout=300)
+                except queue.Empty:
+                    said.seek(0)
+                    raise SystemExit(
+                        f"the live room said nothing for 300 s; its stderr:\n{said.read()[-3000:]}"
+                    ) from None
+                if re.match(rf"{learner}: {lesson}\.1 [^;]*-> passed", line.strip()):  # its N.1, now passed
+                    seconds.append(time.perf_counter() - saved)
+                    break
+            time.sleep(gap)  # the sandbox used is replaced meanwhile, as between two saves in class
+    finally:
+        room.send_signal(signal.SIGINT)  # Ctrl-C: the room ends its waiting sandboxes and their folders
+        try:
+            room.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            room.kill()
+            room.wait()
+        said.close()
+    return seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--learners", type=int, default=30)
     parser.add_argument("--lesson", type=int, choices=sorted(LESSONS), default=1)
+    parser.add_argument("--saves", type=int, default=3, help="live saves timed (0: none)")
+    parser.add_argument("--settle", type=float, default=30, help="seconds the live room warms up")
+    parser.add_argument("--gap", type=float, default=15, help="seconds between two live saves")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="course-room-bench-") as tmp:
         homes = Path(tmp) / "homes"
@@ -116,12 +172,18 @@ def main() -> None:
             kinds[learner] = "solved"
         changed, grid = timed(homes, args.lesson)
         _check(grid, kinds, args.lesson)
+        savers = [k for k, kind in kinds.items() if kind == "wrong"][: args.saves]
+        load_live = os.getloadavg()[0]
+        saves = live_saves(homes, args.lesson, savers, args.settle, args.gap) if savers else []
     mix = ", ".join(f"{n} {kind}" for kind, n in first.items())
-    machine = f"{os.cpu_count()} CPUs, load average {load:.1f}"
+    machine = f"{os.cpu_count()} CPUs, load average {load:.1f} (live: {load_live:.1f}, after: {os.getloadavg()[0]:.1f})"
     print(f"course room, lesson {args.lesson:02d}, {args.learners} learners ({mix}); {machine}")
     print(f"cold (empty cache)      {cold:7.1f} s")
     print(f"warm, nothing changed   {warm:7.1f} s")
     print(f"warm, 2 notebooks       {changed:7.1f} s")
+    if saves:
+        each = ", ".join(f"{s:.1f}" for s in saves)
+        print(f"live, one save shown    {statistics.median(saves):7.1f} s median ({each})")
     print(grid)
 
 

@@ -33,7 +33,16 @@ from pathlib import Path
 from course.house.rules import offence
 from course.lessons import LESSONS, get
 
-__all__ = ["KEY_CELLS", "SlidesError", "build", "key_cells", "main", "slideshow_copy"]
+__all__ = [
+    "ASSETS",
+    "KEY_CELLS",
+    "SlidesError",
+    "build",
+    "key_cells",
+    "main",
+    "offline_assets",
+    "slideshow_copy",
+]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -115,8 +124,71 @@ def _lesson_notebook(number: int) -> Path:
     return solved if solved.is_file() else workspace.find_source() / lesson.notebook
 
 
-def build(number: int, out: Path, source: Path | None = None, reveal_prefix: str | None = None) -> list[Path]:
-    """Write ``NN_slug.slides.ipynb`` and ``NN_slug.slides.html`` into ``out``; return both paths."""
+# A demonstration fits its slide: a slide taller than the screen scrolls (the template's own
+# scroll handler runs only on a slide change, not on the first slide), and a line of code or
+# output wider than the slide scrolls sideways instead of running off the screen.
+FIT_CSS = (
+    ".reveal .slides section{max-height:100%;overflow-y:auto}"
+    ".reveal .jp-Cell,.reveal .jp-OutputArea,.reveal .jp-InputArea{max-width:100%;min-width:0}"
+    ".reveal pre,.reveal .jp-OutputArea-output,.reveal .jp-InputArea-editor{max-width:100%;overflow-x:auto}"
+)
+ASSETS = "slides-assets"  # beside the decks: what an --offline deck loads, copied from installed packages
+_MATHJAX_CONFIG = "TeX-AMS-MML_HTMLorMML-full,Safe"  # the configuration nbclassic's MathJax ships
+
+
+def offline_assets(out: Path) -> dict[str, str]:
+    """Copy what a deck's page loads into ``out/ASSETS`` from installed packages (reveal.js from
+    ``pyreveal``; require.js, jQuery and MathJax from ``nbclassic``: the ``slides`` extra) and
+    return the exporter's settings that point at them, relative to ``out``.
+
+    Raises:
+        SlidesError: a package is not installed (the message says which extra installs it).
+    """
+    import shutil
+    from importlib.util import find_spec
+
+    found = {name: find_spec(name) for name in ("pyreveal", "nbclassic")}
+    missing = [name for name, spec in found.items() if spec is None or not spec.submodule_search_locations]
+    if missing:
+        raise SlidesError(
+            f"--offline copies reveal.js, require.js, jQuery and MathJax from {' and '.join(missing)}, "
+            "which is not installed: pip install 'autograd-course[slides]'"
+        )
+    reveal = Path(found["pyreveal"].submodule_search_locations[0]) / "revealjs" / "dist"
+    components = Path(found["nbclassic"].submodule_search_locations[0]) / "static" / "components"
+    assets = out / ASSETS
+    copies = {  # nbconvert's reveal template asks for reveal.js 4's layout: dist/ and plugin/notes/
+        reveal / "reveal.js": assets / "reveal.js" / "dist" / "reveal.js",
+        reveal / "reveal.css": assets / "reveal.js" / "dist" / "reveal.css",
+        reveal / "theme" / "simple.css": assets / "reveal.js" / "dist" / "theme" / "simple.css",
+        reveal / "plugin" / "notes.js": assets / "reveal.js" / "plugin" / "notes" / "notes.js",
+        components / "requirejs" / "require.js": assets / "require.js",
+        components / "jquery" / "jquery.min.js": assets / "jquery.min.js",
+        components / "MathJax": assets / "MathJax",
+    }
+    for source, target in copies.items():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, dirs_exist_ok=True)
+        else:
+            shutil.copyfile(source, target)
+    return {
+        "reveal_url_prefix": f"{ASSETS}/reveal.js",
+        "require_js_url": f"{ASSETS}/require.js",
+        "jquery_url": f"{ASSETS}/jquery.min.js",
+        "mathjax_url": f"{ASSETS}/MathJax/MathJax.js?config={_MATHJAX_CONFIG}",
+    }
+
+
+def build(
+    number: int,
+    out: Path,
+    source: Path | None = None,
+    reveal_prefix: str | None = None,
+    offline: bool = False,
+) -> list[Path]:
+    """Write ``NN_slug.slides.ipynb`` and ``NN_slug.slides.html`` into ``out``; return both paths.
+    ``offline``: the page loads nothing from the network (:func:`offline_assets`)."""
     import nbformat
     from nbconvert import SlidesExporter
 
@@ -126,10 +198,14 @@ def build(number: int, out: Path, source: Path | None = None, reveal_prefix: str
     out.mkdir(parents=True, exist_ok=True)
     copy_path, html_path = out / f"{lesson.slug}.slides.ipynb", out / f"{lesson.slug}.slides.html"
     nbformat.write(shown, copy_path)
-    exporter = SlidesExporter()
+    exporter = SlidesExporter(reveal_scroll=True)  # a slide taller than the screen scrolls
     if reveal_prefix:
         exporter.reveal_url_prefix = reveal_prefix
+    if offline:
+        for name, value in offline_assets(out).items():
+            setattr(exporter, name, value)
     html, _ = exporter.from_notebook_node(shown)
+    html = html.replace("</head>", f"<style>{FIT_CSS}</style></head>", 1)
     html_path.write_text(html)
     return [copy_path, html_path]
 
@@ -145,19 +221,29 @@ def main(argv: list[str] | None = None) -> int:
         help="the notebook to build from (default: the lesson's solution, else the installed learner copy)",
     )
     parser.add_argument("--reveal-prefix", help="where reveal.js is served from (default: nbconvert's CDN)")
+    parser.add_argument(
+        "--offline",
+        action="store_true",
+        help=f"a deck that loads nothing from the network (its scripts copied into OUT/{ASSETS})",
+    )
     args = parser.parse_args(argv)
     numbers = [lesson.number for lesson in LESSONS] if args.lesson == "all" else [int(args.lesson)]
     try:
         for number in numbers:
             copy_path, html_path = build(
-                number, Path(args.out), Path(args.source) if args.source else None, args.reveal_prefix
+                number,
+                Path(args.out),
+                Path(args.source) if args.source else None,
+                args.reveal_prefix,
+                args.offline,
             )
             count = sum(
                 cell.metadata["slideshow"]["slide_type"] == "slide"
                 for cell in nbformat.read(copy_path, as_version=4).cells
             )
             print(f"wrote {copy_path} ({count} slides: open it with a presentation extension)")
-            print(f"wrote {html_path} (reveal.js: open it in a browser)")
+            where = f"; offline, with {Path(args.out) / ASSETS}" if args.offline else ""
+            print(f"wrote {html_path} (reveal.js: open it in a browser{where})")
     except (SlidesError, KeyError, ValueError) as exc:
         print(f"course slides: {exc}", file=sys.stderr)
         return 1

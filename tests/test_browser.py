@@ -312,3 +312,72 @@ def test_is_a_missing_browser_a_skip_only_when_not_required(monkeypatch):
     monkeypatch.setenv("COURSE_REQUIRE_BROWSER", "1")
     with pytest.raises(AssertionError, match="COURSE_REQUIRE_BROWSER=1"):
         _need_browser()
+
+
+# What a slide shows that must fit: a code cell, its output, a picture, a table. An element
+# runs off the screen when its box leaves the window and no ancestor scrolls it sideways; a
+# slide runs off when it is taller than the window and does not scroll.
+_SLIDE_OVERFLOW = """() => {
+  const slide = [...document.querySelectorAll('.reveal .slides section.present')].pop();  // a stack's own
+  const scrolled = (el, axis) => {
+    for (let a = el; a && a !== document.body; a = a.parentElement) {
+      const c = getComputedStyle(a);
+      const big = axis === 'x' ? a.scrollWidth > a.clientWidth : a.scrollHeight > a.clientHeight;
+      if (/(auto|scroll)/.test(axis === 'x' ? c.overflowX : c.overflowY) && big) return true;
+    }
+    return false;
+  };
+  const out = [];
+  for (const el of slide.querySelectorAll('pre, .jp-OutputArea-output, img, table')) {
+    const r = el.getBoundingClientRect(), c = getComputedStyle(el);
+    if (r.width === 0 || c.visibility === 'hidden' || c.opacity === '0') continue;
+    if ((r.right > innerWidth + 1 || r.left < -1) && !scrolled(el, 'x')) out.push('wide ' + el.tagName);
+  }
+  const box = slide.getBoundingClientRect();
+  if (box.bottom > innerHeight + 1 && !scrolled(slide, 'y')) out.push('tall');
+  return out.length ? slide.innerText.split('\\n').find(line => line.trim()) + ': ' + out.join(', ') : '';
+}"""
+
+
+@pytest.mark.slow
+def test_an_offline_deck_shows_its_slides_with_the_network_cut_and_nothing_runs_off(tmp_path):
+    """``course slides NN --offline`` in Chromium with every request that is not a file
+    refused: reveal.js starts (the page is not blank), and on no slide of the lesson, every
+    fragment shown, does a demonstration run off the screen."""
+    _need_browser()
+    pytest.importorskip("pyreveal")
+    pytest.importorskip("nbclassic")
+    from playwright.sync_api import sync_playwright
+
+    from course import slides
+
+    _, html_path = slides.build(1, tmp_path, offline=True)
+    refused, errors, found = [], [], []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1280, "height": 720})
+
+        def route(r):  # only the deck's own folder: no CDN, no network at all
+            if r.request.url.startswith("file:"):
+                return r.continue_()
+            refused.append(r.request.url)
+            return r.abort()
+
+        page.route("**/*", route)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        try:
+            page.goto(html_path.as_uri())
+            page.wait_for_selector(".reveal.ready", timeout=30_000)  # reveal.js started
+            reveal = f"require('{slides.ASSETS}/reveal.js/dist/reveal.js')"
+            steps = page.evaluate(f"() => {reveal}.getTotalSlides()") * 2  # a slide and its fragment
+            assert page.inner_text(".reveal .slides section.present").strip()  # not blank (a title shown)
+            for _ in range(steps):
+                page.evaluate(f"() => {reveal}.configure({{transition: 'none'}})")
+                found.append(page.evaluate(_SLIDE_OVERFLOW))
+                page.evaluate(f"() => {reveal}.next()")
+                page.wait_for_timeout(200)
+        finally:
+            browser.close()
+    assert errors == []
+    assert all("fonts.googleapis" in u or "mermaid" in u for u in refused), refused  # fonts fall back
+    assert [f for f in found if f] == []

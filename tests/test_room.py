@@ -313,3 +313,60 @@ def test_an_error_names_its_misconception_a_reveal_shows_and_of_two_notebooks_th
     assert (str(ada.cell("0.1")), str(ada.cell("0.2"))) == ("error: forgot_backward", "revealed")
     assert ada.cell("0.1").hint == forgot and ada.cell("0.1").stuck and not ada.cell("0.2").stuck
     assert (str(bob.cell("0.1")), str(bob.cell("0.2"))) == ("passed", "revealed")  # the better of two
+
+
+def test_at_80_columns_two_misconceptions_never_look_alike():
+    """Prediction labels share long prefixes; cut to a narrow column they looked alike."""
+    names = [("1.1", "bfs_names"), ("1.2", "pre_relu_grad"), ("1.3", "predicted_breaks"), ("1.4", "x")]
+    a, b = "predicted exp_add=False, sin_add=True", "predicted exp_add=False, sin_add=False"
+    rows = [
+        room.Row("ada", {"1.3": room.Cell("failed", a, "hint a"), "1.1": room.Cell("failed", "no_seen_set")}),
+        room.Row("bob", {"1.3": room.Cell("failed", b, "hint b")}),
+        room.Row("cy", {"1.3": room.Cell("failed", a, "hint a"), "1.1": room.Cell("passed")}),
+    ]
+    shown = room_view.text(room.Room(1, names, rows), width=80)
+    lines = shown.splitlines()
+    assert all(len(line) <= 80 for line in lines), shown
+    at = lines[2].index("1.3")
+    ada, bob, cy = (line[at:].split("  ")[0] for line in lines[3:6])  # 1.3's cell
+    assert ada == cy != bob, shown  # the same misconception alike, two different ones not
+    assert f"1.3 #1 = {b}" in lines and f"1.3 #2 = {a}" in lines  # the keys, spelled out
+    assert "1.3 #2: hint a" in lines  # the most met, by its key
+    assert "failed: no_seen_set" in lines[3]  # a column with nothing alike keeps its names
+    wide = room_view.text(room.Room(1, names, rows), width=200)
+    assert f"failed: {a}" in wide and "#1" not in wide  # room enough: no keys
+
+
+@pytest.mark.slow
+def test_a_warm_grader_gives_the_full_graders_grid_with_one_fresh_sandbox_per_notebook(tmp_path):
+    """The live room's grader (warm sandboxes check, the room judges) against the grid the full
+    grader gives the same class (the first test above): every notebook in a sandbox of its own,
+    ended after it, none left when the grader closes."""
+    from course.classroom.room_grader import WarmGrader
+    from course.grading.sandbox.warm import ISOLATION, warm_available
+
+    if not warm_available():
+        pytest.skip("bubblewrap does not run here: the room grades through grade_sandboxed")
+    homes = tmp_path / "homes"
+    _home(homes, "ada", SOLVED.read_text())
+    _home(homes, "cy", _notebook(BACKWARD, "    (x**3).sum()\\n"))
+    _home(homes, "dee", _notebook(RETURN, "    return x.grad + 1\\n"))
+    _home(homes, "eve", "{not a notebook")  # the full grader says why, in its own sandbox
+    grader = WarmGrader(0, size=1, keep_warm=False)
+    taken = []
+    take = grader.start() or grader.pool.take
+    grader.pool.take = lambda replace=True: taken.append(take(replace)) or taken[-1]
+    try:
+        seen = room.collect(homes, 0, grade=grader, jobs=2)
+    finally:
+        grader.close()
+    grid = {r.learner: {i: str(r.cell(i)) for i, _ in seen.exercises} for r in seen.rows}
+    assert {k: v for k, v in grid.items() if k != "eve"} == {
+        "ada": {"0.1": "passed", "0.2": "passed"},
+        "cy": {"0.1": "failed: forgot_backward", "0.2": "passed"},
+        "dee": {"0.1": "failed: unrecognised", "0.2": "passed"},
+    }
+    assert "eve" in grid and seen.rows[-1].note  # graded the slow way, and the grader's reason shown
+    assert len(taken) == 3 and len({id(s) for s in taken}) == 3  # one sandbox per notebook
+    assert all(s.proc.returncode is not None and not s.tmp.exists() for s in taken)  # each ended
+    assert grader.pool.servers == [] and ISOLATION in seen.isolation

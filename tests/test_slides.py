@@ -85,3 +85,32 @@ def test_the_slides_build_as_reveal_js_html_with_the_key_cells_only(tmp_path, ca
                 checked.add(kind)
     assert checked == {"slide", "skip"}  # both a shown and a skipped heading were looked for
     assert "### BEGIN SOLUTION" not in page
+
+
+def test_an_offline_deck_loads_its_scripts_from_beside_it(tmp_path, capsys):
+    """--offline: reveal.js, require.js, jQuery and MathJax are copied from installed packages
+    (the ``slides`` extra), and the page names no network address for any of them."""
+    pytest.importorskip("pyreveal")
+    pytest.importorskip("nbclassic")
+    lesson = LESSONS[1]
+    assert cli.main(["slides", f"{lesson.number:02d}", "--out", str(tmp_path), "--offline"]) == 0
+    assert f"offline, with {tmp_path / slides.ASSETS}" in capsys.readouterr().out
+    page = (tmp_path / f"{lesson.slug}.slides.html").read_text()
+    loaded = re.findall(r'<script src="([^"]+)"|<link href="([^"]+)"|"([^"]+\.js)",?\n', page)
+    loaded = {a or b or c for a, b, c in loaded}
+    assert {f"{slides.ASSETS}/require.js", f"{slides.ASSETS}/jquery.min.js"} <= loaded
+    assert f"{slides.ASSETS}/reveal.js/dist/reveal.js" in loaded and len(loaded) >= 6
+    for url in loaded:
+        assert not url.startswith(("http:", "https:", "//")), url
+        assert (tmp_path / url.split("?")[0]).is_file(), url  # every one of them is there
+    assert slides.FIT_CSS in page  # a tall slide scrolls, a wide output scrolls sideways
+
+
+def test_offline_without_the_packages_says_which_extra_to_install(tmp_path, monkeypatch, capsys):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "pyreveal" else real(name))
+    assert cli.main(["slides", "01", "--out", str(tmp_path), "--offline"]) == 1
+    said = capsys.readouterr().err
+    assert "pyreveal" in said and "pip install 'autograd-course[slides]'" in said

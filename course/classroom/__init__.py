@@ -6,6 +6,7 @@
 - :mod:`course.classroom.gradebook_report`: the report as text, CSV, JSON and a page;
 - :mod:`course.classroom.room`: ``course room``'s grid of one lesson, regraded only where a
   notebook changed;
+- :mod:`course.classroom.room_grader`: the live room's grader: warm sandboxes check, the room judges;
 - :mod:`course.classroom.room_view`: the ``course room`` command: that grid as text and as a page;
 - :mod:`course.classroom.collect`: ``course collect``, the signed reports of a class's CI runs;
 - :mod:`course.classroom.regrade`: ``course regrade``, grading again the commit a report names;

@@ -36,13 +36,19 @@ NOTE [A refresh grades only what changed]
        unchanged notebook costs a read and a hash.
     2. A notebook whose code cells are all the learner copy's is "not attempted" throughout,
        without running (NOTE [Untouched notebooks are not run] in ``progress``).
-    3. Every other notebook is graded exactly as ``course gradebook`` grades it
-       (``gradebook.grade_sandboxed``: bubblewrap, ``course grade --no-run``, the verdict
-       decided outside learner code), ``-j`` at once (default: the CPU count).
+    3. Every other notebook is graded in a sandbox of its own, ``-j`` at once (default: the
+       CPU count): by the command, in a warm sandbox whose checking server was ready before
+       the save, judged in the room's process (:mod:`course.classroom.room_grader`: the same
+       checking server and the same judge as ``course grade --no-run``); where bubblewrap does
+       not run, or for a file that is not a notebook, exactly as ``course gradebook`` grades
+       it (``gradebook.grade_sandboxed``). Either way the verdict is decided outside learner
+       code.
     4. A grading that did not finish is not cached: the next refresh tries again.
     5. A refresh that grades nothing imports no torch: the exercises are read from the checks'
        source (``lessons.registered_exercises``), the misconceptions' names and hints are
-       stored in the entry when the notebook is graded.
+       stored in the entry when the notebook is graded. ``--watch`` is the exception on
+       purpose: after its first grid it starts its warm sandboxes and computes the oracles,
+       so that the first save shows within seconds.
 
 ``--watch S`` refreshes every S seconds until Ctrl-C and then prints only the learners whose
 cells changed; ``--html FILE`` writes the grid as a page that reloads itself. This module makes
@@ -247,7 +253,8 @@ def collect(
         jobs: notebooks graded at once (default: the CPU count).
         timeout: seconds per notebook run, as ``course grade --timeout``.
         grade: grades ``{name: bytes}`` of one learner, as ``gradebook.grade_sandboxed`` (the
-            default) does; a test counts the sandbox runs through it.
+            default) does, or a warm grader (:class:`course.classroom.room_grader.WarmGrader`,
+            told how many are coming through its ``expect``); a test counts the runs through it.
         on_graded: called with (done, to grade, learner) as each grading finishes.
         deadline: seconds after which the refresh draws what it has: a notebook still being
             graded (a straggler: a sandbox stopped by learner code, say) shows as
@@ -258,26 +265,44 @@ def collect(
     """
     started = time.monotonic()
     cache = cache or homes / CACHE_DIR
-    grade = grade or gradebook.grade_sandboxed
     key = gradebook.cache_key(cache, None)
-    fingerprint = f"{grader_fingerprint()} lesson {lesson:02d}"
-    exercises = lessons.registered_exercises(lesson)
-    room = Room(lesson, exercises, [])
-    pristine = _pristine(lesson)
+    room = Room(lesson, lessons.registered_exercises(lesson), [])
+    found, todo = _read_class(homes, room, cache, key)
+    if todo:
+        job = _Grading(room, homes, cache, key, timeout, grade or gradebook.grade_sandboxed, found)
+        job.run(
+            todo,
+            jobs,
+            on_graded,
+            None if deadline is None else deadline - (time.monotonic() - started),
+            running,
+        )
+    for row, entries in zip(room.rows, found.values()):
+        _fill(row, entries)
+    room.seconds = time.monotonic() - started
+    return room
+
+
+def _read_class(homes: Path, room: Room, cache: Path, key: bytes) -> tuple[dict[str, list[dict]], list]:
+    """Every learner's row (with its note) into ``room``; (learner -> the entries known without
+    grading, the notebooks to grade as ``(learner, name, bytes, entry path)``): NOTE [A refresh
+    grades only what changed], rules 1 and 2."""
+    fingerprint = f"{grader_fingerprint()} lesson {room.lesson:02d}"
+    pristine = _pristine(room.lesson)
     found: dict[str, list[dict]] = {}  # learner -> the entries of their notebooks
     todo = []
     for learner, folder, note in learner_folders(homes):
         notes = [note] if note else []
-        notebooks = gradebook.learner_notebooks(folder, {lesson}, notes) if folder else {}
+        notebooks = gradebook.learner_notebooks(folder, {room.lesson}, notes) if folder else {}
         if folder and not notebooks and not notes:
-            notes.append(f"no notebook of lesson {lesson:02d}")
+            notes.append(f"no notebook of lesson {room.lesson:02d}")
         room.rows.append(Row(clean_text(learner, 200), note="; ".join(notes)))
         found[learner] = []
         for name, data in notebooks.items():
             path = _entry_path(cache, learner, name, data, fingerprint)
             try:
                 entry = _cached(path, key)
-                if entry is None and (entry := _untouched(data, pristine, exercises)) is not None:
+                if entry is None and (entry := _untouched(data, pristine, room.exercises)) is not None:
                     _save(path, sign({"format": ENTRY_FORMAT, **entry}, key, purpose="cache"))
             except Exception:  # a notebook nested too deep to read, say: the grader says why
                 entry = None
@@ -286,65 +311,73 @@ def collect(
             else:
                 room.unchanged += 1
                 found[learner].append(entry)
-    if todo:
-        names = misconception_names(lesson)
-        hide = [homes.resolve(), cache.resolve(), Path.home()]
+    return found, todo
 
-        def run(learner: str, name: str, data: bytes, path: Path) -> dict:
-            report, isolation = grade({name: data}, timeout, {lesson}, hide)
-            nb = next(n for n in report["notebooks"] if Path(n["path"]).name == name)
-            entry = {
-                "cells": _cells(nb["exercises"], names),
-                "error": nb.get("error", ""),
-                "isolation": isolation,
-            }
-            _save(path, sign({"format": ENTRY_FORMAT, **entry}, key, purpose="cache"))
-            return entry
 
+class _Grading:
+    """One refresh's gradings: ``-j`` at once, each into the cache and its learner's entries
+    (NOTE [A refresh grades only what changed], rules 3 and 4)."""
+
+    def __init__(self, room: Room, homes: Path, cache: Path, key: bytes, timeout: float, grade, found):
+        self.room, self.key, self.timeout, self.grade, self.found = room, key, timeout, grade, found
+        self.hide = [homes.resolve(), cache.resolve(), Path.home()]
+        self.names = misconception_names(room.lesson)
+        self.finished: list = []
+
+    def one(self, learner: str, name: str, data: bytes, path: Path) -> dict:
+        report, isolation = self.grade({name: data}, self.timeout, {self.room.lesson}, self.hide)
+        nb = next(n for n in report["notebooks"] if Path(n["path"]).name == name)
+        entry = {
+            "cells": _cells(nb["exercises"], self.names),
+            "error": nb.get("error", ""),
+            "isolation": isolation,
+        }
+        _save(path, sign({"format": ENTRY_FORMAT, **entry}, self.key, purpose="cache"))
+        return entry
+
+    def run(self, todo: list, jobs: int | None, on_graded, left: float | None, running: dict | None) -> None:
+        """Grade ``todo``; past ``left`` seconds, the stragglers show as grading and go on."""
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         workers = max(1, min(jobs or cpus or 1, len(todo)))  # the CPUs this process may use
         running = {} if running is None else running
+        fresh = [item for item in todo if item[3] not in running]
+        if hasattr(self.grade, "expect"):  # a warm grader starts as many sandboxes as are needed
+            self.grade.expect(len(fresh))
         pool = ThreadPoolExecutor(max_workers=workers)
         futures = {}
         for item in todo:
             future = running.get(item[3])
             if future is None:
-                future = running[item[3]] = pool.submit(run, *item)
+                future = running[item[3]] = pool.submit(self.one, *item)
             futures[future] = item
-        left = None if deadline is None else max(0.0, deadline - (time.monotonic() - started))
-        finished: list = []
-
-        def take(future) -> None:  # one finished grading, into its learner's row
-            learner, name, _, path = futures[future]
-            running.pop(path, None)
-            try:
-                entry = future.result()
-                room.isolation.add(entry["isolation"])
-            except Exception as e:  # one learner's trouble is that learner's row only
-                entry = {"cells": {}, "error": f"{name} not graded: {clean_text(e, 300)}"}
-            found[learner].append(entry)
-            room.graded += 1
-            finished.append(future)
-            if on_graded:
-                on_graded(len(finished), len(todo), learner)
-
         try:
-            for future in as_completed(futures, timeout=left):
-                take(future)
+            for future in as_completed(futures, timeout=None if left is None else max(0.0, left)):
+                self.take(future, futures, running, on_graded)
         except FuturesTimeout:  # the deadline: draw what there is, the stragglers as grading
             for future, (learner, name, _, _) in futures.items():
-                if future in finished:
+                if future in self.finished:
                     continue
                 if future.done():
-                    take(future)
+                    self.take(future, futures, running, on_graded)
                     continue
-                cells = {ex_id: [GRADING, "", ""] for ex_id, _ in exercises}
-                found[learner].append({"cells": cells, "error": f"{name}: {GRADING}"})
+                cells = {ex_id: [GRADING, "", ""] for ex_id, _ in self.room.exercises}
+                self.found[learner].append({"cells": cells, "error": f"{name}: {GRADING}"})
         pool.shutdown(wait=False)  # a straggler goes on in the background, into the cache
-    for row, entries in zip(room.rows, found.values()):
-        _fill(row, entries)
-    room.seconds = time.monotonic() - started
-    return room
+
+    def take(self, future, futures: dict, running: dict, on_graded) -> None:
+        """One finished grading, into its learner's row."""
+        learner, name, _, path = futures[future]
+        running.pop(path, None)
+        try:
+            entry = future.result()
+            self.room.isolation.add(entry["isolation"])
+        except Exception as e:  # one learner's trouble is that learner's row only
+            entry = {"cells": {}, "error": f"{name} not graded: {clean_text(e, 300)}"}
+        self.found[learner].append(entry)
+        self.room.graded += 1
+        self.finished.append(future)
+        if on_graded:
+            on_graded(len(self.finished), len(futures), learner)
 
 
 def _fill(row: Row, entries: list[dict]) -> None:

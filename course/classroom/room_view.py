@@ -34,14 +34,17 @@ from __future__ import annotations
 
 import argparse
 import html
+import os
 import shutil
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from course.classroom import room
 from course.classroom.room import Room, Row
+from course.classroom.room_grader import WarmGrader
 from course.grading.files import write_atomically
 from course.grading.options import positive_seconds
 from course.grading.untrusted import clean_text
@@ -69,19 +72,22 @@ def _headline(room: Room) -> str:
 
 
 def text(room: Room, width: int | None = None) -> str:
-    """The grid, one line per learner, cut to ``width`` columns (default: the terminal's)."""
+    """The grid, one line per learner, cut to ``width`` columns (default: the terminal's).
+
+    A column too narrow for its misconceptions' names shows them by key where cutting would
+    make two look alike (``failed: #1``), and the keys are spelled out under the grid."""
     width = width or shutil.get_terminal_size((120, 24)).columns
     per = summary(room)
     grid = [["learner", *(i for i, _ in room.exercises)]]
     grid += [[clean_text(r.learner, 24), *(str(r.cell(i)) for i, _ in room.exercises)] for r in room.rows]
     grid.append(["stuck", *(f"{s} of {len(room.rows)}" for s, *_ in per)])
     grid.append(["most met", *(f"{name} ({n})" if name else "-" for _, name, n, _ in per)])
-    widths = [max(len(line[k]) for line in grid) for k in range(len(grid[0]))]
-    spare = width - sum(w + 2 for w in widths)
-    while spare < 0 and max(widths[1:], default=0) > len("not attempted"):  # cut the longest column
-        k = max(range(1, len(widths)), key=widths.__getitem__)
-        widths[k] -= 1
-        spare += 1
+    widths = _widths(grid, width)
+    keys = _keys(room, per, widths)
+    for k, (ex_id, _) in enumerate(room.exercises, 1):
+        for line in grid[1:]:
+            line[k] = _keyed(line[k], keys.get(ex_id, {}))
+    widths = _widths(grid, width)  # the keys are shorter: room for the other columns
     notes = {n: r.note for n, r in enumerate(room.rows, 1) if r.note}  # grid line n is row n - 1
     lines = [_headline(room), ""]
     for n, line in enumerate(grid):
@@ -89,10 +95,50 @@ def text(room: Room, width: int | None = None) -> str:
         note = f"  ({clean_text(notes[n], 200)})" if n in notes else ""
         lines.append(("  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip() + note).rstrip())
     lines += ["", ", ".join(f"{i} {name}" for i, name in room.exercises)]
+    for ex_id, named in keys.items():
+        lines += [_cut(f"{ex_id} {key} = {name}", width) for name, key in named.items()]
     for (ex_id, _), (_, name, _, hint) in zip(room.exercises, per):
         if name:
-            lines.append(_cut(f"{ex_id} {name}: {' '.join(hint.split())}", width))
+            lines.append(
+                _cut(f"{ex_id} {keys.get(ex_id, {}).get(name, name)}: {' '.join(hint.split())}", width)
+            )
     return "\n".join(lines)
+
+
+def _widths(grid: list[list[str]], width: int) -> list[int]:
+    """Each column's width: the longest exercise column loses a character until the line fits
+    (never below ``not attempted``)."""
+    widths = [max(len(line[k]) for line in grid) for k in range(len(grid[0]))]
+    spare = width - sum(w + 2 for w in widths)
+    while spare < 0 and max(widths[1:], default=0) > len("not attempted"):  # cut the longest column
+        k = max(range(1, len(widths)), key=widths.__getitem__)
+        widths[k] -= 1
+        spare += 1
+    return widths
+
+
+def _keys(room: Room, per: list, widths: list[int]) -> dict[str, dict[str, str]]:
+    """``{exercise id: {misconception: "#n"}}`` for the columns where two different
+    misconceptions would be cut to the same text."""
+    keys = {}
+    for k, (ex_id, _) in enumerate(room.exercises, 1):
+        cells = {row.cell(ex_id) for row in room.rows}
+        named = sorted({c.misconception for c in cells if c.misconception} | ({per[k - 1][1]} - {""}))
+        shown = [f"{c.status}: {m}" for c in cells if (m := c.misconception)] + [f"{m} (0)" for m in named]
+        cut = {_cut(t, widths[k]) for t in shown}
+        if len(cut) < len(set(shown)):
+            keys[ex_id] = {name: f"#{n}" for n, name in enumerate(named, 1)}
+    return keys
+
+
+def _keyed(shown: str, keys: dict[str, str]) -> str:
+    """A cell's text with its misconception's name replaced by its key, if it has one."""
+    for name, key in keys.items():
+        if shown.endswith(f": {name}"):
+            return shown[: -len(name)] + key
+        if shown.startswith(f"{name} (") and shown.endswith(")"):
+            return key + shown[len(name) :]
+    return shown
 
 
 def _cut(s: str, width: int) -> str:
@@ -162,8 +208,7 @@ def changes(before: Room, after: Room) -> list[str]:
 # --- the command ------------------------------------------------------------------------------
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``course room HOMES --lesson N [--html FILE] [--watch S] [-j N] [--cache DIR] [-q]``."""
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="course room", description=room.__doc__.split("\n\n")[0])
     parser.add_argument("homes", type=Path, help="a folder of learners' homes (or of learner folders)")
     parser.add_argument("--lesson", type=int, required=True, help="the lesson on the board, e.g. 1")
@@ -185,25 +230,35 @@ def main(argv: list[str] | None = None) -> int:
         help="draw the grid after S seconds, stragglers as grading… (default: --watch's period, else wait)",
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _usage_error(args) -> str:
+    """What is wrong with the command line, or ""."""
     if not args.homes.is_dir():
-        print(f"course room: no such folder: {args.homes}", file=sys.stderr)
-        return 2
+        return f"no such folder: {args.homes}"
     if args.jobs is not None and args.jobs < 1:
-        print("course room: -j needs a positive number", file=sys.stderr)
-        return 2
+        return "-j needs a positive number"
     if args.html is not None and (args.html.is_dir() or not args.html.parent.is_dir()):
-        print(
-            f"course room: --html needs a file name in an existing folder, not {args.html}", file=sys.stderr
-        )
-        return 2
+        return f"--html needs a file name in an existing folder, not {args.html}"
+    return ""
+
+
+def _grader(args) -> WarmGrader:
+    """The room's grader (``course.classroom.room_grader``): warm sandboxes where bubblewrap
+    runs, else each notebook through ``gradebook.grade_sandboxed``, which says how it isolated."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return WarmGrader(args.lesson, size=args.jobs or cpus or 1, keep_warm=bool(args.watch))
+
+
+def _refresher(args, grader: WarmGrader) -> Callable[[], Room]:
+    """A function that refreshes the grid once (and writes ``--html``)."""
 
     def progress_line(done: int, total: int, learner: str) -> None:
         if not args.quiet:
             print(f"graded {done}/{total} ({clean_text(learner, 40)})", file=sys.stderr, flush=True)
 
     running: dict = {}  # gradings that outlived a refresh's deadline (stragglers), by cache entry
-    deadline = args.deadline or args.watch
 
     def refresh() -> Room:
         now = room.collect(
@@ -212,8 +267,9 @@ def main(argv: list[str] | None = None) -> int:
             args.cache,
             args.jobs,
             args.timeout,
+            grade=grader,
             on_graded=progress_line,
-            deadline=deadline,
+            deadline=args.deadline or args.watch,
             running=running,
         )
         if any(i.startswith("none") for i in now.isolation):
@@ -226,33 +282,55 @@ def main(argv: list[str] | None = None) -> int:
             write_atomically(args.html, page(now, args.watch or 30))
         return now
 
-    def failed(e: OSError) -> str:
-        return f"course room: {e.strerror or e}: {e.filename or ''} (a folder you cannot write? --cache DIR)"
+    return refresh
 
-    try:
-        now = refresh()
-    except OSError as e:
-        print(failed(e), file=sys.stderr)
-        return 1
-    if not now.exercises:
-        print(f"course room: lesson {args.lesson:02d} has no exercises", file=sys.stderr)
+
+def _failed(e: OSError) -> str:
+    return f"course room: {e.strerror or e}: {e.filename or ''} (a folder you cannot write? --cache DIR)"
+
+
+def _watch(period: float, refresh: Callable[[], Room], now: Room) -> None:
+    """Refresh every ``period`` seconds; print who changed."""
+    while True:
+        time.sleep(period)
+        try:
+            before, now = now, refresh()
+        except OSError as e:  # the homes' volume went away for a moment: say so, try again
+            print(_failed(e), file=sys.stderr, flush=True)
+            continue
+        said = changes(before, now)
+        if said:  # only who changed: the grid itself is in --html, or one Ctrl-C and a rerun away
+            print(f"{time.strftime('%H:%M:%S')} ({now.graded} graded, {now.seconds:.1f} s)", flush=True)
+            print("\n".join(f"  {line}" for line in said), flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``course room HOMES --lesson N [--html FILE] [--watch S] [-j N] [--cache DIR] [-q]``."""
+    args = _parser().parse_args(argv)
+    wrong = _usage_error(args)
+    if wrong:
+        print(f"course room: {wrong}", file=sys.stderr)
         return 2
-    if not now.rows:
-        print(f"course room: no learner folders in {args.homes}", file=sys.stderr)
-        return 2
-    print(text(now), flush=True)
+    grader = _grader(args)
     try:
-        while args.watch:
-            time.sleep(args.watch)
-            try:
-                before, now = now, refresh()
-            except OSError as e:  # the homes' volume went away for a moment: say so, try again
-                print(failed(e), file=sys.stderr, flush=True)
-                continue
-            said = changes(before, now)
-            if said:  # only who changed: the grid itself is in --html, or one Ctrl-C and a rerun away
-                print(f"{time.strftime('%H:%M:%S')} ({now.graded} graded, {now.seconds:.1f} s)", flush=True)
-                print("\n".join(f"  {line}" for line in said), flush=True)
+        refresh = _refresher(args, grader)
+        try:
+            now = refresh()
+        except OSError as e:
+            print(_failed(e), file=sys.stderr)
+            return 1
+        if not now.exercises:
+            print(f"course room: lesson {args.lesson:02d} has no exercises", file=sys.stderr)
+            return 2
+        if not now.rows:
+            print(f"course room: no learner folders in {args.homes}", file=sys.stderr)
+            return 2
+        print(text(now), flush=True)
+        if args.watch:
+            grader.start()  # warm sandboxes wait for the first save
+            _watch(args.watch, refresh, now)
     except KeyboardInterrupt:
         print("", file=sys.stderr)
+    finally:
+        grader.close()
     return 0

@@ -284,6 +284,10 @@ def _add_extra_cases(extra: list | None) -> None:
 
 
 DRAWING_LIBRARIES = ("matplotlib.pyplot", "ipywidgets")
+# torch imports torch._dynamo on the first call of a function wrapped by torch._disable_dynamo
+# (torch/_compile.py); lesson 01's check of 1.2 makes one, so every exercise's process paid
+# 1.5 s (quiet) to 4 s (loaded) for it. An import, no autograd: the fork rule holds.
+TORCH_LAZY_MODULES = ("torch._dynamo",)
 
 
 def _import_drawing_libraries() -> None:
@@ -294,11 +298,12 @@ def _import_drawing_libraries() -> None:
     definitions in lesson 01. These libraries run no torch code, so the server still runs no
     autograd before it forks (NOTE [No autograd before a fork]); the course's own modules and
     the learner copies' other imports stay out (see that NOTE). One that is not installed is
-    left to the exercise's process, which fails there as the notebook would.
+    left to the exercise's process, which fails there as the notebook would. The modules torch
+    itself imports late (``TORCH_LAZY_MODULES``) are imported here too, for the same reason.
     """
     import importlib
 
-    for name in DRAWING_LIBRARIES:
+    for name in (*DRAWING_LIBRARIES, *TORCH_LAZY_MODULES):
         try:
             importlib.import_module(name)
         except ImportError:

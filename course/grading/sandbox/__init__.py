@@ -15,7 +15,9 @@
 - :mod:`~course.grading.sandbox.limits`: memory and process limits (cgroup, else rlimits);
 - :mod:`~course.grading.sandbox.grade`: ``course grade`` in bubblewrap (its default wherever
   ``bwrap`` is installed; :func:`why_no_sandbox` is asked only when that fails), the grader
-  outside and the learner's code inside.
+  outside and the learner's code inside;
+- :mod:`~course.grading.sandbox.warm`: warm checking servers, each in a sandbox of its own,
+  started before the notebook exists and used for one notebook (``course room``'s live grid).
 
 A notebook's ``check()`` imports nothing of this package (``tests/test_grading_boundary.py``).
 """
@@ -25,14 +27,18 @@ from __future__ import annotations
 from course.grading.sandbox.binds import SANDBOX_DIR, allowed_paths
 from course.grading.sandbox.limits import Limits
 from course.grading.sandbox.run import NO_SANDBOX, Run, run_untrusted, sandbox_available, why_no_sandbox
+from course.grading.sandbox.warm import WarmPool, WarmServer, warm_available
 
 __all__ = [
     "NO_SANDBOX",
     "SANDBOX_DIR",
     "Limits",
     "Run",
+    "WarmPool",
+    "WarmServer",
     "allowed_paths",
     "run_untrusted",
     "sandbox_available",
+    "warm_available",
     "why_no_sandbox",
 ]

@@ -50,7 +50,15 @@ from course.grading.isolation import child_env, course_root, limits
 from course.grading.sandbox.binds import SANDBOX_DIR, mount_args
 from course.grading.sandbox.limits import Limits, prepare, sandbox_uid
 
-__all__ = ["NO_SANDBOX", "Run", "bwrap_prefix", "run_untrusted", "sandbox_available", "why_no_sandbox"]
+__all__ = [
+    "NO_SANDBOX",
+    "Run",
+    "bwrap_prefix",
+    "run_untrusted",
+    "sandbox_available",
+    "spawn_bwrap",
+    "why_no_sandbox",
+]
 
 NO_SANDBOX = "none (separate process, private copy, limits)"
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin"}  # bwrap's own environment: nothing else of ours
@@ -128,7 +136,9 @@ def _drop_to(uid: int) -> list[str]:
     return [sys.executable, "-I", "-S", "-c", _DROP.format(uid=uid)]
 
 
-def _spawn(bwrap: str, args: list[str], command: list[str], extra_fds: tuple = (), **kw) -> subprocess.Popen:
+def spawn_bwrap(
+    bwrap: str, args: list[str], command: list[str], extra_fds: tuple = (), **kw
+) -> subprocess.Popen:
     """bwrap with its arguments through a pipe (``--args``): not in any argv learner code reads."""
     read, write = os.pipe()
     try:
@@ -166,14 +176,14 @@ def _probe_for(python: str, bwrap: str) -> str:
         args, drop = bwrap_prefix(Path(tmp))
         probe = [*drop, python, "-I", "-c", _PROBE.format(root=course_root())]
         try:
-            started = _spawn(bwrap, args, probe, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            started = spawn_bwrap(bwrap, args, probe, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             _, err = started.communicate(timeout=120)
         except OSError:
             return "no namespaces"
         if started.returncode == 0:
             return ""
         with contextlib.suppress(OSError):  # can bubblewrap make namespaces here at all?
-            true = _spawn(
+            true = spawn_bwrap(
                 bwrap, args, ["/bin/sh", "-c", "true"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
             )
             if true.wait(60) != 0:
@@ -286,7 +296,7 @@ def _start_in_bubblewrap(bwrap, argv, inputs: Path, tmp: Path, out, holder, secr
         pass_fds = (os.open(held, os.O_RDONLY),)
         args += ["--perms", "0644", "--file", str(pass_fds[0]), f"{SANDBOX_DIR}/secret.py"]
     try:
-        return _spawn(
+        return spawn_bwrap(
             bwrap,
             args,
             [*drop, *argv(f"{SANDBOX_DIR}/in")],
