@@ -52,7 +52,29 @@ STRICT_DIRS = (ROOT / "solutions",)
 LAX_DIRS = (ROOT / "notebooks",)
 #: Markers whose tests run only when ``-m`` names them: minutes of machinery that CI runs as
 #: steps of their own (.ci/run), left out of the README's test command.
-OPT_IN = ("stress", "guides")
+OPT_IN = ("stress", "guides", "e2e")
+#: What carries ``e2e`` (given here, from the path, never typed in a test): the learner copies'
+#: Run All (lax nbval of notebooks/, the cells strict nbval runs on solutions/ in the default run,
+#: with stubs) and the slow tests of the machinery that runs whole commands end to end (the
+#: grader and its catalogue run, the classroom's commands, the learner's folder, the wheel, the
+#: hub). They prove machinery, not the lessons, and take most of the suite's minutes.
+E2E_FOLDERS = ("notebooks/",)
+E2E_SLOW_MODULES = re.compile(
+    r"tests/test_(grading\w*|catalogue_grade|gradebook|homework|room|credit|hub|wheel|cli|doctor|progress|workspace)\.py$"
+)
+
+
+def is_end_to_end(path: str, slow: bool) -> bool:
+    """Whether the test at ``path`` (its node id's file part) carries the ``e2e`` marker.
+
+    >>> is_end_to_end("notebooks/03_saved_tensors.ipynb", slow=False)
+    True
+    >>> is_end_to_end("tests/test_gradebook.py", slow=True), is_end_to_end("tests/test_gradebook.py", slow=False)
+    (True, False)
+    >>> is_end_to_end("tests/test_mutants.py", slow=True)  # judges the checks, not machinery
+    False
+    """
+    return path.startswith(E2E_FOLDERS) or (slow and bool(E2E_SLOW_MODULES.match(path)))
 
 
 def _nbval_flag(config: pytest.Config) -> bool:
@@ -145,7 +167,10 @@ def _work_rank(item: pytest.Item, together: set[str]) -> int:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for marker in OPT_IN:  # opt-in: `-m stress`, `-m guides` (CI runs each as a step)
+    for item in items:
+        if is_end_to_end(item.nodeid.split("::", 1)[0], item.get_closest_marker("slow") is not None):
+            item.add_marker(pytest.mark.e2e)
+    for marker in OPT_IN:  # opt-in: `-m stress`, `-m guides`, `-m e2e` (CI runs each as a step)
         if marker not in (config.option.markexpr or ""):
             left_out = [item for item in items if item.get_closest_marker(marker)]
             if left_out:

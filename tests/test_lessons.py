@@ -107,3 +107,18 @@ def test_every_lesson_has_a_pytest_marker_that_selects_its_notebooks_and_tests(r
             assert conftest.lesson_of_path(path) == marker, path
     for path in ("tests/test_hooks.py", "tests/data/lesson.ipynb", "solutions/README.md"):
         assert conftest.lesson_of_path(path) is None, path
+
+
+def test_the_end_to_end_marker_holds_the_learner_copies_and_slow_machinery_only():
+    """``-m e2e`` (conftest.py, a CI step of its own) takes the learner copies' Run All and the
+    slow tests of the machinery; the lessons' own tests, the checks' and strict nbval of the
+    solutions stay in the README's command."""
+    import conftest
+
+    assert conftest.is_end_to_end("notebooks/03_saved_tensors.ipynb", slow=False)
+    for module in ("grading_boundary", "catalogue_grade", "gradebook", "room", "homework", "wheel"):
+        assert conftest.is_end_to_end(f"tests/test_{module}.py", slow=True), module
+        assert not conftest.is_end_to_end(f"tests/test_{module}.py", slow=False), module
+    for path in ("solutions/03_saved_tensors.ipynb", "tests/test_mutants.py", "tests/test_lesson03.py"):
+        assert not conftest.is_end_to_end(path, slow=True), path
+    assert "e2e" in conftest.OPT_IN
