@@ -11,9 +11,9 @@ import sys
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     # for learners
     "lab": ("course.lab", "open your copy of the course in JupyterLab (start or update it first)"),
-    "start": ("course.learner.workspace", "copy the learner notebooks into a folder you own"),
+    "start": ("course.learner.workspace_command", "copy the learner notebooks into a folder you own"),
     "update": (
-        "course.learner.workspace",
+        "course.learner.workspace_command",
         "bring new lessons into your folder without overwriting your work",
     ),
     "progress": ("course.learner.progress", "a table of your exercises and their status"),

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from course.grading.files import write_atomically
-from course.learner import workspace
+from course.learner import workspace, workspace_command
 
 # NOTE [Turning off the news question]
 #   1. The question is JupyterLab's announcements plugin asking for the setting `fetchNews` of
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = Path(args.dir)
     verb = "update" if (root / workspace.MANIFEST).exists() else "start"
-    rc = workspace.main([verb, str(root)] + (["--source", args.source] if args.source else []))
+    rc = workspace_command.main([verb, str(root)] + (["--source", args.source] if args.source else []))
     if rc:
         return rc
     is_root = hasattr(os, "geteuid") and os.geteuid() == 0

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from course import cli
 from course import lessons as course_lessons
-from course.learner import workspace
+from course.learner import workspace, workspace_command
 from course.learner.workspace import Change, WorkspaceError, cells_hash
 
 
@@ -95,7 +95,7 @@ def test_start_copies_every_lesson_and_records_its_hash(tmp_path, src, capsys):
 def test_start_refuses_a_folder_with_notebooks_and_points_at_update(root, src, capsys):
     edit(root / "01_graph.ipynb")
     before = snapshot(root)
-    assert workspace.main(["start", str(root), "--source", str(src)]) == 1
+    assert workspace_command.main(["start", str(root), "--source", str(src)]) == 1
     err = capsys.readouterr().err
     assert "already has notebooks" in err and f"course update {root}" in err
     assert snapshot(root) == before
@@ -165,12 +165,12 @@ def test_the_start_message_names_a_command_that_works_without_an_activated_venv(
 ):
     bin_dir = Path(os.sys.executable).parent
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
-    assert workspace.main(["start", str(tmp_path / "w"), "--source", str(src)]) == 0
+    assert workspace_command.main(["start", str(tmp_path / "w"), "--source", str(src)]) == 0
     out = capsys.readouterr().out
     assert f"{shlex.quote(str(bin_dir / 'course'))} lab {tmp_path / 'w'}" in out
     assert str(bin_dir) in out and "not on your PATH" in out
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin")
-    assert workspace.main(["start", str(tmp_path / "v"), "--source", str(src)]) == 0
+    assert workspace_command.main(["start", str(tmp_path / "v"), "--source", str(src)]) == 0
     out = capsys.readouterr().out
     assert f"\n  course lab {tmp_path / 'v'}\n" in out and "PATH" not in out
 
@@ -204,7 +204,7 @@ def test_update_outside_a_course_folder_says_to_start_one(tmp_path, src):
 
 def test_a_new_lesson_is_copied_in(root, src, capsys):
     write_lesson(src, "03_saved_tensors.ipynb", "y = 2")
-    assert workspace.main(["update", str(root), "--source", str(src)]) == 0
+    assert workspace_command.main(["update", str(root), "--source", str(src)]) == 0
     assert "new       03_saved_tensors.ipynb" in capsys.readouterr().out
     assert sources(root / "03_saved_tensors.ipynb") == sources(src / "03_saved_tensors.ipynb")
 
@@ -240,7 +240,7 @@ def test_an_edited_notebook_is_kept_and_the_new_version_saved_beside_it(root, sr
     edit(root / "01_graph.ipynb")
     mine = (root / "01_graph.ipynb").read_bytes()
     write_lesson(src, "01_graph.ipynb", "raise NotImplementedError('exercise 1.1')", "z = 3")
-    assert workspace.main(["update", str(root), "--source", str(src)]) == 0
+    assert workspace_command.main(["update", str(root), "--source", str(src)]) == 0
     assert "updated-01_graph.ipynb" in capsys.readouterr().out
     assert (root / "01_graph.ipynb").read_bytes() == mine
     assert sources(root / "updated-01_graph.ipynb") == sources(src / "01_graph.ipynb")
@@ -281,11 +281,11 @@ def test_adopting_the_offered_version_counts_as_up_to_date(root, src):
 def test_a_deleted_notebook_is_not_brought_back_until_asked(root, src, capsys):
     (root / "02_hooks.ipynb").unlink()
     write_lesson(src, "02_hooks.ipynb", "changed = True")
-    assert workspace.main(["update", str(root), "--source", str(src)]) == 0
+    assert workspace_command.main(["update", str(root), "--source", str(src)]) == 0
     out = capsys.readouterr().out
     assert "deleted" in out and f"course update {root} --restore 02_hooks.ipynb" in out
     assert not (root / "02_hooks.ipynb").exists()
-    assert workspace.main(["update", str(root), "--source", str(src), "--restore", "02_hooks"]) == 0
+    assert workspace_command.main(["update", str(root), "--source", str(src), "--restore", "02_hooks"]) == 0
     assert "restored  02_hooks.ipynb" in capsys.readouterr().out
     assert sources(root / "02_hooks.ipynb") == sources(src / "02_hooks.ipynb")
 
@@ -376,7 +376,7 @@ def test_a_read_only_workspace_loses_nothing_and_says_what_to_do(root, src, monk
     write_lesson(src, "03_saved_tensors.ipynb", "y = 2")
     before = snapshot(root)
     monkeypatch.setattr(workspace, "write_atomically", _read_only)
-    assert workspace.main(["update", str(root), "--source", str(src)]) == 1
+    assert workspace_command.main(["update", str(root), "--source", str(src)]) == 1
     err = capsys.readouterr().err
     assert f"cannot write to {root}: the disk is read-only" in err
     assert "nothing was changed" in err and "make" in err and "writable" in err
@@ -545,7 +545,7 @@ def test_course_lab_starts_then_updates_then_execs_jupyter_on_the_folder(tmp_pat
 
 KILLER = """
 import os, signal, sys
-from course.learner import workspace
+from course.learner import workspace, workspace_command
 
 stop_at, written, real = int(sys.argv[1]), [], workspace.write_atomically
 
@@ -557,7 +557,7 @@ def write_then_maybe_die(path, data):
             os.kill(os.getpid(), signal.SIGKILL)
 
 workspace.write_atomically = write_then_maybe_die
-sys.exit(workspace.main(["update", sys.argv[2], "--source", sys.argv[3]]))
+sys.exit(workspace_command.main(["update", sys.argv[2], "--source", sys.argv[3]]))
 """
 
 
@@ -669,7 +669,7 @@ def lose_the_manifest(root: Path) -> None:
 
 def test_update_without_a_manifest_names_adopt(root, src, capsys):
     lose_the_manifest(root)
-    assert workspace.main(["update", str(root), "--source", str(src)]) == 1
+    assert workspace_command.main(["update", str(root), "--source", str(src)]) == 1
     assert f"course update {root} --adopt" in capsys.readouterr().err
 
 
@@ -679,7 +679,7 @@ def test_adopt_rebuilds_the_manifest_and_keeps_every_edit(root, src, capsys):
     os.replace(root / "02_hooks.ipynb", root / "my hooks.ipynb")  # renamed, unedited
     before = manifest(root)
     lose_the_manifest(root)
-    assert workspace.main(["update", str(root), "--source", str(src), "--adopt"]) == 0
+    assert workspace_command.main(["update", str(root), "--source", str(src), "--adopt"]) == 0
     out = capsys.readouterr().out
     assert "adopted   01_graph.ipynb: 01_graph.ipynb (edited: kept as it is)" in out
     assert "adopted   02_hooks.ipynb: my hooks.ipynb" in out
@@ -715,7 +715,7 @@ def test_start_on_notebooks_without_a_manifest_adopts_them(root, src, capsys):
     mine = (root / "01_graph.ipynb").read_bytes()
     (root / "00_warmup.ipynb").unlink()
     lose_the_manifest(root)
-    assert workspace.main(["start", str(root), "--source", str(src)]) == 0
+    assert workspace_command.main(["start", str(root), "--source", str(src)]) == 0
     out = capsys.readouterr().out
     assert "adopted 2 lesson(s), every edit kept" in out and "new       00_warmup.ipynb" in out
     assert (root / "01_graph.ipynb").read_bytes() == mine

@@ -24,7 +24,8 @@ How an answer is judged, in three steps shared by the notebook and the grader:
 1. :func:`outcomes_of` runs the answer on every case and records plain-data outcomes;
 2. :func:`expected_outcomes` runs the oracle (torch or course's reference) on the same cases;
 3. :func:`judge` compares them and builds a :class:`Result`
-   (the engine: :mod:`course.checks.judge`; this package only re-exports it).
+   (the engine: :mod:`course.checks.judge` and the modules it names; this package only
+   re-exports it).
 
 The grader runs step 1 in a separate process against the learner's definitions and steps
 2-3 in a process that never runs learner code (see ``course/grading/grade.py``).
@@ -34,9 +35,16 @@ Lesson authors register exercises in ``course/checks/lessonNN/`` with :func:`exe
 
 The modules:
 
-- :mod:`course.checks.judge`: the engine, from running an answer to printing its verdict;
+- :mod:`course.checks.judge`: the engine's verdict, from two lists of outcomes to a printed :class:`Result`;
+- :mod:`course.checks.running`: running an answer (or the oracle) on every case into outcomes;
+- :mod:`course.checks.hints`: which hint a failing answer gets (the known wrong answer it behaves like first);
+- :mod:`course.checks.wording`: a verdict's fields: an outcome shown briefly, clipped, wrapped, indented;
+- :mod:`course.checks.reveals`: which predictions' answers a learner asked to see (worth no points);
 - :mod:`course.checks.registry`: the :class:`Exercise` record and the registry of every exercise;
 - :mod:`course.checks.outcomes`: what running an answer produced, as plain data two processes share;
+- :mod:`course.checks.comparison`: whether two outcomes are the same, and where they differ;
+- :mod:`course.checks.forms`: the right value in another form, and the form to give it in;
+- :mod:`course.checks.wrong_items`: where a prediction is wrong, said without its truth;
 - :mod:`course.checks.leftovers`: what an answer leaves behind in the learner's kernel;
 - :mod:`course.checks.extra`: an instructor's extra hidden cases for one grading run;
 - :mod:`course.checks.descriptor_answers`: descriptor predictions read in any spelling;
@@ -56,24 +64,7 @@ Example:
 """
 
 from course.checks.extra import extra_cases
-from course.checks.judge import (
-    MISSING,
-    PLACEHOLDER,
-    REVEAL_RECORD,
-    WIDTH,
-    Result,
-    check,
-    expected_outcomes,
-    forget_cached,
-    grade_answer,
-    judge,
-    measure_cost,
-    outcomes_of,
-    partial_score,
-    passes,
-    reveals_in,
-    reveals_recorded,
-)
+from course.checks.judge import Result, check, grade_answer, judge, partial_score, passes
 from course.checks.leftovers import handed
 from course.checks.registry import (
     Case,
@@ -89,6 +80,16 @@ from course.checks.registry import (
     predict,
     wrong,
 )
+from course.checks.reveals import REVEAL_RECORD, reveals_in, reveals_recorded
+from course.checks.running import (
+    MISSING,
+    PLACEHOLDER,
+    expected_outcomes,
+    forget_cached,
+    measure_cost,
+    outcomes_of,
+)
+from course.checks.wording import WIDTH
 
 __all__ = [
     "MISSING",
