@@ -207,7 +207,11 @@ def hub_lessons_markdown() -> str:
 def _with_block(text: str, name: str, content: str, path: Path) -> str:
     mark = re.compile(rf"(<!-- {name} -->\n).*?(<!-- /{name} -->)", re.S)
     if not mark.search(text):
-        raise SystemExit(f"{path.name} lacks the <!-- {name} --> ... <!-- /{name} --> markers")
+        raise SystemExit(
+            f"{path} lacks the <!-- {name} --> ... <!-- /{name} --> markers. Fix: put the two "
+            f"lines, one under the other, where the generated {name} block belongs (the other "
+            "lessons' pages show where), then run `python -m course.guide` again"
+        )
     return mark.sub(lambda m: m.group(1) + content + m.group(2), text)
 
 

@@ -262,6 +262,14 @@ def _package_index(tmp: Path):
     return offences, "course/autograd/__init__.py", "add a line for course.autograd.hooks"
 
 
+def _small_pieces(tmp: Path):
+    body = "\n".join(f"    x{i} = {i}" for i in range(90))
+    (tmp / "course").mkdir(exist_ok=True)
+    (tmp / "course" / "long.py").write_text(f"def long():\n{body}\n")
+    offences = house_sources.size_offences(Path("course/long.py"), tmp)
+    return offences, "course/long.py:1", "split long by concept"
+
+
 def _learner_copy(tmp: Path, capsys):
     _notebook(tmp, "solutions/09_demo.ipynb", new_code_cell("x = 1"))
     _notebook(tmp, "notebooks/09_demo.ipynb", new_code_cell("x = 2"))
@@ -315,6 +323,8 @@ def test_the_guide_writes_a_new_lessons_notes_with_every_heading_and_they_fail_u
     text = (notes / "10_demo.md").read_text().replace(house_sources.NOTES_PLACEHOLDER, "Show the graph.")
     (notes / "10_demo.md").write_text(text)
     assert house_sources.notes_offences(Path("docs/instructor-notes/10_demo.md"), tmp_path) == []
+    for block in ("wrong-answers", "lesson-time"):  # the two blocks `python -m course.guide` fills
+        assert f"<!-- {block} -->\n<!-- /{block} -->" in text, block
 
 
 def _key_cells(tmp: Path):
@@ -352,6 +362,7 @@ PROOFS = {
     "private-names": _private_names,
     "layering": _layering,
     "package-index": _package_index,
+    "small-pieces": _small_pieces,
     "learner-copy": _learner_copy,
     "solutions-once": _solutions_once,
     "generated-docs": _generated_docs,

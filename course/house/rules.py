@@ -148,6 +148,13 @@ RULES: dict[str, Rule] = {
         "add a line for {module} to the module list in {package}'s docstring "
         "(course/{folder}/__init__.py): what it does, in a phrase",
     ),
+    "small-pieces": Rule(
+        "modules and functions a reader holds in mind",
+        "tests/test_structure.py",
+        "split {piece} by concept (a module of its own for each job, or helpers named for each step), "
+        "or, where it mirrors a torch module or function as long, name that in MIRRORS "
+        "(course/house/sources.py)",
+    ),
     "learner-copy": Rule(
         "byte-equal learner copies",
         "tests/test_assign.py",

@@ -19,6 +19,7 @@ What is ours and what is torch's: all of it is ours (torch has no lessons).
 
 from __future__ import annotations
 
+import ast
 import inspect
 import re
 from pathlib import Path
@@ -28,10 +29,14 @@ from course.lessons import exercise_file, exercise_module, registrations_in
 
 __all__ = [
     "FACADES",
+    "FUNCTION_LINES",
+    "MIRRORS",
+    "MODULE_LINES",
     "NOTES_SECTIONS",
     "exercise_module_offences",
     "notes_offences",
     "provenance_offences",
+    "size_offences",
     "solution_lines_in_hint",
     "stale_generated_docs",
     "too_few_examples",
@@ -263,11 +268,12 @@ NOTES_PLACEHOLDER = "(to write: see docs/authoring.md, step 8)"
 
 
 def notes_stub(title: str) -> str:
-    """A new lesson's instructor notes: its title, each heading of :data:`NOTES_SECTIONS` with a
-    placeholder line, and the block the guide fills under the last."""
+    """A new lesson's instructor notes: its title, the lesson-time block, each heading of
+    :data:`NOTES_SECTIONS` with a placeholder line, and the block the guide fills under the last."""
     sections = [f"{heading}\n\n{NOTES_PLACEHOLDER}\n" for heading in NOTES_SECTIONS[:-1]]
     last = f"{NOTES_SECTIONS[-1]}\n\n<!-- wrong-answers -->\n<!-- /wrong-answers -->\n"
-    return f"# {title}: instructor notes\n\n" + "\n".join([*sections, last])
+    time = "<!-- lesson-time -->\n<!-- /lesson-time -->\n"  # the guide fills both blocks
+    return f"# {title}: instructor notes\n\n{time}\n" + "\n".join([*sections, last])
 
 
 def notes_offences(path: Path, root: Path) -> list[str]:
@@ -296,3 +302,37 @@ def notes_offences(path: Path, root: Path) -> list[str]:
         return []
     sections = ", ".join(f'"{s[3:]}"' for s in NOTES_SECTIONS)
     return [offence("instructor-notes", where, what, path=where, sections=sections)]
+
+
+#: The largest module and function the house keeps (lines, docstrings included).
+MODULE_LINES, FUNCTION_LINES = 520, 80
+#: What may be longer because the torch code it mirrors is as long (issue 45): path or
+#: ``path:function`` -> the torch counterpart and its length.
+MIRRORS = {
+    "course/aot/descriptors.py": "torch/_functorch/_aot_autograd/descriptors.py, 782 lines in 2.13",
+    "course/autograd/checkpoint.py": "torch/utils/checkpoint.py, about 1,600 lines",
+    "course/autograd/hooks.py:register_multi_grad_hook": "torch.autograd.graph's, 129 lines in 2.13",
+    "course/autograd/checkpoint.py:checkpoint": "torch.utils.checkpoint.checkpoint, about 150 lines",
+}
+
+
+def size_offences(path: Path, root: Path) -> list[str]:
+    """Rule ``small-pieces``: the module at ``path`` is at most :data:`MODULE_LINES` long and
+    each of its functions at most :data:`FUNCTION_LINES`, unless :data:`MIRRORS` names it.
+
+    >>> size_offences(Path("course/house/rules.py"), Path(__file__).parents[2])
+    []
+    """
+    rel = path.as_posix()
+    text = (root / path).read_text()
+    found = []
+    lines = len(text.splitlines())
+    if lines > MODULE_LINES and rel not in MIRRORS:
+        found.append((rel, f"{lines} lines (the house keeps modules to about {MODULE_LINES - 20})", rel))
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            length = node.end_lineno - node.lineno + 1
+            if length > FUNCTION_LINES and f"{rel}:{node.name}" not in MIRRORS:
+                where = f"{rel}:{node.lineno}"
+                found.append((where, f"{node.name} is {length} lines (at most {FUNCTION_LINES})", node.name))
+    return [offence("small-pieces", where, what, piece=name) for where, what, name in found]
