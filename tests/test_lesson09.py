@@ -187,7 +187,9 @@ def test_do_the_recompute_hooks_leave_nothing_alive_after_backward_as_torchs_che
 
 def test_does_exp_alone_leak_through_the_cycle_lesson_3_shows():
     """The exp case: kept detached but handed to the rerun's nodes with its graph, exp's output
-    still leaks (it holds the node that holds it), one a step; torch.utils.viz finds the cycle."""
+    still leaks (it holds the node that holds it), one a step. The cycle runs through autograd's
+    C++ node, so the garbage collector never finds it (lesson 09's last cell shows that
+    torch.utils.viz's cycle watcher, which reads what the collector found, cannot report it)."""
 
     def kept_detached_returned_attached(fn, *args):
         counter, kept = itertools.count(), []
