@@ -318,6 +318,7 @@ LESSONS: tuple[Lesson, ...] = (
             "3. Offload as a graph pass",
             "4. Recompute, offload or keep",
             "5. Inside the min-cut partitioner",
+            "6. Reading real compile artifacts",
         ),
     ),
 )
