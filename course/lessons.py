@@ -304,6 +304,7 @@ LESSONS: tuple[Lesson, ...] = (
             "write an offload pass that inserts the copies and rewires the backward, checked against torch's",
             "predict why min-cut may not recompute each node, read from torch's own flow graph",
             "write the budget's knapsack and plug it into torch as its solver",
+            "predict where torch's offload pass starts its copies and puts its waits, with and without sink_wait",
         ),
         (4, 6, 7, 8, 9),
         (
@@ -317,6 +318,7 @@ LESSONS: tuple[Lesson, ...] = (
             "3. Offload as a graph pass",
             "4. Recompute, offload or keep",
             "5. Inside the min-cut partitioner",
+            "6. Reading real compile artifacts",
         ),
     ),
 )

@@ -23,6 +23,7 @@ from course.checks.lesson10 import ex10_1_predicted_recomputed as ex10_1
 from course.checks.lesson10 import ex10_2_choose_offload as ex10_2
 from course.checks.lesson10 import ex10_3_offload_pass as ex10_3
 from course.checks.lesson10 import ex10_5_knapsack as ex10_5
+from course.checks.lesson10 import ex10_6_predicted_schedule as ex10_6
 from course.checks.solutions import lesson10 as solutions
 from course.content import lesson09 as C9
 from course.content import lesson10 as C
@@ -349,3 +350,35 @@ def test_does_the_ban_truth_follow_the_flow_graphs_rules_when_a_rule_is_switched
         C.flow_graph(*C.normed_block(), ban_recompute_not_in_allowlist=False, ban_recompute_reductions=False)
     )
     assert "mean" not in lifted and lifted["native_dropout"] == "random op"
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    st.sets(st.sampled_from(("addmm", "gelu", "addmm_2", "gelu_1", "addmm_4", "gelu_2")), min_size=1),
+    st.booleans(),
+)
+def test_does_torchs_offload_schedule_follow_the_rules_10_6_teaches(offloaded, sink_wait):
+    """10.6's truth is torch's pass; on any set of tagged values, each copy starts right after the
+    value's last forward reader (read from the partition, not from the pass), and each wait sits
+    beside its copy, or after every compute node when sink_wait is on."""
+    order = ex10_6.scheduled_forward(sink_wait, offloaded=tuple(offloaded))
+    fw = C.partitioned("lesson", "min_cut").fw_module
+    compute = [n.name for n in fw.graph.nodes if n.op == "call_function"]
+    readers = {n.name: [u.name for u in n.users if u.op == "call_function"] for n in fw.graph.nodes}
+    schedule = ex10_6.read_schedule(order)
+    assert set(schedule) == offloaded
+    for value, (copy_after, wait_before) in schedule.items():
+        assert copy_after == max(readers[value], key=compute.index)
+        if sink_wait:
+            assert wait_before == "output"
+        else:
+            next_compute = [n for n in compute if compute.index(n) > compute.index(copy_after)]
+            assert wait_before == (next_compute[0] if next_compute else "output")
+            assert order.index("cpu_offload_" + value) == order.index("async_cpu_offload_" + value) + 1
+
+
+def test_is_10_6s_reading_of_the_schedule_blind_to_offload_nodes_side_by_side():
+    """Two copies started after the same node, or waits gathered at the end, read the same
+    pair as one would alone: the offload nodes are skipped when reading the neighbours."""
+    order = ["a", "b", "async_cpu_offload_a", "async_cpu_offload_b", "c", "cpu_offload_a", "cpu_offload_b"]
+    assert ex10_6.read_schedule(order) == {"a": ("b", "output"), "b": ("b", "output")}

@@ -28,6 +28,7 @@ course/checks/lesson10/.
 
 from __future__ import annotations
 
+import pkgutil
 from unittest import mock
 
 import torch
@@ -263,6 +264,17 @@ def normed_block():
     return NormedBlock(), torch.randn(8, 16)
 
 
+def _min_cut_target() -> str:
+    """Where the installed torch's ``solve_min_cut`` finds its cut function: the name
+    ``partitioners.py`` imports from its own ``min_cut`` module (torch 2.15 on), else
+    ``networkx.minimum_cut`` (2.13, 2.14: ``nx.minimum_cut(nx_graph, "source", "sink")``)."""
+    import torch._functorch.partitioners as partitioners
+
+    if hasattr(partitioners, "minimum_cut"):
+        return "torch._functorch.partitioners.minimum_cut"
+    return "networkx.minimum_cut"
+
+
 def flow_graph(model, x, **config):
     """The first flow graph torch's min-cut partitioner builds and cuts for ``model(x)`` (a
     ``networkx.DiGraph``), under ``torch._functorch.config`` patched with ``config``.
@@ -270,26 +282,29 @@ def flow_graph(model, x, **config):
     Each node ``n`` of the joint graph is two vertices, ``n_in`` and ``n_out``, joined by an
     edge whose capacity is what saving ``n`` costs; an edge from ``"source"`` to ``n_in`` of
     infinite capacity bans recomputing ``n``, and its ``reason`` says why (torch's words). We
-    catch the graph by watching ``networkx.minimum_cut``, which torch calls to cut it.
+    catch the graph by watching the function torch cuts it with: ``networkx.minimum_cut`` up to
+    torch 2.14, and from 2.15 its own Dinic's ``minimum_cut``
+    (``torch/_functorch/_activation_checkpointing/min_cut.py``), which ``partitioners.py``
+    imports by that name (:func:`_min_cut_target`).
 
     >>> g = flow_graph(*normed_block())
     >>> g["source"]["addmm_in"]["reason"]
     'cannot recompute: not in recomputable allowlist'
     """
-    import networkx as nx
     from torch._functorch import config as functorch_config
     from torch._functorch.partitioners import min_cut_rematerialization_partition
 
     from course.aot.joint import export_joint
 
-    cut = nx.minimum_cut
+    target = _min_cut_target()
+    cut = pkgutil.resolve_name(target)
     graphs = []
 
     def watched(graph, *args, **kwargs):
         graphs.append(graph.copy())
         return cut(graph, *args, **kwargs)
 
-    with mock.patch("networkx.minimum_cut", watched), functorch_config.patch(**config):
+    with mock.patch(target, watched), functorch_config.patch(**config):
         export_joint(model, (x,), partition_fn=min_cut_rematerialization_partition).fw_module  # noqa: B018
     return graphs[0]
 

@@ -14,7 +14,9 @@ own tools).
 - 10.4 predict why min-cut may not recompute each node: torch's own reasons, read from the
   flow graph ``solve_min_cut`` builds (``ban_recompute_not_in_allowlist=False``);
 - 10.5 a 0-1 knapsack with ``dp_knapsack``'s contract: judged against torch's ``dp_knapsack``
-  on the runtime kept, the budget, and the caller's lists.
+  on the runtime kept, the budget, and the caller's lists;
+- 10.6 predict where torch's offload pass starts each copy and puts each wait, with
+  ``activation_offload_sink_wait`` off and on: torch's own pass on the lesson's partition.
 
 The models the lesson and the checks partition (``OFFLOAD_MODELS``, ``partitioned``) are
 lesson content, in course/content/lesson10.py, so the notebook shows exactly what the checks
@@ -32,6 +34,8 @@ One module per exercise, imported here in id order (importing one registers its 
   recompute each node;
 - :mod:`course.checks.lesson10.ex10_5_knapsack`: exercise 10.5, the budget's knapsack, as torch's
   solver;
+- :mod:`course.checks.lesson10.ex10_6_predicted_schedule`: exercise 10.6, predict where the offload
+  pass schedules copies and waits;
 - :mod:`course.checks.lesson10._shared`: what several of those modules share.
 """
 
@@ -43,4 +47,5 @@ from course.checks.lesson10 import (  # noqa: F401
     ex10_3_offload_pass,
     ex10_4_predicted_bans,
     ex10_5_knapsack,
+    ex10_6_predicted_schedule,
 )
