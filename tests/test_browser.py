@@ -31,6 +31,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "tests" / "data" / "browser_stepper.ipynb"
+LESSON = ROOT / "notebooks" / "00_warmup.ipynb"  # copied as `course start` copies it
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
     "--headless",
@@ -99,6 +100,9 @@ def test_stepper_renders_and_next_changes_description(tmp_path):
     root = tmp_path / "root"
     root.mkdir()
     shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
+    from course.learner.copies import shipped_copy
+
+    (root / LESSON.name).write_bytes(shipped_copy(LESSON, LESSON.name))
     port, token = _free_port(), secrets.token_hex(16)
     log = tmp_path / "jupyter.log"
     env = {
@@ -180,6 +184,7 @@ def test_stepper_renders_and_next_changes_description(tmp_path):
                 assert box and box["width"] > 400 and box["height"] > 400, box
                 source = _source_check(page, shots)
                 laptop = _laptop_check(page, page.locator(".course-stepper").nth(1), shots)
+                lesson_tab = _opened_lesson_tab(browser, f"{base}/lab/tree/{LESSON.name}?token={token}")
             except Exception:
                 page.screenshot(path=str(shots / "browser_stepper_failure.png"), full_page=True)
                 raise
@@ -188,6 +193,8 @@ def test_stepper_renders_and_next_changes_description(tmp_path):
         assert "before backward" in before
         assert after.startswith("step 1/") and "pre-hook" in after, after
         _assert_fits(laptop)
+        # Opening a lesson is not an edit: the copy holds the kernel's own language report.
+        assert "jp-mod-dirty" not in lesson_tab, f"opening {LESSON.name} marked it unsaved: {lesson_tab}"
         assert source["equal"] >= 5 and source["changed"] >= 1, source
         assert source["keyword"] == "rgb(0, 128, 0)", source  # pygments' colour for "def", applied
     finally:
@@ -201,6 +208,22 @@ def test_stepper_renders_and_next_changes_description(tmp_path):
 
 LAPTOP = {"width": 1366, "height": 768}
 STEPS = 15  # lesson 01: 21 frames; frame 15 is the pre-hook of n8, two thirds down the graph
+
+
+def _opened_lesson_tab(browser, url: str) -> str:
+    """The class list of a lesson's tab once its kernel is idle (``jp-mod-dirty``: unsaved)."""
+    from playwright.sync_api import expect
+
+    page = browser.new_page()
+    try:
+        page.goto(url)
+        page.wait_for_selector(".jp-Notebook .jp-Cell", state="attached", timeout=60_000)
+        expect(page.locator(".jp-StatusBar-Widget").first).to_contain_text("| Idle", timeout=120_000)
+        page.wait_for_timeout(2_000)  # the kernel's language report lands once it is idle
+        tab = page.locator(".lm-TabBar-tab.jp-mod-current", has_text=Path(url.split("?")[0]).name)
+        return tab.first.get_attribute("class") or ""
+    finally:
+        page.close()
 
 
 def _inside(box, view=LAPTOP) -> bool:

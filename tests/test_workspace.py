@@ -793,3 +793,15 @@ def test_a_folder_made_by_an_older_version_gets_the_new_versions_lessons(tmp_pat
     write_lesson(newer, "03_saved_tensors.ipynb", "y = 2")
     installed_at(monkeypatch, newer)
     assert kinds(workspace.update(tmp_path / "mine")) == {"03_saved_tensors.ipynb": "new"}
+
+
+def test_a_copy_holds_the_language_report_of_the_kernel_that_opens_it(tmp_path):
+    """JupyterLab marks a lesson unsaved on opening when the stored report differs from the
+    kernel's; `course start` writes the exact report of this Python's ipykernel."""
+    import platform
+
+    src = tmp_path / "src"
+    write_lesson(src, "00_warmup.ipynb", "x = 1")
+    workspace.start(tmp_path / "mine", source=src)
+    info = json.loads((tmp_path / "mine" / "00_warmup.ipynb").read_text())["metadata"]["language_info"]
+    assert info["name"] == "python" and info["version"] == platform.python_version(), info

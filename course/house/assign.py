@@ -66,11 +66,9 @@ KEEP_OUTPUT_TAG = "keep_output"
 RAISES_TAG = "raises-exception"
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 #: What ipykernel reports of its language, less the Python version (which differs from one
-#: machine to the next): JupyterLab writes the kernel's report into a notebook it opens, and a
-#: stored ``{"name": "python"}`` differed from it. Measured in headless Chromium (JupyterLab 4,
-#: eight opens of lesson 00 with four kinds of stored value): the unsaved mark still came on
-#: some opens whatever was stored, the first notebook of a fresh server always, so it has a
-#: second cause we have not found; the mark is therefore not asserted by tests/test_browser.py.
+#: machine to the next). A learner's copy gets the exact report of the Python it runs in when
+#: ``course start`` writes it (:func:`course.learner.copies.kernel_language_info`: JupyterLab
+#: marks a tab unsaved when the stored report differs from the kernel's).
 LANGUAGE_INFO = {
     "codemirror_mode": {"name": "ipython", "version": 3},
     "file_extension": ".py",
