@@ -167,8 +167,11 @@ def _work_rank(item: pytest.Item, together: set[str]) -> int:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if is_end_to_end(item.nodeid.split("::", 1)[0], item.get_closest_marker("slow") is not None):
+    for item in items:  # an item of another opt-in marker (stress, guides) stays in its own step
+        other = any(item.get_closest_marker(marker) for marker in OPT_IN if marker != "e2e")
+        if not other and is_end_to_end(
+            item.nodeid.split("::", 1)[0], item.get_closest_marker("slow") is not None
+        ):
             item.add_marker(pytest.mark.e2e)
     for marker in OPT_IN:  # opt-in: `-m stress`, `-m guides`, `-m e2e` (CI runs each as a step)
         if marker not in (config.option.markexpr or ""):

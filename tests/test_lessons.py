@@ -122,3 +122,33 @@ def test_the_end_to_end_marker_holds_the_learner_copies_and_slow_machinery_only(
     for path in ("solutions/03_saved_tensors.ipynb", "tests/test_mutants.py", "tests/test_lesson03.py"):
         assert not conftest.is_end_to_end(path, slow=True), path
     assert "e2e" in conftest.OPT_IN
+
+
+def test_each_opt_in_step_still_finds_its_tests(pytestconfig):
+    """`-m stress` and `-m guides` find their tests: an item of another opt-in marker is not
+    also given ``e2e`` (a stress test is slow and lives in a grader module; as e2e as well, no
+    single `-m` would name both markers and CI's stress step would find nothing, exit 5)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    for marker, least in (("stress", 1), ("guides", 1)):
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "--collect-only",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-m",
+                marker,
+                "tests",
+            ],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        ).stdout
+        collected = [line for line in out.splitlines() if "::" in line]
+        assert len(collected) >= least, f"-m {marker} collects nothing:\n{out[-2000:]}"
