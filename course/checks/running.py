@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import inspect
 import io
 import random
@@ -43,6 +44,7 @@ from course.checks.registry import Case, Exercise, all_exercises
 from course.timeouts import CaseTimeout, time_limit
 
 __all__ = [
+    "remembered_for",
     "KEEPS_STATE",
     "MISSING",
     "PLACEHOLDER",
@@ -251,6 +253,28 @@ def memoized(key: tuple, ex: Exercise, compute: Callable[[], Any]) -> Any:
     value = compute()
     ex.memo[key] = (ex, value)
     return value
+
+
+def remembered_for(known: Callable[[], tuple]) -> Callable[[Callable], Callable]:
+    """A decorator for a lesson's case runner ``run(answer, *case)``: for the answers ``known()``
+    returns (ours: solutions, oracles, catalogue answers that leave nothing behind) each case runs
+    once per process and every call gets a copy of its outcome; any other answer, the learner's,
+    runs every time."""
+
+    def decorate(run: Callable) -> Callable:
+        @functools.cache
+        def kept(answer: Any, case: tuple) -> Any:
+            return run(answer, *case)
+
+        @functools.wraps(run)
+        def remembered(answer: Any, *case: Any) -> Any:
+            if not any(answer is k for k in known()):
+                return run(answer, *case)
+            return copy.deepcopy(kept(answer, case))
+
+        return remembered
+
+    return decorate
 
 
 def forget_cached() -> None:

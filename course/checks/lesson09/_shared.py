@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import copy
 import functools
 
 from course.checks import get
+from course.checks.running import remembered_for
 from course.checks.solutions.lesson09 import (
     budget_policy,
 )
@@ -32,21 +32,8 @@ def _known_answers() -> tuple:
     return tuple(a for a in found if a is not plans_with_a_backward)  # it leaves .grad behind
 
 
-@functools.cache
-def _kept(run, answer, case: tuple):
-    return run(answer, *case)
-
-
-def once_per_case(run):
-    """``run``, computed once per case for the answers of :func:`_known_answers`."""
-
-    @functools.wraps(run)
-    def remembered(answer, *case):
-        if not any(answer is known for known in _known_answers()):
-            return run(answer, *case)
-        return copy.deepcopy(_kept(run, answer, case))
-
-    return remembered
+#: ``run``, computed once per case for the answers of :func:`_known_answers`.
+once_per_case = remembered_for(_known_answers)
 
 
 def plans_with_a_backward(fn, args, budget):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import functools
 import types
 
@@ -10,6 +9,7 @@ import torch
 
 from course.aot import descriptors as cd
 from course.checks import get
+from course.checks.running import remembered_for
 from course.content.lesson10 import (
     partitioned,
 )
@@ -68,21 +68,8 @@ def _known_answers() -> tuple:
     return tuple(found)
 
 
-@functools.cache
-def _kept(run, answer, case: tuple):
-    return run(answer, *case)
-
-
-def once_per_case(run):
-    """``run``, computed once per case for the answers of :func:`_known_answers`."""
-
-    @functools.wraps(run)
-    def remembered(answer, *case):
-        if not any(answer is known for known in _known_answers()):
-            return run(answer, *case)
-        return copy.deepcopy(_kept(run, answer, case))
-
-    return remembered
+#: ``run``, computed once per case for the answers of :func:`_known_answers`.
+once_per_case = remembered_for(_known_answers)
 
 
 def is_view_node(node) -> bool:
