@@ -212,3 +212,16 @@ def test_a_top_level_region_names_what_the_learner_must_define():
         "def f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION\n", lambda name: "0.1", "nb"
     )
     assert "define" not in nested  # inside a def, the def's own line already names it
+
+
+def test_a_solution_reading_a_package_gets_its_plain_import_not_a_submodules():
+    """``import torch`` then ``import torch._functorch.aot_autograd`` both bind ``torch``: the
+    copied module imports what the solution reads, ``import torch``, whichever came last."""
+    from course.house.solutions import solution_statements
+
+    solution = "def f(x):\n    ### BEGIN SOLUTION\n    return torch.mul(x, 2)\n    ### END SOLUTION"
+    for imports in ("import torch\nimport torch.fx.passes", "import torch.fx.passes\nimport torch"):
+        module = solution_statements([imports, solution], where="demo.ipynb")
+        assert module.splitlines()[0] == "import torch", module
+    alone = solution_statements(["import torch.fx.passes", solution], where="demo.ipynb")
+    assert alone.splitlines()[0] == "import torch.fx.passes"  # it binds torch too: still runs

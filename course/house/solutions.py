@@ -89,6 +89,13 @@ def _defines(node: ast.stmt) -> set[str]:
     return {n.id for t in targets if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)}
 
 
+def _binds_a_package_by_a_submodule(node: ast.stmt, name: str) -> bool:
+    """Whether ``node`` binds ``name`` only as ``import name.sub`` does: a plain ``import name``
+    met earlier is what a solution reading ``name`` should get, not a submodule's import."""
+    binding = [alias for alias in node.names if (alias.asname or alias.name).split(".")[0] == name]
+    return isinstance(node, ast.Import) and all("." in a.name and a.asname is None for a in binding)
+
+
 def _reads(text: str) -> set[str]:
     """The module-level names ``text`` reads and does not define (every scope in it)."""
     needed: set[str] = set()
@@ -128,7 +135,8 @@ def solution_statements(cells: list[str], where: str) -> str:
                 picked.append((order, text, True))
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 for name in _defines(node):
-                    imports[name] = (order, text)
+                    if name not in imports or not _binds_a_package_by_a_submodule(node, name):
+                        imports[name] = (order, text)
     defined = set().union(*(_defines(ast.parse(text).body[0]) for _, text, _ in picked)) if picked else set()
     wanted: dict[int, str] = {}
     for _, text, _ in picked:
