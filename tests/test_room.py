@@ -370,3 +370,36 @@ def test_a_warm_grader_gives_the_full_graders_grid_with_one_fresh_sandbox_per_no
     assert len(taken) == 3 and len({id(s) for s in taken}) == 3  # one sandbox per notebook
     assert all(s.proc.returncode is not None and not s.tmp.exists() for s in taken)  # each ended
     assert grader.pool.servers == [] and ISOLATION in seen.isolation
+
+
+@pytest.mark.slow
+def test_watch_ended_by_sigterm_leaves_no_warm_sandbox_behind(tmp_path):
+    """A room stopped by SIGTERM (kill, a CI's timeout) closes its warm sandboxes as Ctrl-C does:
+    their folders (``course-warm-*`` in the temporary folder) are gone when it exits."""
+    if shutil.which("bwrap") is None:
+        pytest.skip("no bubblewrap: the room grades without warm sandboxes")
+    homes, scratch = tmp_path / "homes", tmp_path / "tmp"
+    scratch.mkdir()
+    _home(homes, "ada", UNTOUCHED.read_text())
+    room_command = ["room", str(homes), "--lesson", "0", "--watch", "0.5", "-j", "1", "-q"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "course", *room_command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(scratch)},
+    )
+    try:
+        for _ in range(600):  # a warm sandbox waits for the first save
+            if list(scratch.glob("course-warm-*")) or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        warm = list(scratch.glob("course-warm-*"))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    if not warm:
+        pytest.skip(f"no warm sandbox started here (bubblewrap cannot run?): {err[-300:]}")
+    assert proc.returncode == 0, err
+    assert list(scratch.glob("course-warm-*")) == []

@@ -36,7 +36,9 @@ import argparse
 import html
 import os
 import shutil
+import signal
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -312,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"course room: {wrong}", file=sys.stderr)
         return 2
     grader = _grader(args)
+    previous = _on_sigterm(_stop)  # kill, systemd, a CI's timeout: as Ctrl-C
     try:
         refresh = _refresher(args, grader)
         try:
@@ -332,5 +335,18 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("", file=sys.stderr)
     finally:
-        grader.close()
+        grader.close()  # the warm sandboxes and their folders
+        _on_sigterm(previous)
     return 0
+
+
+def _on_sigterm(handler):
+    """Put ``handler`` on SIGTERM and return the one it replaces (the main thread only can)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, handler if handler is not None else signal.SIG_DFL)
+
+
+def _stop(signum, frame) -> None:
+    """SIGTERM ends the room as Ctrl-C does, so its warm sandboxes are closed, not left behind."""
+    raise KeyboardInterrupt
