@@ -191,12 +191,15 @@ class WarmPool:
         self.closed = False
         self.servers: list[WarmServer] = []
         self.wanted: queue.SimpleQueue = queue.SimpleQueue()  # one item per server to start; None: stop
-        threading.Thread(target=self._starter, daemon=True).start()
+        self.starter = threading.Thread(target=self._starter, daemon=True)
+        self.starter.start()
         for _ in range(self.size):
             self.wanted.put(True)
 
     def _starter(self) -> None:
         while self.wanted.get() is not None:
+            if self.closed:  # asked for before the pool closed: no longer wanted
+                continue
             server = WarmServer(self.lesson)
             with self.lock:
                 if not self.closed:
@@ -228,3 +231,6 @@ class WarmPool:
         self.wanted.put(None)
         for server in servers:
             server.close()
+        # a server the starter was making when we closed: it closes it itself; wait for that,
+        # or the process may end first and leave the server's folder behind
+        self.starter.join(timeout=60)
