@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import functools
 
 import pytest
 import torch
@@ -382,3 +383,91 @@ def test_is_10_6s_reading_of_the_schedule_blind_to_offload_nodes_side_by_side():
     pair as one would alone: the offload nodes are skipped when reading the neighbours."""
     order = ["a", "b", "async_cpu_offload_a", "async_cpu_offload_b", "c", "cpu_offload_a", "cpu_offload_b"]
     assert ex10_6.read_schedule(order) == {"a": ("b", "output"), "b": ("b", "output")}
+
+
+# --- the production baseline: torchtitan's op-level policy, eager and compiled -------------
+
+_TITAN_KEEPS = {
+    "mm": 1024,  # wq's product, 16 x 16 floats
+    "mm_2": 1024,  # wv's
+    "_scaled_dot_product_flash_attention_for_cpu[0]": 1024,  # the attention's output
+    "_scaled_dot_product_flash_attention_for_cpu[1]": 128,  # and its log-sum-exp
+    "mm_4": 2048,  # w1's, 16 x 32
+}
+
+
+@functools.cache
+def _op_level_run(label):
+    from course.content import op_level_sac as S
+
+    make = {
+        "torchtitan": S.op_level_policy,
+        "verbatim": functools.partial(S.op_level_policy, S.TORCHTITAN_SAVE_OPS),
+        "every product": functools.partial(
+            S.op_level_policy, {torch.ops.aten.mm.default}, every_second_product=False
+        ),
+    }[label]
+    return S.eager_and_compiled(make)
+
+
+def _plain_gradients():
+    from course.content import op_level_sac as S
+
+    block, x = S.attention_block()
+    return torch.autograd.grad(block(x).sum(), [x, *block.parameters()])
+
+
+@pytest.mark.parametrize("label", ["torchtitan", "verbatim", "every product"])
+def test_do_eager_and_compiled_checkpointing_give_the_plain_blocks_gradients(label):
+    """Whatever the policy keeps, both runs give what torch gives with no checkpoint at all."""
+    run = _op_level_run(label)
+    for side in ("eager", "compiled"):
+        assert all(
+            torch.allclose(a, b, atol=1e-6) for a, b in zip(run[side]["gradients"], _plain_gradients())
+        )
+
+
+def test_does_the_op_level_policy_keep_the_same_values_eager_and_compiled():
+    """torchtitan's rule on the block: the 1st, 3rd and 5th products and the attention's two
+    outputs, 5248 bytes, eager (torch's own storage says so) and compiled (each tagged
+    MUST_SAVE); both rerun the 2nd and 4th products, gelu and the residual add; the compiled
+    step calls context_fn while it traces, not after."""
+    eager, compiled = _op_level_run("torchtitan")["eager"], _op_level_run("torchtitan")["compiled"]
+    assert eager["saved"] == compiled["saved"] == _TITAN_KEEPS
+    assert eager["stored"] == sum(_TITAN_KEEPS.values()) == 5248
+    assert set(compiled["tags"].values()) == {"MUST_SAVE"}
+    assert eager["reruns"] == compiled["reruns"] == {"add": 1, "gelu": 1, "mm": 2}
+    assert compiled["compiles"] == 1 and compiled["context_fn calls"] == {"first step": 2, "second step": 0}
+
+
+def test_does_torchtitans_list_as_written_leave_the_cpu_attention_to_be_recomputed():
+    """The list names the GPU attention kernels; on the CPU the attention is another op, so
+    with the list as written both runs rerun it, and keep only the three products."""
+    from torch._functorch.partitioners import get_default_op_list
+
+    from course.content import op_level_sac as S
+
+    assert S.CPU_ATTENTION not in S.TORCHTITAN_SAVE_OPS
+    assert {op.default for op in get_default_op_list().compute_intensive_ops} <= S.TORCHTITAN_SAVE_OPS
+    run = _op_level_run("verbatim")
+    assert run["eager"]["saved"] == {k: v for k, v in _TITAN_KEEPS.items() if k.startswith("mm")}
+    for side in ("eager", "compiled"):
+        assert run[side]["reruns"]["_scaled_dot_product_flash_attention_for_cpu"] == 1
+
+
+def test_does_every_product_keep_one_more_eager_and_a_generator_state_compiled_on_2_13_only():
+    """Saving every product, eager keeps w2's product (no backward reads it) and compiled does
+    not; to rerun the attention, torch 2.13's partitioner saves the CPU generator's state (the
+    op is tagged nondeterministic_seeded), 2.14 and 2.15's do not (its dropout_p is 0)."""
+    release = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    eager, compiled = _op_level_run("every product")["eager"], _op_level_run("every product")["compiled"]
+    products = {k: v for k, v in compiled["saved"].items() if k != "RNG state"}
+    assert set(eager["saved"]) - set(products) == {"mm_5"} and set(products) < set(eager["saved"])
+    assert ("RNG state" in compiled["saved"]) == (release < (2, 14))
+    if release < (2, 14):
+        assert compiled["saved"]["RNG state"] == torch.get_rng_state().nbytes
+    assert (
+        eager["reruns"]
+        == compiled["reruns"]
+        == {"_scaled_dot_product_flash_attention_for_cpu": 1, "add": 1, "gelu": 1}
+    )

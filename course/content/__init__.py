@@ -2,7 +2,8 @@
 
 One module per lesson (:mod:`course.content.lessonNN`), beside the lesson list in
 ``course/lessons.py``, plus :mod:`course.content.zoo` (which program gives which descriptor,
-lessons 06-07).
+lessons 06-07) and :mod:`course.content.op_level_sac` (torchtitan's op-level selective
+checkpointing on an attention block, eager and compiled, lesson 10).
 A notebook imports its demonstrations from here; the checks import the same programs, so a
 notebook runs exactly what its exercise's check judges. What judges an answer (truths,
 oracles, hidden cases, known wrong answers) lives in ``course/checks/lessonNN/`` and never

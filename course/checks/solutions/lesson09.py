@@ -20,6 +20,7 @@ def recompute_hooks(fn, *args):
 
     def unpack(index):
         if not recomputed:
+
             def record(t):
                 t = t.detach()  # keep no graph of the rerun (exp would hold its own node)
                 recomputed.append(t)

@@ -15,8 +15,11 @@ predicted_recomputed = {"addmm": 5, "gelu": 3}
 def choose_offload(fw_module, last_layer, min_bytes):
     "Names of the saved-for-backward values to move to the host."
     out = fw_module.graph.output_node()
-    last = {node for fqn, node in cf.get_named_param_nodes(fw_module.graph).items()
-            if fqn.startswith(last_layer + ".")}
+    last = {
+        node
+        for fqn, node in cf.get_named_param_nodes(fw_module.graph).items()
+        if fqn.startswith(last_layer + ".")
+    }
     memo = {}
 
     def uses_last_layer(node):  # computed, directly or not, from a last-layer parameter?
@@ -38,6 +41,7 @@ def choose_offload(fw_module, last_layer, min_bytes):
 
 def offload_pass(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
     "Insert offload copies in the forward and reloads in the backward, for what choose_offload picks."
+
     def readers(node):  # who reads node, a view's readers counted as the base's
         found = []
         for user in node.users:
@@ -56,12 +60,16 @@ def offload_pass(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
         if node.name not in chosen:
             continue
         with fw_module.graph.inserting_after(max(readers(node), key=order.get, default=node)):
-            returned[k] = fw_module.graph.call_function(torch.ops.prims.device_put.default, (node, torch.device("cpu")))
+            returned[k] = fw_module.graph.call_function(
+                torch.ops.prims.device_put.default, (node, torch.device("cpu"))
+            )
         held = held_by_name[node.name]
         first_reader = next(n for n in bw_module.graph.nodes if held in n.all_input_nodes)
         with bw_module.graph.inserting_before(first_reader):
-            reload = bw_module.graph.call_function(torch.ops.prims.device_put.default, (held, node.meta["val"].device))
-        held.replace_all_uses_with(reload, delete_user_cb=lambda user: user is not reload)
+            reload = bw_module.graph.call_function(
+                torch.ops.prims.device_put.default, (held, node.meta["val"].device)
+            )
+        held.replace_all_uses_with(reload, delete_user_cb=lambda user, reload=reload: user is not reload)
     out.args = (tuple(returned),)
     for gm in (fw_module, bw_module):
         gm.graph.lint()
@@ -69,10 +77,16 @@ def offload_pass(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
 
 
 predicted_bans = {
-    "addmm": "compute intensive op", "gelu": "recomputable", "native_dropout": "random op",
-    "pow_1": "recomputable", "mean": "reduction op", "add": "recomputable",
-    "rsqrt": "materialized in backward", "mul": "materialized in backward",
-    "addmm_1": "compute intensive op", "add_1": "materialized in backward",
+    "addmm": "compute intensive op",
+    "gelu": "recomputable",
+    "native_dropout": "random op",
+    "pow_1": "recomputable",
+    "mean": "reduction op",
+    "add": "recomputable",
+    "rsqrt": "materialized in backward",
+    "mul": "materialized in backward",
+    "addmm_1": "compute intensive op",
+    "add_1": "materialized in backward",
 }
 
 
@@ -80,7 +94,11 @@ def knapsack(memory, runtimes, max_memory):
     "(saved, recomputed) index lists: the most runtime saved within max_memory."
     choices = [(0.0, 0.0, ())]  # (memory used, runtime saved, saved indices)
     for i, (m, r) in enumerate(zip(memory, runtimes)):
-        choices += [(used + m, kept + r, saved + (i,)) for used, kept, saved in choices if used + m <= max_memory + 1e-12]
+        choices += [
+            (used + m, kept + r, saved + (i,))
+            for used, kept, saved in choices
+            if used + m <= max_memory + 1e-12
+        ]
     _, _, saved = max(choices, key=lambda c: (c[1], -c[0]))
     return list(saved), [i for i in range(len(memory)) if i not in saved]
 
