@@ -26,8 +26,10 @@ EQUIVALENT = {
         "clip_grad_norm_ (which divides by norm + 1e-6) also scales it"
     ),
     ("5.2", "drop a statement at line 3: super().__init__()"): (
-        "TorchDispatchMode.__init__ only records an optional backend key; entering the mode "
-        "works without it on torch 2.13"
+        "TorchDispatchMode.__init__ records an optional dispatch key and makes the mode's deques "
+        "of saved flags, and __enter__ makes those itself when they are missing "
+        "(_lazy_init_old_dispatch_mode_flags in torch/utils/_python_dispatch.py): the mode enters "
+        "and dispatches the same without it on torch 2.13"
     ),
     (
         "5.3",
