@@ -153,8 +153,10 @@ def test_does_the_offload_pass_move_what_torchs_pass_moves_and_keep_eagers_gradi
     ao.enable_activation_offloading(theirs.fw_module, theirs.bw_module, theirs.num_fwd_outputs, static)
     assert {n.args[0].name for n in _device_puts(theirs.fw_module)} == moved
     assert len(_device_puts(ours.bw_module)) == len(_device_puts(theirs.bw_module)) == len(moved)
-    # each copy sits where torch's does (after the value's last reader): the same forward peak
+    # each copy sits where torch's does (after the value's last reader): the same forward peak,
+    # and no copy before a reader of its value (what tells a copy right after its value apart)
     assert C.forward_device_peak(ours.fw_module) == C.forward_device_peak(theirs.fw_module)
+    assert C.offloads_before_a_reader(ours.fw_module) == C.offloads_before_a_reader(theirs.fw_module) == []
     assert C.held_for_backward(ours.fw_module, ours.num_fwd_outputs) == C.held_for_backward(
         theirs.fw_module, theirs.num_fwd_outputs
     )
@@ -314,6 +316,22 @@ def test_is_the_forward_peak_lower_with_the_copies_after_their_last_reader():
     solutions.offload_pass(ours.fw_module, ours.bw_module, ours.num_fwd_outputs, "2", 1024)
     peaks = [C.forward_device_peak(jd.fw_module) for jd in (plain, at_end, ours)]
     assert peaks[0] == peaks[1] > peaks[2]
+
+
+def test_does_only_the_placement_item_tell_a_copy_right_after_its_value():
+    """A copy right after its value leaves the value live to its last reader all the same, so
+    the forward's peak by liveness is the reference's; the placement item names every moved
+    value (each has a reader after its copy), the reference's none."""
+    right_after = C.partitioned("lesson", "min_cut")
+    ex10_3._pass_copying_right_after_the_value(
+        right_after.fw_module, right_after.bw_module, right_after.num_fwd_outputs, "2", 1024
+    )
+    ours = C.partitioned("lesson", "min_cut")
+    solutions.offload_pass(ours.fw_module, ours.bw_module, ours.num_fwd_outputs, "2", 1024)
+    assert C.forward_device_peak(right_after.fw_module) == C.forward_device_peak(ours.fw_module)
+    moved = sorted(n.args[0].name for n in _device_puts(ours.fw_module))
+    assert C.offloads_before_a_reader(right_after.fw_module) == moved and moved
+    assert C.offloads_before_a_reader(ours.fw_module) == []
 
 
 def test_does_a_compiled_forward_name_no_parameter_and_need_matching_by_name():

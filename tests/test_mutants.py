@@ -5,28 +5,31 @@ Mutation testing (``course.checks.mutants``): each reference solution is broken 
 time (a comparison flipped, a filter dropped, a boundary off by one, a copy for an in-place
 edit, a call left out, ...) and each mutant goes through the exercise's own check. A mutant
 that passes is a missing case, unless it means the same as the solution: those are listed in
-``EQUIVALENT`` with the reason. Lessons 2 and 9 are mutated by their own authors' tests.
+``EQUIVALENT`` with the reason. Every function exercise of every lesson of ``course.lessons``
+is mutated.
 """
 
 import pytest
 
 from course.checks import all_exercises, passes
 from course.checks.mutants import mutants
+from course.lessons import LESSONS
 
 pytestmark = pytest.mark.slow  # about a minute and a half for every exercise
-
-OWN_LESSONS = (0, 1, 3, 4, 5, 6, 7, 8)
 
 #: (exercise id, mutant description) -> why the mutant means the same as the solution. Lines count
 #: from the solution's ``def`` in course/checks/solutions/lessonNN.py (the notebook's region).
 EQUIVALENT = {
-    ("5.2", "and for or at line 8: kwargs or {} -> kwargs and {}"): (
-        "torch always hands __torch_dispatch__ a dict of kwargs, so `kwargs or {}` and "
-        "`kwargs and {}` are both that dict (empty or not, func gets the same keywords)"
+    ("2.2", "flip a comparison at line 4: norm > max_norm -> norm >= max_norm"): (
+        "at equality the mutant multiplies by max_norm / norm, 1 up to one rounding (0.99999994 "
+        "for some float32 norms): the same gradient within the check's rtol of 1e-5, as torch's "
+        "clip_grad_norm_ (which divides by norm + 1e-6) also scales it"
     ),
     ("5.2", "drop a statement at line 3: super().__init__()"): (
-        "TorchDispatchMode.__init__ only records an optional backend key; entering the mode "
-        "works without it on torch 2.13"
+        "TorchDispatchMode.__init__ records an optional dispatch key and makes the mode's deques "
+        "of saved flags, and __enter__ makes those itself when they are missing "
+        "(_lazy_init_old_dispatch_mode_flags in torch/utils/_python_dispatch.py): the mode enters "
+        "and dispatches the same without it on torch 2.13"
     ),
     (
         "5.3",
@@ -46,9 +49,45 @@ EQUIVALENT = {
     ("8.3", "off by one at line 3: 0 -> 1"): (
         "Offloader(min_bytes=1) skips only tensors of 0 bytes, and an empty tensor moves nothing either way"
     ),
+    ("9.3", "flip a comparison at line 19: key > best_key -> key >= best_key"): (
+        "two subsets with the same key keep the same FLOPs and the same bytes; torch reruns every "
+        "product the policy did not save, in full, so the FLOPs rerun and the bytes stored (all the "
+        "check judges, with the gradients) are the same whichever of them `>=` keeps"
+    ),
+    ("9.3", "off by one at line 9: 2 -> 3"): (
+        "3 * numel * k scales every product's FLOPs by the same 3/2, so every comparison of the "
+        "subsets' sums, and the subset chosen, stays the same"
+    ),
+    ("9.3", "off by one at line 14: 0 -> 1"): (
+        "two mutants, the start best_key (1, 0) and (0, 1): a subset's key beats (0, 0), (1, 0) and "
+        "(0, 1) alike exactly when it keeps some FLOPs (a product's 2*m*k*n FLOPs are even, so no "
+        "sum is 1, and -bytes is never above 0), so the same subsets replace the start and the "
+        "same one is chosen"
+    ),
+    ("9.3", "off by one at line 15: 1 -> 2"): (
+        "range(len(products) + 2) adds subsets of n + 1 products, and there are none"
+    ),
+    ("10.3", "drop a statement at line 29: gm.graph.lint()"): (
+        "graph.lint() only checks a graph (it raises on a malformed one and changes nothing); the "
+        "reference's graphs are well formed, and the check lints both graphs itself"
+    ),
+    (
+        "10.5",
+        "flip a comparison at line 5: used + m <= max_memory + 1e-12 -> used + m < max_memory + 1e-12",
+    ): (
+        "for any max_memory under 16384 (memory is a share of the budget's scale) max_memory + "
+        "1e-12 lies above max_memory, so `<` still takes a total of exactly max_memory (the spec's "
+        "'at most'); the two differ only for a total exactly on the rounding tolerance, past "
+        "max_memory"
+    ),
+    ("10.5", "off by one at line 6: 0 -> 1"): (
+        "the key (c[1], -c[1]) breaks a tie in runtime saved by the first choice found instead of "
+        "the one with less memory; every choice in the list fits, and the spec (and the check) asks "
+        "only for the most runtime within max_memory, not for the least memory among equals"
+    ),
 }
 
-FUNCTIONS = [e for lesson in OWN_LESSONS for e in all_exercises(lesson) if e.kind == "function"]
+FUNCTIONS = [e for lesson in LESSONS for e in all_exercises(lesson.number) if e.kind == "function"]
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # a mutant's __del__ may raise

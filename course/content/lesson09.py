@@ -149,6 +149,23 @@ def _model_program(**sizes):
     return step, (x,), list(model.parameters())
 
 
+def _widths_program(widths=(4, 12, 65, 8), batch=10, seed=5):
+    """Linears of different widths with a gelu between: their products differ in FLOPs per byte
+    (a Linear's result costs twice its input width in FLOPs per element). The input comes in
+    float16 and the step casts it (``aten._to_copy`` takes its dtype as a keyword argument)."""
+    torch.manual_seed(seed)
+    layers = []
+    for d_in, d_out in zip(widths, widths[1:]):
+        layers += [nn.Linear(d_in, d_out), nn.GELU()]
+    model = nn.Sequential(*layers[:-1])  # no gelu after the last Linear
+    x = torch.randn(batch, widths[0]).half()
+
+    def step(x):
+        return model(x.float()).pow(2).sum()  # pow saves the last product's result: backward needs it
+
+    return step, (x,), list(model.parameters())
+
+
 #: name -> () -> (fn, args, leaves): the programs exercises 9.1 and 9.3 run.
 PROGRAMS = {
     "block": _block_program,
@@ -161,6 +178,7 @@ PROGRAMS = {
         layers=2, d=8, hidden=16, batch=(4,), dtype=torch.float64, seed=4
     ),
     "model, batch 16": lambda: _model_program(batch=(16,)),
+    "widths 4-12-65-8, float16 input": _widths_program,
 }
 
 

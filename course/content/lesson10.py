@@ -11,7 +11,8 @@ exercises partition the same models, from here:
   torch's default or min-cut partitioner; :func:`compiled_partition`: the two graphs a real
   ``torch.compile`` run hands its compilers;
 - :func:`forward_device_peak` and :func:`held_for_backward`: what a forward graph keeps on the
-  device, counted by liveness over its nodes;
+  device, counted by liveness over its nodes; :func:`offloads_before_a_reader`: the copies to
+  the host placed where the device cannot free their value yet;
 - :class:`NormedBlock` and :func:`flow_graph`: a block with a random op, a reduction and a
   norm, and the flow graph torch's min-cut partitioner cuts for a model (``ban_reasons`` reads
   from it why each node may not be recomputed);
@@ -49,6 +50,7 @@ __all__ = [
     "compiled_partition",
     "forward_device_peak",
     "held_for_backward",
+    "offloads_before_a_reader",
     "partitioned",
     "when_answered",
 ]
@@ -225,6 +227,25 @@ def forward_device_peak(fw_module) -> int:
     return max(
         (sum(b for first, last, b in spans if first <= i <= last) for i in range(len(nodes))), default=0
     )
+
+
+def offloads_before_a_reader(fw_module) -> list[str]:
+    """The saved values whose copy to the host comes before one of their readers in the forward
+    (a view's readers counted as the base's, copies left out): the device holds such a value
+    past its copy, so the copy frees nothing where it stands. Sorted names.
+
+    >>> offloads_before_a_reader(partitioned("lesson", "min_cut").fw_module)  # no copies yet
+    []
+    """
+    order = {n: i for i, n in enumerate(fw_module.graph.nodes)}
+    early = set()
+    for copy in filter(_is_host_copy, fw_module.graph.nodes):
+        value, readers = copy.args[0], [u for u in copy.args[0].users if not _is_host_copy(u)]
+        while readers:  # the value's readers, a view's readers counted as the base's
+            user = readers.pop()
+            early |= {value.name} if user.op != "output" and order[user] > order[copy] else set()
+            readers += list(user.users) if getattr(user.target, "is_view", False) else []
+    return sorted(early)
 
 
 def held_for_backward(fw_module, num_fwd_outputs: int) -> int:

@@ -57,6 +57,11 @@ def _scalar_overload(x, y):
     torch.ops.aten.mul_.Scalar(x, 2)  # the other overload of mul_
 
 
+def _add_scaled_then_mul(x, y):
+    x.add_(y, alpha=2)  # aten.add_.Tensor gets alpha as a keyword argument
+    return x.mul_(2)
+
+
 def _uses_results(x, y):
     return (x + y).mul_(2) - x.mul_(3)  # every op's result is used
 
@@ -73,6 +78,7 @@ MUL_PROGRAMS = {
     "torch.ops.aten.mul_.Scalar(x, 2)": _scalar_overload,
     "v = x.view(3); v.mul_(2)": _view_written,
     "(x + y).mul_(2) - x.mul_(3)": _uses_results,
+    "x.add_(y, alpha=2); x.mul_(2)": _add_scaled_then_mul,
 }
 
 
@@ -229,6 +235,7 @@ exercise(
         case("z = x.clone(); z.mul_(2)", label="z = x.clone(); z.mul_(2): equal values, another tensor"),
         case("torch.ops.aten.mul_.Scalar(x, 2)", label="the mul_.Scalar overload, called directly"),
         case("(x + y).mul_(2) - x.mul_(3)", label="a program that uses every op's result"),
+        case("x.add_(y, alpha=2); x.mul_(2)", label="an op with a keyword argument (alpha) before the mul_"),
         case(
             "v = x.view(3); v.mul_(2)",
             label="v = x.view(3); v.mul_(2): another tensor that starts where x does",

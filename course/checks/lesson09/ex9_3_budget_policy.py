@@ -117,34 +117,59 @@ def _only_mm(fn, args, budget):
     return policy
 
 
-def _by_weight_and_ratio(fn, args, budget):
-    """A right answer written differently: greedy by FLOPs per byte (the programs' products all
-    cost the same FLOPs, so the smallest results first is the knapsack's optimum here), and the
-    decision keyed on the storage of the product's last argument, not on a count."""
+def _storage_key(a):
+    """Which product a call is: the storage of its last argument (each Linear's own weight)."""
+    return a[-1].untyped_storage().data_ptr()
+
+
+def _products_by_weight(fn, args):
+    """{storage of the product's weight: (bytes of its result, FLOPs)}, from one forward."""
     sizes = {}
 
     class Seen(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, a=(), kwargs=None):
             out = func(*a, **(kwargs or {}))
             if func in (torch.ops.aten.addmm.default, torch.ops.aten.mm.default, torch.ops.aten.bmm.default):
-                key = a[-1].untyped_storage().data_ptr()
-                sizes[key] = (out.numel() * out.element_size(), 2 * out.numel() * a[-2].shape[-1])
+                sizes[_storage_key(a)] = (out.numel() * out.element_size(), 2 * out.numel() * a[-2].shape[-1])
             return out
 
     with torch.no_grad(), Seen():
         fn(*args)
+    return sizes
+
+
+def _saving_these(chosen):
+    def policy(ctx, op, *a, **k):
+        if op in (torch.ops.aten.addmm.default, torch.ops.aten.mm.default, torch.ops.aten.bmm.default):
+            return _storage_key(a) in chosen  # True: save
+        return False
+
+    return policy
+
+
+def _greedy_by_ratio(fn, args, budget):
+    """BAD: the most FLOPs per byte first, each product kept if it still fits (a greedy
+    knapsack, right only when every product costs the same FLOPs)."""
+    sizes = _products_by_weight(fn, args)
     chosen, total = set(), 0
     for key, (nbytes, _flops) in sorted(sizes.items(), key=lambda kv: -kv[1][1] / kv[1][0]):
         if total + nbytes <= budget:
             chosen.add(key)
             total += nbytes
+    return _saving_these(chosen)
 
-    def policy(ctx, op, *a, **k):
-        if op in (torch.ops.aten.addmm.default, torch.ops.aten.mm.default, torch.ops.aten.bmm.default):
-            return a[-1].untyped_storage().data_ptr() in chosen  # True: save
-        return False
 
-    return policy
+def _table_over_bytes(fn, args, budget):
+    """A right answer written differently: the knapsack solved by a table of the most FLOPs
+    kept for each total of bytes (not every subset), and the decision keyed on the storage of
+    the product's last argument, not on a count."""
+    best = {0: (0, frozenset())}  # bytes stored -> (FLOPs kept, products kept)
+    for key, (nbytes, flops) in _products_by_weight(fn, args).items():
+        for used, (kept, chosen) in list(best.items()):
+            if used + nbytes <= budget and best.get(used + nbytes, (-1,))[0] < kept + flops:
+                best[used + nbytes] = (kept + flops, chosen | {key})
+    _, chosen = max(best.values(), key=lambda v: v[0])
+    return _saving_these(chosen)
 
 
 exercise(
@@ -162,6 +187,12 @@ exercise(
         case("four blocks", BUDGET, label="four narrower blocks, budget 2600 bytes"),
         case("two blocks, float64", BUDGET, label="two blocks in float64: every product fits"),
         case("model, batch 16", BUDGET, label="the lesson's model on 16 rows: no first Linear fits"),
+        case(
+            "widths 4-12-65-8, float16 input",
+            BUDGET,
+            label="Linears 4 -> 12 -> 65 -> 8 on 10 rows cast from float16: the middle product alone "
+            "fills the budget exactly and keeps more FLOPs than the two others, the best per byte, together",
+        ),
     ],
     wrong=[
         wrong(
@@ -172,7 +203,7 @@ exercise(
         wrong(
             _recompute_everything,
             "nothing was stored, so every product reruns in backward: the budget allows keeping "
-            "some. Spend it on the matrix products (the ops with FLOPs to redo), the most FLOPs per byte first.",
+            "some. Spend it on the matrix products (the ops with FLOPs to redo).",
         ),
         wrong(
             save_every_product,
@@ -183,7 +214,16 @@ exercise(
             in_forward_order,
             "within budget, but you kept products in the order forward meets them: an early wide "
             "result (the first Linear's, 64 columns) uses up the budget that several narrow ones, "
-            "each as costly to redo, would have used better. Choose by FLOPs saved per byte.",
+            "each as costly to redo, would have used better. Choose the set of products that "
+            "keeps the most FLOPs within the budget.",
+        ),
+        wrong(
+            _greedy_by_ratio,
+            "taking products one at a time by a rule (the most FLOPs per byte first, or the "
+            "smallest first) is a greedy knapsack: a product is kept whole or not at all, so "
+            "the best ratios first can leave bytes unused that one costlier product would fill "
+            "better. Weigh every choice that fits (there are few products), or build a table of "
+            "the most FLOPs kept for each total of bytes.",
         ),
         wrong(
             plans_with_a_backward,
@@ -197,7 +237,7 @@ exercise(
             "your policy never saves a Linear's product. Count mm, addmm and bmm.",
         ),
     ],
-    right=[_by_weight_and_ratio],
+    right=[_table_over_bytes],
     cost_hint="your policy reruns the fewest FLOPs, but it stores more than the budget: count each "
     "saved result's bytes (numel times element size) and keep the total within it.",
     hint="profile one forward first (a TorchDispatchMode that records each matrix product's result "

@@ -28,24 +28,12 @@ from course.checks.solutions.lesson10 import (
 from course.content.lesson10 import (
     OFFLOAD_MODELS,
     forward_device_peak,
+    offloads_before_a_reader,
 )
 
 #: The copy both directions use (torch's pass inserts the same op).
 DEVICE_PUT = torch.ops.prims.device_put.default
 HOST = torch.device("cpu")
-
-
-def _effective_users(node) -> list:
-    """The nodes that read ``node``, a view's readers counted as readers of its base (torch's
-    ``_find_all_effective_users``); the output node left out."""
-    found = []
-    for user in node.users:
-        if user.op == "output":
-            continue
-        found.append(user)
-        if getattr(user.target, "is_view", False):
-            found += _effective_users(user)
-    return found
 
 
 class _CountCopies(TorchDispatchMode):
@@ -69,13 +57,9 @@ def _origin(node) -> str:
     return node.name
 
 
-def _torch_refuses(model_name, partitioner, names):
-    """The names among ``names`` that torch's ``choose_offload_sets`` will not offload."""
-    return list(_torch_refuses_once(model_name, partitioner, tuple(sorted(names))))
-
-
 @functools.cache
-def _torch_refuses_once(model_name, partitioner, names):
+def _torch_refuses(model_name, partitioner, names):
+    """The names among ``names`` (a sorted tuple) that torch's ``choose_offload_sets`` will not offload."""
     from torch._functorch._activation_offloading import activation_offloading as ao
     from torch.utils._ordered_set import OrderedSet
 
@@ -115,6 +99,7 @@ def _offload_outcome(jd, x):
         ),
         "backward placeholders reloaded": reloaded,
         "forward's device peak, bytes by liveness": forward_device_peak(fw),
+        "offloads placed before a forward reader of their value": offloads_before_a_reader(fw),
     }
     if x.device.type == "meta" or not jd.params:  # compiled or on meta: the graphs are all there is to see
         return graphs
@@ -160,38 +145,51 @@ def _run_pass(answer, model_name, partitioner, last_layer, min_bytes):
             lambda: answer(jd.fw_module, jd.bw_module, jd.num_fwd_outputs, last_layer, min_bytes)
         )
     outcome = {"torch's offload_chosen_sets did the surgery": by_torch, **_offload_outcome(jd, x)}
-    outcome["torch's choose_offload_sets refuses"] = _torch_refuses(
-        model_name, partitioner, outcome["offloaded"]
+    outcome["torch's choose_offload_sets refuses"] = list(
+        _torch_refuses(model_name, partitioner, tuple(outcome["offloaded"]))  # sorted: a cache key
     )
     return outcome
 
 
-def _copies_to_host(fw_module, num_fwd_outputs, chosen):
+def _last_reader(node):
+    """The last forward node that reads ``node`` or a view of it (torch's
+    ``_find_all_effective_users``), found walking the graph backwards from its end (``node``
+    itself when nothing reads it)."""
+    views = {node}
+    for n in node.graph.nodes:  # every view of node, and views of those, in graph order
+        if getattr(n.target, "is_view", False) and any(a in views for a in n.all_input_nodes):
+            views.add(n)
+    return next(
+        (n for n in reversed(node.graph.nodes) if n.op != "output" and views & set(n.all_input_nodes)), node
+    )
+
+
+def _copies_to_host(fw_module, num_fwd_outputs, chosen, after=None):
     """The forward half of 10.3, as most wrong answers below get it right: each chosen saved
-    value copied to the host after its last reader, the forward returning the copy in its place.
-    Returns ``[(k, node)]``: each moved value and its position among the saved values (the
-    backward's placeholder for it has its name)."""
-    order = {n: i for i, n in enumerate(fw_module.graph.nodes)}
+    value copied to the host after its last reader (or after ``after(node)``), the forward
+    returning the copy in its place. Returns ``[(k, node)]``: each moved value and its position
+    among the saved values (the backward's placeholder for it has its name)."""
     out = fw_module.graph.output_node()
     returned = list(out.args[0])
     moved = []
     for k, node in enumerate(returned[num_fwd_outputs:]):
         if node.name in chosen:
-            with fw_module.graph.inserting_after(max(_effective_users(node), key=order.get, default=node)):
+            with fw_module.graph.inserting_after((after or _last_reader)(node)):
                 returned[num_fwd_outputs + k] = fw_module.graph.call_function(DEVICE_PUT, (node, HOST))
             moved.append((k, node))
     out.args = (tuple(returned),)
     return moved
 
 
-def _reload_before_every_reader(bw_module, moved):
-    """The backward half, right: a copy back before the first reader, every reader rewired."""
+def _reload_before_every_reader(bw_module, moved, device=None):
+    """The backward half, right (with ``device``, a wrong one: every reload to that device): a
+    copy back before the first reader, every reader rewired."""
     held_all = {n.name: n for n in bw_module.graph.find_nodes(op="placeholder")}
     for _k, node in moved:
         held = held_all[node.name]
         readers = [n for n in bw_module.graph.nodes if held in n.all_input_nodes]
         with bw_module.graph.inserting_before(readers[0]):
-            reload = bw_module.graph.call_function(DEVICE_PUT, (held, node.meta["val"].device))
+            reload = bw_module.graph.call_function(DEVICE_PUT, (held, device or node.meta["val"].device))
         for reader in readers:
             reader.replace_input_with(held, reload)
 
@@ -286,14 +284,7 @@ def _pass_reload_at_the_end(fw_module, bw_module, num_fwd_outputs, last_layer, m
 def _pass_reloading_to_the_cpu(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
     """BAD: every reload copies to the CPU, whatever device the value was on."""
     moved = _copies_to_host(fw_module, num_fwd_outputs, choose_offload(fw_module, last_layer, min_bytes))
-    held_all = {n.name: n for n in bw_module.graph.find_nodes(op="placeholder")}
-    for _k, node in moved:
-        held = held_all[node.name]
-        readers = [n for n in bw_module.graph.nodes if held in n.all_input_nodes]
-        with bw_module.graph.inserting_before(readers[0]):
-            reload = bw_module.graph.call_function(DEVICE_PUT, (held, torch.device("cpu")))  # not the value's
-        for reader in readers:
-            reader.replace_input_with(held, reload)
+    _reload_before_every_reader(bw_module, moved, device=torch.device("cpu"))  # not the value's
     for gm in (fw_module, bw_module):
         gm.recompile()
 
@@ -320,6 +311,16 @@ def _pass_copying_at_the_end(fw_module, bw_module, num_fwd_outputs, last_layer, 
         gm.recompile()
 
 
+def _pass_copying_right_after_the_value(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
+    """BAD: each copy to the host right after its value, before the forward nodes that read it."""
+    chosen = choose_offload(fw_module, last_layer, min_bytes)
+    _reload_before_every_reader(
+        bw_module, _copies_to_host(fw_module, num_fwd_outputs, chosen, after=lambda value: value)
+    )
+    for gm in (fw_module, bw_module):
+        gm.recompile()
+
+
 def _pass_calling_torchs_pass(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
     """BAD: the values tagged, and torch's enable_activation_offloading left to do the surgery."""
     from torch._functorch._activation_offloading import activation_offloading as ao
@@ -334,56 +335,50 @@ def _pass_calling_torchs_pass(fw_module, bw_module, num_fwd_outputs, last_layer,
         gm.recompile()
 
 
+def _walked_pass(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes, after, held_for):
+    """10.3 written differently: the rules walked forward once (10.2's other right answer), each
+    offload placed after ``after(node)``, each reload right after the last placeholder, the
+    placeholder ``held_for(placeholders, position, node)``, and the readers rewired one by one."""
+    chosen = choose_by_walking_forward(fw_module, last_layer, min_bytes)
+    out = fw_module.graph.output_node()
+    held_all = list(bw_module.graph.find_nodes(op="placeholder"))
+    new_args = []
+    for position, node in enumerate(out.args[0]):
+        if position < num_fwd_outputs or node.name not in chosen:
+            new_args.append(node)
+            continue
+        with fw_module.graph.inserting_after(after(node)):
+            new_args.append(fw_module.graph.call_function(DEVICE_PUT, args=(node, torch.device("cpu"))))
+        held = held_for(held_all, position - num_fwd_outputs, node)
+        with bw_module.graph.inserting_after(held_all[-1]):
+            back = bw_module.graph.call_function(DEVICE_PUT, args=(held, node.meta["val"].device))
+        for user in [u for u in held.users if u is not back]:
+            user.replace_input_with(held, back)
+    out.args = (tuple(new_args),)
+    fw_module.graph.lint()
+    bw_module.graph.lint()
+    fw_module.recompile()
+    bw_module.recompile()
+
+
 def _pass_matching_by_position(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
-    """BAD: each saved value's backward placeholder found by its position, not its name (each
-    offload right after its value, each reload right after the last placeholder)."""
-    chosen = choose_by_walking_forward(fw_module, last_layer, min_bytes)
-    out = fw_module.graph.output_node()
-    held_all = list(bw_module.graph.find_nodes(op="placeholder"))
-    new_args = []
-    for position, node in enumerate(out.args[0]):
-        if position < num_fwd_outputs or node.name not in chosen:
-            new_args.append(node)
-            continue
-        with fw_module.graph.inserting_after(node):
-            new_args.append(fw_module.graph.call_function(DEVICE_PUT, args=(node, torch.device("cpu"))))
-        held = held_all[position - num_fwd_outputs]
-        with bw_module.graph.inserting_after(held_all[-1]):
-            back = bw_module.graph.call_function(DEVICE_PUT, args=(held, node.meta["val"].device))
-        for user in [u for u in held.users if u is not back]:
-            user.replace_input_with(held, back)
-    out.args = (tuple(new_args),)
-    fw_module.graph.lint()
-    bw_module.graph.lint()
-    fw_module.recompile()
-    bw_module.recompile()
+    """BAD: each saved value's backward placeholder found by its position, not its name (and
+    each offload right after its value)."""
+    _walked_pass(
+        *(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes),
+        after=lambda node: node,
+        held_for=lambda held_all, position, node: held_all[position],
+    )
 
 
-def _pass_copying_after_each_value(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
-    """A right answer written differently: the rules walked forward once (10.2's other right
-    answer), each offload placed right after its value, each reload right after the last
-    placeholder, the placeholder found by name, and the readers rewired one by one."""
-    chosen = choose_by_walking_forward(fw_module, last_layer, min_bytes)
-    out = fw_module.graph.output_node()
-    held_all = list(bw_module.graph.find_nodes(op="placeholder"))
-    by_name = {n.name: n for n in held_all}
-    new_args = []
-    for position, node in enumerate(out.args[0]):
-        if position < num_fwd_outputs or node.name not in chosen:
-            new_args.append(node)
-            continue
-        with fw_module.graph.inserting_after(node):
-            new_args.append(fw_module.graph.call_function(DEVICE_PUT, args=(node, torch.device("cpu"))))
-        held = by_name[node.name]
-        with bw_module.graph.inserting_after(held_all[-1]):
-            back = bw_module.graph.call_function(DEVICE_PUT, args=(held, node.meta["val"].device))
-        for user in [u for u in held.users if u is not back]:
-            user.replace_input_with(held, back)
-    out.args = (tuple(new_args),)
-    fw_module.graph.lint()
-    bw_module.graph.lint()
-    fw_module.recompile()
-    bw_module.recompile()
+def _pass_copying_after_each_last_reader(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
+    """A right answer written differently (see :func:`_walked_pass`): each offload after the last
+    reader found walking the graph backwards, the placeholder found by name."""
+    _walked_pass(
+        *(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes),
+        after=_last_reader,
+        held_for=lambda held_all, position, node: next(h for h in held_all if h.name == node.name),
+    )
 
 
 exercise(
@@ -489,6 +484,14 @@ exercise(
             "forward (a view's readers count as its base's), where the device can free it.",
         ),
         wrong(
+            _pass_copying_right_after_the_value,
+            "each copy to the host sits right after its value, but forward nodes after it still "
+            "read the value (see the offloads placed before a reader): the device must hold it "
+            "until the last of them has run, so the copy frees nothing where it stands. Place each "
+            "copy after the value's last reader in the forward (a view's readers count as its "
+            "base's), where the device can free it.",
+        ),
+        wrong(
             _pass_calling_torchs_pass,
             "torch's enable_activation_offloading did the surgery: this exercise is that "
             "surgery, written by you. Insert the device_put nodes and rewire the readers yourself.",
@@ -507,7 +510,7 @@ exercise(
             "graph.inserting_before(the first reader), and call graph.lint() to find such mistakes.",
         ),
     ],
-    right=[_pass_copying_after_each_value],
+    right=[_pass_copying_after_each_last_reader],
     hint="three parts: the same rules as 10.2 for what to move; in the forward, a copy to the host "
     "that the forward returns in the value's place; in the backward, a copy back that every node "
     "reading the value reads instead. Then make the graph modules run their new graphs.",
