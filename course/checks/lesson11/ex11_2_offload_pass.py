@@ -1,4 +1,4 @@
-"""Exercise 10.3, an offload pass that inserts the copies: how a call is run and observed, the oracle,
+"""Exercise 11.2, an offload pass that inserts the copies: how a call is run and observed, the oracle,
 the visible and hidden cases, and the known wrong answers (each with the hint it earns) and right
 answers written differently.
 """
@@ -13,7 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from course.aot import fx_utils as cf
 from course.checks import case, exercise, handed, wrong
-from course.checks.lesson10._shared import (
+from course.checks.lesson11._shared import (
     choose_by_walking_forward,
     chooses_placeholders,
     chooses_the_last_layer,
@@ -21,7 +21,7 @@ from course.checks.lesson10._shared import (
     fresh_partition,
     once_per_case,
 )
-from course.checks.solutions.lesson10 import (
+from course.checks.solutions.lesson11 import (
     choose_offload,
     offload_pass,
 )
@@ -133,7 +133,7 @@ def _offload_outcome(jd, x):
 
 def _torchs_surgery_runs(call) -> bool:
     """Whether torch's offloading surgery (``offload_chosen_sets``, sync or async) ran during
-    ``call()``: 10.3 asks for that surgery written by hand."""
+    ``call()``: 11.2 asks for that surgery written by hand."""
     from torch._functorch._activation_offloading import activation_offloading as ao
 
     surgery = {ao.offload_chosen_sets.__code__, ao.offload_chosen_sets_async.__code__}
@@ -167,7 +167,7 @@ def _run_pass(answer, model_name, partitioner, last_layer, min_bytes):
 
 
 def _copies_to_host(fw_module, num_fwd_outputs, chosen):
-    """The forward half of 10.3, as most wrong answers below get it right: each chosen saved
+    """The forward half of 11.2, as most wrong answers below get it right: each chosen saved
     value copied to the host after its last reader, the forward returning the copy in its place.
     Returns ``[(k, node)]``: each moved value and its position among the saved values (the
     backward's placeholder for it has its name)."""
@@ -360,7 +360,7 @@ def _pass_matching_by_position(fw_module, bw_module, num_fwd_outputs, last_layer
 
 
 def _pass_copying_after_each_value(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
-    """A right answer written differently: the rules walked forward once (10.2's other right
+    """A right answer written differently: the rules walked forward once (11.1's other right
     answer), each offload placed right after its value, each reload right after the last
     placeholder, the placeholder found by name, and the readers rewired one by one."""
     chosen = choose_by_walking_forward(fw_module, last_layer, min_bytes)
@@ -387,7 +387,7 @@ def _pass_copying_after_each_value(fw_module, bw_module, num_fwd_outputs, last_l
 
 
 exercise(
-    "10.3",
+    "11.2",
     name="offload_pass",
     title="An offload pass: choose the activations, insert the copies, rewire the backward",
     solution=offload_pass,
@@ -508,7 +508,7 @@ exercise(
         ),
     ],
     right=[_pass_copying_after_each_value],
-    hint="three parts: the same rules as 10.2 for what to move; in the forward, a copy to the host "
+    hint="three parts: the same rules as 11.1 for what to move; in the forward, a copy to the host "
     "that the forward returns in the value's place; in the backward, a copy back that every node "
     "reading the value reads instead. Then make the graph modules run their new graphs.",
 )
