@@ -25,7 +25,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The lesson notebooks (their sources in solutions/) that ruff lints as it lints the package.
-LINTED_LESSONS = ["solutions/09_memory_policies.ipynb", "solutions/10_compiler_memory.ipynb"]
+LINTED_LESSONS = [
+    "solutions/09_memory_policies.ipynb",
+    "solutions/10_compiler_memory.ipynb",
+    "solutions/11_offload_pass.ipynb",
+]
 TARGETS = ["course", "tests", "benchmarks", "conftest.py", *LINTED_LESSONS]
 
 

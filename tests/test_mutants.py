@@ -67,12 +67,12 @@ EQUIVALENT = {
     ("9.3", "off by one at line 15: 1 -> 2"): (
         "range(len(products) + 2) adds subsets of n + 1 products, and there are none"
     ),
-    ("10.3", "drop a statement at line 34: gm.graph.lint()"): (
+    ("11.2", "drop a statement at line 34: gm.graph.lint()"): (
         "graph.lint() only checks a graph (it raises on a malformed one and changes nothing); the "
         "reference's graphs are well formed, and the check lints both graphs itself"
     ),
     (
-        "10.5",
+        "10.3",
         "flip a comparison at line 8: used + m <= max_memory + 1e-12 -> used + m < max_memory + 1e-12",
     ): (
         "for any max_memory under 16384 (memory is a share of the budget's scale) max_memory + "
@@ -80,7 +80,7 @@ EQUIVALENT = {
         "'at most'); the two differ only for a total exactly on the rounding tolerance, past "
         "max_memory"
     ),
-    ("10.5", "off by one at line 10: 0 -> 1"): (
+    ("10.3", "off by one at line 10: 0 -> 1"): (
         "the key (c[1], -c[1]) breaks a tie in runtime saved by the first choice found instead of "
         "the one with less memory; every choice in the list fits, and the spec (and the check) asks "
         "only for the most runtime within max_memory, not for the least memory among equals"

@@ -1,9 +1,10 @@
-"""What lesson 10 runs: the models the compiler partitions, and what its graphs hold.
+"""What lessons 10 and 11 run: the models the compiler partitions, and what its graphs hold.
 
 Lesson 10 (solutions/10_compiler_memory.ipynb) reads the compiler's memory decisions: what
-torch's partitioners save, how ``activation_memory_budget`` trades bytes for recompute, and
-how an offloading pass moves saved values to the host. The notebook and the checks of its
-exercises partition the same models, from here:
+torch's partitioners save and how ``activation_memory_budget`` trades bytes for recompute.
+Lesson 11 (solutions/11_offload_pass.ipynb) moves saved values to the host with a pass over
+the same partitioned graphs. Both notebooks and the checks of their exercises partition the
+same models, from here:
 
 - ``OFFLOAD_MODELS``: named models ``() -> (model, x)``, lesson 09's three-block model among
   them (:class:`TwoReaders`, :class:`Scaled` and :class:`Probed` are the odd ones);
@@ -24,7 +25,7 @@ exercises partition the same models, from here:
 1
 
 Which answers are right, and the wrong ones people give, live with the exercises in
-course/checks/lesson10/.
+course/checks/lesson10/ and course/checks/lesson11/.
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ def _made(seed: int, x_shape: tuple, *blocks: nn.Module):
     return model, torch.randn(*x_shape)
 
 
-#: name -> () -> (model, x): the models exercises 10.2 and 10.3 partition.
+#: name -> () -> (model, x): the models exercises 11.1 and 11.2 partition.
 OFFLOAD_MODELS = {
     "lesson": make_model,
     "four blocks": lambda: make_model(layers=4, d=8, hidden=24, batch=(6,), seed=3),

@@ -1,4 +1,4 @@
-"""Exercise 10.2, choose what an offloading pass moves: how a call is run and observed, the oracle, the
+"""Exercise 11.1, choose what an offloading pass moves: how a call is run and observed, the oracle, the
 visible and hidden cases, and the known wrong answers (each with the hint it earns) and right
 answers written differently.
 """
@@ -6,7 +6,7 @@ answers written differently.
 from __future__ import annotations
 
 from course.checks import case, exercise, wrong
-from course.checks.lesson10._shared import (
+from course.checks.lesson11._shared import (
     choose_by_walking_forward,
     chooses_placeholders,
     chooses_the_last_layer,
@@ -18,7 +18,7 @@ from course.checks.lesson10._shared import (
     saved_for_backward,
     value_bytes,
 )
-from course.checks.solutions.lesson10 import (
+from course.checks.solutions.lesson11 import (
     choose_offload,
 )
 
@@ -93,7 +93,7 @@ def _chooses_and_tags(fw_module, last_layer, min_bytes):
 
 
 exercise(
-    "10.2",
+    "11.1",
     name="choose_offload",
     title="Choose what an offloading pass moves: activations only, no small ones, not the last layer",
     solution=choose_offload,

@@ -1,4 +1,4 @@
-"""What several of lesson 10's exercise checks share."""
+"""What several of lesson 11's exercise checks share."""
 
 from __future__ import annotations
 
@@ -57,10 +57,10 @@ def _copy_module(gm):
 
 @functools.cache
 def _known_answers() -> tuple:
-    """Our own answers to 10.2 and 10.3 (solution, oracle, wrong and right ones), which leave
+    """Our own answers to 11.1 and 11.2 (solution, oracle, wrong and right ones), which leave
     nothing behind: their outcomes are kept per case."""
     found = []
-    for exercise_id in ("10.2", "10.3"):
+    for exercise_id in ("11.1", "11.2"):
         ex = get(exercise_id)
         found += [
             a for a in (ex.solution, ex.oracle, *(w.answer for w in ex.wrong), *ex.right) if a is not None
@@ -87,7 +87,7 @@ def saved_for_backward(fw_module):
 
 def computed_from_last_layer(node, last_layer) -> bool:
     """Whether ``node`` is computed, directly or not, from a parameter of ``last_layer``: a
-    walk up its inputs (the part of 10.2 the wrong answers below get right)."""
+    walk up its inputs (the part of 11.1 the wrong answers below get right)."""
     stack = [node]
     while stack:
         n = stack.pop()

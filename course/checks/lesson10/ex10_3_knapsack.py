@@ -1,4 +1,4 @@
-"""Exercise 10.5, the budget's knapsack, as torch's solver: how a call is run and observed, the oracle,
+"""Exercise 10.3, the budget's knapsack, as torch's solver: how a call is run and observed, the oracle,
 the visible and hidden cases, and the known wrong answers (each with the hint it earns) and right
 answers written differently.
 """
@@ -93,7 +93,7 @@ def _strictly_under_or_equal(memory, runtimes, max_memory):
 
 
 exercise(
-    "10.5",
+    "10.3",
     name="knapsack",
     title="The budget's knapsack with dp_knapsack's contract: the most runtime saved within max_memory",
     solution=knapsack,

@@ -1,4 +1,4 @@
-"""Exercise 10.3, an offload pass that inserts the copies: how a call is run and observed, the oracle,
+"""Exercise 11.2, an offload pass that inserts the copies: how a call is run and observed, the oracle,
 the visible and hidden cases, and the known wrong answers (each with the hint it earns) and right
 answers written differently.
 """
@@ -13,7 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from course.aot import fx_utils as cf
 from course.checks import case, exercise, handed, wrong
-from course.checks.lesson10._shared import (
+from course.checks.lesson11._shared import (
     choose_by_walking_forward,
     chooses_placeholders,
     chooses_the_last_layer,
@@ -21,7 +21,7 @@ from course.checks.lesson10._shared import (
     fresh_partition,
     once_per_case,
 )
-from course.checks.solutions.lesson10 import (
+from course.checks.solutions.lesson11 import (
     choose_offload,
     offload_pass,
 )
@@ -118,7 +118,7 @@ def _offload_outcome(jd, x):
 
 def _torchs_surgery_runs(call) -> bool:
     """Whether torch's offloading surgery (``offload_chosen_sets``, sync or async) ran during
-    ``call()``: 10.3 asks for that surgery written by hand."""
+    ``call()``: 11.2 asks for that surgery written by hand."""
     from torch._functorch._activation_offloading import activation_offloading as ao
 
     surgery = {ao.offload_chosen_sets.__code__, ao.offload_chosen_sets_async.__code__}
@@ -165,7 +165,7 @@ def _last_reader(node):
 
 
 def _copies_to_host(fw_module, num_fwd_outputs, chosen, after=None):
-    """The forward half of 10.3, as most wrong answers below get it right: each chosen saved
+    """The forward half of 11.2, as most wrong answers below get it right: each chosen saved
     value copied to the host after its last reader (or after ``after(node)``), the forward
     returning the copy in its place. Returns ``[(k, node)]``: each moved value and its position
     among the saved values (the backward's placeholder for it has its name)."""
@@ -336,7 +336,7 @@ def _pass_calling_torchs_pass(fw_module, bw_module, num_fwd_outputs, last_layer,
 
 
 def _walked_pass(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes, after, held_for):
-    """10.3 written differently: the rules walked forward once (10.2's other right answer), each
+    """11.2 written differently: the rules walked forward once (11.1's other right answer), each
     offload placed after ``after(node)``, each reload right after the last placeholder, the
     placeholder ``held_for(placeholders, position, node)``, and the readers rewired one by one."""
     chosen = choose_by_walking_forward(fw_module, last_layer, min_bytes)
@@ -382,7 +382,7 @@ def _pass_copying_after_each_last_reader(fw_module, bw_module, num_fwd_outputs, 
 
 
 exercise(
-    "10.3",
+    "11.2",
     name="offload_pass",
     title="An offload pass: choose the activations, insert the copies, rewire the backward",
     solution=offload_pass,
@@ -511,7 +511,7 @@ exercise(
         ),
     ],
     right=[_pass_copying_after_each_last_reader],
-    hint="three parts: the same rules as 10.2 for what to move; in the forward, a copy to the host "
+    hint="three parts: the same rules as 11.1 for what to move; in the forward, a copy to the host "
     "that the forward returns in the value's place; in the backward, a copy back that every node "
     "reading the value reads instead. Then make the graph modules run their new graphs.",
 )

@@ -1,4 +1,4 @@
-"""Exercise 10.6, predict where torch's offload pass schedules its copies and waits: the program
+"""Exercise 11.3, predict where torch's offload pass schedules its copies and waits: the program
 torch runs for the truth (its own pass on the lesson's partition), the prediction's right forms
 and the known wrong predictions, each with the hint it earns.
 
@@ -13,7 +13,7 @@ several copies or waits that sit side by side.
 from __future__ import annotations
 
 from course.checks import predict, wrong
-from course.checks.solutions.lesson10 import (
+from course.checks.solutions.lesson11 import (
     predicted_schedule,
 )
 
@@ -95,7 +95,7 @@ _OFF = {
 _ON = {value: (copy_after, "output") for value, (copy_after, _) in _OFF.items()}
 
 predict(
-    "10.6",
+    "11.3",
     name="predicted_schedule",
     title="Predict where torch's offload pass starts each copy and puts each wait, sink_wait off and on",
     truth=_torch_schedule,

@@ -1,4 +1,4 @@
-"""Exercise 10.4, predict why min-cut may not recompute each node: the program torch runs for the
+"""Exercise 10.2, predict why min-cut may not recompute each node: the program torch runs for the
 truth, the prediction's right forms and the known wrong predictions, each with the hint it earns.
 """
 
@@ -75,7 +75,7 @@ _BANS = {
 }
 
 predict(
-    "10.4",
+    "10.2",
     name="predicted_bans",
     title="Predict why torch's min-cut may not recompute each forward node (allowlist rule off)",
     truth=_bans_without_the_allowlist,
