@@ -37,7 +37,8 @@ def overview_markdown() -> str:
     low, high = (sum(lesson.minutes[i] for lesson in LESSONS) for i in (0, 1))
     lines = [
         f"{len(LESSONS)} lessons, {_hours(low)} to {_hours(high)} in all (two learners' timed "
-        "walk-throughs). Each has exercises with instant checks.",
+        "walk-throughs; lessons 09-11, split since, estimated from them: NOTE [How the lesson "
+        "times were measured] in course/lessons.py). Each has exercises with instant checks.",
         "",
         "| # | lesson | time | you will | needs |",
         "|---|---|---|---|---|",

@@ -72,13 +72,18 @@ class Lesson:
 # reading of lesson 04). Lessons 05-08 were timed one by one (70-90, 60-75, 100-120 and
 # 60-80 minutes; lesson 07's descriptor zoo is its long part). Each lesson states its range
 # as (fastest, slowest); a new lesson may give one figure until someone has timed it.
-# Lessons 09 and 10 were one lesson when two learners timed it (issue 50: 2 h careful, 3 h 25
-# typical). Nobody has timed them apart: the 120-205 minutes are split in proportion to the
-# characters of each notebook's text and code (0.35 and 0.65 on the day of the split),
-# which is an estimate, not a measurement.
-# Lesson 10 was split in two (issue 50) on the estimate that it had grown to about 1.3x the old lesson
-# 09; lessons 10 and 11 share 150-280 minutes in proportion to their prose: an estimate, not a
-# measurement.
+# Lessons 09, 10 and 11 were one lesson (the old 09) when two learners timed it: 120-205
+# minutes (issue 50: 2 h careful, 3 h 25 typical). Nobody has timed the three apart, so we
+# timed a walk-through of each by a model-based learner that read every cell in order, ran
+# every code cell, and answered every exercise until its check passed without opening the
+# solutions (benchmarks/walk_through.py; its logs are in benchmarks/walk_throughs/). The same
+# protocol on the old lesson 09, as the two learners saw it (commit 8b0c3f9), took 184 s: 1 s
+# of it stands for 39 to 67 s of a person. The walk-throughs took 96 s (09), 108 s (the cells
+# now in 10) and 110 s (the cells now in 11); lesson 10's torchtitan section came after its
+# walk-through and is counted at 5-10 minutes of reading. A model reads far faster than a
+# person and not in proportion, so this is an estimate from a timed walk-through, not a
+# person's time. Cross-check: scaling the old lesson's minutes by prose words gives 78-134
+# (09), 107-184 (10) and 58-100 (11).
 
 
 LESSONS: tuple[Lesson, ...] = (
@@ -278,7 +283,7 @@ LESSONS: tuple[Lesson, ...] = (
         9,
         "09_memory_policies",
         "Memory policies: recompute or offload, with saved-tensor hooks",
-        (42, 71),  # lesson 09's share of the 120-205 minutes of issue 50 (NOTE above)
+        (62, 107),  # a timed walk-through, calibrated on the old lesson 09 (NOTE above)
         (
             "write checkpointing as a pair of saved-tensor hooks and predict what it reruns",
             "write a selective-checkpointing policy and measure its memory and recompute",
@@ -300,7 +305,7 @@ LESSONS: tuple[Lesson, ...] = (
         10,
         "10_compiler_memory",
         "The compiler's memory decisions: partitioners, budget, min-cut",
-        (97, 181),  # lesson 10's share of lessons 10 and 11's 150-280 minutes (NOTE above)
+        (75, 130),  # a timed walk-through, calibrated on the old lesson 09 (NOTE above)
         (
             "read what torch's partitioners save, and sweep activation_memory_budget",
             "predict why min-cut may not recompute each node, read from torch's own flow graph",
@@ -324,7 +329,7 @@ LESSONS: tuple[Lesson, ...] = (
         11,
         "11_offload_pass",
         "Offloading as a graph pass",
-        (53, 99),  # lesson 11's share of lessons 10 and 11's 150-280 minutes (NOTE above)
+        (72, 122),  # a timed walk-through, calibrated on the old lesson 09 (NOTE above)
         (
             "choose what an offloading pass moves and apply torch's pass to a partitioned graph",
             "write an offload pass that inserts the copies and rewires the backward, checked against torch's",

@@ -73,13 +73,17 @@ def offload_pass(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
         gm.recompile()
 
 
-_after_last_reader = {"addmm": "gelu", "gelu": "addmm_1", "addmm_2": "gelu_1", "gelu_1": "addmm_3"}
-
-
-_next_node = {"addmm": "t_1", "gelu": "add", "addmm_2": "t_3", "gelu_1": "add_1"}
-
-
 predicted_schedule = {
-    "sink_wait off": {v: (after, _next_node[v]) for v, after in _after_last_reader.items()},
-    "sink_wait on": {v: (after, "output") for v, after in _after_last_reader.items()},
+    "sink_wait off": {
+        "addmm": ("gelu", "t_1"),
+        "gelu": ("addmm_1", "add"),
+        "addmm_2": ("gelu_1", "t_3"),
+        "gelu_1": ("addmm_3", "add_1"),
+    },
+    "sink_wait on": {
+        "addmm": ("gelu", "output"),
+        "gelu": ("addmm_1", "output"),
+        "addmm_2": ("gelu_1", "output"),
+        "gelu_1": ("addmm_3", "output"),
+    },
 }
