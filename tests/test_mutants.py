@@ -85,6 +85,45 @@ EQUIVALENT = {
         "the one with less memory; every choice in the list fits, and the spec (and the check) asks "
         "only for the most runtime within max_memory, not for the least memory among equals"
     ),
+    ("3.5", "leave out a step at line 14: t.detach() -> t"): (
+        "torch.save writes the tensor's data (and its requires_grad flag), never its graph: what "
+        "torch.load returns is a new leaf either way, so backward reads the same values"
+    ),
+    (
+        "4.1",
+        "drop a keyword argument at line 4: torch.empty(tensor.size(), dtype=tensor.dtype, "
+        "layout=tensor.layout, device='cpu') -> torch.empty(tensor.size(), dtype=tensor.dtype, device='cpu')",
+    ): (
+        "autograd saves strided tensors in every program a lesson runs, and strided is torch.empty's "
+        "default layout"
+    ),
+    (
+        "4.1",
+        "drop a keyword argument at line 4: torch.empty(tensor.size(), dtype=tensor.dtype, "
+        "layout=tensor.layout, device='cpu') -> torch.empty(tensor.size(), dtype=tensor.dtype, "
+        "layout=tensor.layout)",
+    ): (
+        "a pack hook runs inside the op that saves, while torch's default-device mode is set aside "
+        "(its handler is running), so torch.empty there allocates on the CPU even after "
+        "torch.set_default_device (test_a_pack_hook_allocates_on_the_cpu_whatever_the_default_device)"
+    ),
+    (
+        "11.2",
+        "drop a keyword argument at line 21: max(readers(node), key=order.get, default=node) -> "
+        "max(readers(node), default=node)",
+    ): (
+        "fx nodes compare by their place in the graph (torch._C._NodeBase orders by _sort_key, on "
+        "2.13 to 2.15), so max finds the same last reader without the key"
+    ),
+    (
+        "11.2",
+        "drop a keyword argument at line 21: max(readers(node), key=order.get, default=node) -> "
+        "max(readers(node), key=order.get)",
+    ): (
+        "default= only serves a value no forward node reads, which the spec leaves open (it places "
+        "a copy after the value's last reader); every value the cases move is an activation that "
+        "a later forward node reads"
+    ),
 }
 
 FUNCTIONS = [e for lesson in LESSONS for e in all_exercises(lesson.number) if e.kind == "function"]
@@ -121,3 +160,26 @@ def test_a_flipped_boundary_is_caught_by_a_mutant_of_a_toy_exercise():
     ]  # no case sits on the boundary: the missing case the test exists to find
     boundary = Exercise(**{**ex.__dict__, "cases": (case(5, 3), case(3, 3))})
     assert [m.description for m in mutants(at_least) if passes(boundary, m.answer)] == []
+
+
+def test_a_pack_hook_allocates_on_the_cpu_whatever_the_default_device():
+    """Why 4.1's torch.empty needs no device='cpu' (an equivalent mutant above): the hook runs
+    while torch's default-device mode handles the op that saves, and a mode is set aside while
+    its own handler runs."""
+    import torch
+
+    x = torch.randn(4, requires_grad=True)
+    seen = []
+
+    def pack(t):
+        seen.append(torch.empty(t.size()).device.type)
+        return t
+
+    torch.set_default_device("meta")
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            (x * x).sum()
+        outside = torch.empty(1).device.type
+    finally:
+        torch.set_default_device(None)
+    assert seen == ["cpu", "cpu"] and outside == "meta"

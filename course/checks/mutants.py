@@ -227,6 +227,42 @@ class _DropStatement(_Mutator):
         return node
 
 
+class _DropKeyword(_Mutator):
+    """``grad(outs, primals, grad_outputs=tangents)`` becomes ``grad(outs, primals)``: a
+    keyword the spec asks for left out, its default taken instead."""
+
+    kind = "drop a keyword argument"
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        for k, keyword in enumerate(node.keywords):
+            if keyword.arg is not None and self._here(node):
+                new = copy.deepcopy(node)
+                del new.keywords[k]
+                self._record(node, new)
+                return new
+        return node
+
+
+#: Calls that make a tensor's detached twin, copy or storage: leaving one out is a classic mistake
+#: (a saved tensor kept in the graph, an alias for a copy, a view's start for its buffer).
+_CHAIN_STEPS = frozenset({"detach", "clone", "contiguous", "untyped_storage"})
+
+
+class _DropChainStep(_Mutator):
+    """``t.detach()`` becomes ``t``, ``t.untyped_storage().data_ptr()`` becomes ``t.data_ptr()``."""
+
+    kind = "leave out a step"
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr in _CHAIN_STEPS and not node.args and self._here(node):
+            self._record(node, f.value)
+            return f.value
+        return node
+
+
 _KINDS: tuple[type[_Mutator], ...] = (
     _FlipComparison,
     _NegateCondition,
@@ -236,6 +272,8 @@ _KINDS: tuple[type[_Mutator], ...] = (
     _SwapArithmetic,
     _CopyForInPlace,
     _DropStatement,
+    _DropKeyword,
+    _DropChainStep,
 )
 
 
