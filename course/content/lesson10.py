@@ -7,7 +7,8 @@ the same partitioned graphs. Both notebooks and the checks of their exercises pa
 same models, from here:
 
 - ``OFFLOAD_MODELS``: named models ``() -> (model, x)``, lesson 09's three-block model among
-  them (:class:`TwoReaders`, :class:`Scaled` and :class:`Probed` are the odd ones);
+  them (:class:`TwoReaders`, :class:`Scaled`, :class:`ViewReadLast` and :class:`Probed` are the
+  odd ones);
 - :func:`partitioned`: a model's joint graph, exported with ``course.joint`` and cut by
   torch's default or min-cut partitioner; :func:`compiled_partition`: the two graphs a real
   ``torch.compile`` run hands its compilers;
@@ -48,7 +49,9 @@ __all__ = [
     "Probed",
     "Scaled",
     "TwoReaders",
+    "ViewReadLast",
     "compiled_partition",
+    "device_put_parts",
     "forward_device_peak",
     "held_for_backward",
     "offloads_before_a_reader",
@@ -84,6 +87,17 @@ class Scaled(Block):
         return x + self.down(nn.functional.gelu(self.up(x)) * self.scale)
 
 
+class ViewReadLast(Block):
+    """A block that reads a view of its saved gelu output after the output's last direct
+    reader: ``x + down(g) + g.view(-1).sum() / 2``, so the device must hold ``g`` until the
+    view's ``sum`` (torch's ``_find_all_effective_users`` follows the view)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        g = nn.functional.gelu(self.up(x))
+        flat = g.view(-1)  # made before down reads g, read after it
+        return x + self.down(g) + flat.sum() / 2
+
+
 class Probed(nn.Sequential):
     """Blocks that also return a probe of the first block's output, ``(out, 2 * first)``: a
     user output computed before the last layer."""
@@ -114,6 +128,7 @@ OFFLOAD_MODELS = {
     "two readers": lambda: _made(5, (4, 16), lambda: TwoReaders(16, 32), lambda: Block(16, 32)),
     "buffers": lambda: _made(6, (4, 8), lambda: Scaled(8, 32), lambda: Scaled(8, 32)),
     "probed": lambda: _probed(8, (4, 16)),
+    "a view read last": lambda: _made(9, (4, 16), lambda: ViewReadLast(16, 32), lambda: Block(16, 32)),
     "lesson, on meta": lambda: tuple(t.to("meta") for t in make_model()),
 }
 
@@ -176,12 +191,28 @@ def partitioned(model_name: str, partitioner: str = "min_cut"):
 # --- what a forward graph holds on the device: a liveness count ---------------------------
 
 
+def device_put_parts(node) -> tuple:
+    """(the value, the device) of a ``prims.device_put`` node, each given by position or by
+    keyword (``device_put(a, device)``: its schema's names).
+
+    >>> import torch.fx as fx
+    >>> g = fx.Graph()
+    >>> a = g.placeholder("a")
+    >>> put = g.call_function(torch.ops.prims.device_put.default, (a,), {"device": torch.device("cpu")})
+    >>> device_put_parts(put)
+    (a, device(type='cpu'))
+    """
+    given = dict(zip(("a", "device"), node.args))
+    given.update(node.kwargs)
+    return given["a"], given["device"]
+
+
 def _is_host_copy(node) -> bool:
     """A ``prims.device_put`` to the CPU: its result lives on the host, not on the device."""
     return (
         node.op == "call_function"
         and node.target == torch.ops.prims.device_put.default
-        and torch.device(node.args[1]).type == "cpu"
+        and torch.device(device_put_parts(node)[1]).type == "cpu"
     )
 
 
@@ -241,7 +272,8 @@ def offloads_before_a_reader(fw_module) -> list[str]:
     order = {n: i for i, n in enumerate(fw_module.graph.nodes)}
     early = set()
     for copy in filter(_is_host_copy, fw_module.graph.nodes):
-        value, readers = copy.args[0], [u for u in copy.args[0].users if not _is_host_copy(u)]
+        value = device_put_parts(copy)[0]
+        readers = [u for u in value.users if not _is_host_copy(u)]
         while readers:  # the value's readers, a view's readers counted as the base's
             user = readers.pop()
             early |= {value.name} if user.op != "output" and order[user] > order[copy] else set()

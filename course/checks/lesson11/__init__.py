@@ -9,7 +9,8 @@ own tools).
   the reference, and in the lesson against torch's ``choose_offload_sets``;
 - 11.2 insert the copies: the graphs looked at (what moved, who reads what, where each copy
   goes, the forward's device peak by liveness) and run, beside torch's
-  ``choose_offload_sets``; torch's own ``offload_chosen_sets`` may not do the surgery;
+  ``choose_offload_sets``; torch's own offloading pass (or the helpers it calls) may not do
+  the surgery;
 - 11.3 predict where torch's offload pass starts each copy and puts each wait, with
   ``activation_offload_sink_wait`` off and on: torch's own pass on the lesson's partition.
 
@@ -25,7 +26,9 @@ One module per exercise, imported here in id order (importing one registers its 
   copies;
 - :mod:`course.checks.lesson11.ex11_3_predicted_schedule`: exercise 11.3, predict where the offload
   pass schedules copies and waits;
-- :mod:`course.checks.lesson11._shared`: what several of those modules share.
+- :mod:`course.checks.lesson11._shared`: what several of those modules share;
+- :mod:`course.checks.lesson11._surgery`: the two halves of 11.2's surgery that its known
+  answers are built from.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 import types
 
 import torch
@@ -157,3 +158,48 @@ def chooses_views(fw_module, last_layer, min_bytes):
         and value_bytes(n) >= min_bytes
         and not computed_from_last_layer(n, last_layer)
     }
+
+
+def chooses_four_bytes_per_element(fw_module, last_layer, min_bytes):
+    """BAD: every value sized at 4 bytes an element, whatever its dtype (float64 counted at half)."""
+    return {
+        n.name
+        for n in saved_for_backward(fw_module)
+        if n.op != "placeholder"
+        and not is_view_node(n)
+        and n.meta["val"].numel() * 4 >= min_bytes
+        and not computed_from_last_layer(n, last_layer)
+    }
+
+
+#: torch's functions that insert the copies and reloads (activation_offloading.py, 2.13-2.15);
+#: its helpers that only read a graph (``_find_all_effective_users``, ``can_offload``) stay allowed.
+TORCHS_SURGERY = (
+    "enable_activation_offloading",
+    "offload_chosen_sets",
+    "offload_chosen_sets_async",
+    "offload_activation_fw",
+    "offload_activation_fw_async",
+    "reload_activation_bw",
+    "reload_activation_bw_async",
+)
+
+
+def torchs_surgery_runs(call) -> bool:
+    """Whether torch's offloading surgery (any of ``TORCHS_SURGERY``) ran during ``call()``:
+    11.2 asks for that surgery written by hand."""
+    from torch._functorch._activation_offloading import activation_offloading as ao
+
+    surgery = {getattr(ao, name).__code__ for name in TORCHS_SURGERY if hasattr(ao, name)}
+    ran, previous = [], sys.getprofile()
+
+    def watch(frame, event, arg):
+        if event == "call" and frame.f_code in surgery:
+            ran.append(True)
+
+    sys.setprofile(watch)
+    try:
+        call()
+    finally:
+        sys.setprofile(previous)
+    return bool(ran)

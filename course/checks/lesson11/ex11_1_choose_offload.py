@@ -8,6 +8,7 @@ from __future__ import annotations
 from course.checks import case, exercise, wrong
 from course.checks.lesson11._shared import (
     choose_by_walking_forward,
+    chooses_four_bytes_per_element,
     chooses_placeholders,
     chooses_the_last_layer,
     chooses_views,
@@ -115,6 +116,9 @@ exercise(
         case("four blocks", "min_cut", "3", 500, label="four narrower blocks, min_bytes=500"),
         case("float64", "default", "1", 0, label="two blocks in float64"),
         case(
+            "float64", "min_cut", "1", 512, label="two blocks in float64, min_bytes=512: 8 bytes an element"
+        ),
+        case(
             "lesson",
             "min_cut",
             "2",
@@ -163,6 +167,11 @@ exercise(
             chooses_views,
             "you chose views (aten.t of a weight): a view shares its base's memory, so copying "
             "it frees nothing, and torch's pass refuses to offload views.",
+        ),
+        wrong(
+            chooses_four_bytes_per_element,
+            "a value's size depends on its dtype: a float64 element takes 8 bytes, not 4, so a "
+            "value at min_bytes looked smaller to you than it is. Count numel() * element_size().",
         ),
         wrong(
             _chooses_small_values,

@@ -6,7 +6,6 @@ answers written differently.
 from __future__ import annotations
 
 import functools
-import sys
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -15,11 +14,22 @@ from course.aot import fx_utils as cf
 from course.checks import case, exercise, handed, wrong
 from course.checks.lesson11._shared import (
     choose_by_walking_forward,
+    chooses_four_bytes_per_element,
     chooses_placeholders,
     chooses_the_last_layer,
     chooses_views,
     fresh_partition,
     once_per_case,
+    torchs_surgery_runs,
+)
+from course.checks.lesson11._surgery import (
+    DEVICE_PUT,
+    HOST,
+    copies_to_host,
+    direct_last_reader,
+    last_reader,
+    offload_these,
+    reload_before_every_reader,
 )
 from course.checks.solutions.lesson11 import (
     choose_offload,
@@ -27,13 +37,10 @@ from course.checks.solutions.lesson11 import (
 )
 from course.content.lesson10 import (
     OFFLOAD_MODELS,
+    device_put_parts,
     forward_device_peak,
     offloads_before_a_reader,
 )
-
-#: The copy both directions use (torch's pass inserts the same op).
-DEVICE_PUT = torch.ops.prims.device_put.default
-HOST = torch.device("cpu")
 
 
 class _CountCopies(TorchDispatchMode):
@@ -53,7 +60,7 @@ def _is_copy(node) -> bool:
 def _origin(node) -> str:
     """The name of the value a chain of copies starts from."""
     while _is_copy(node):
-        node = node.args[0]
+        node = device_put_parts(node)[0]
     return node.name
 
 
@@ -81,7 +88,11 @@ def _offload_outcome(jd, x):
     direct = sorted(
         name for name in moved.values() if name in held and any(not _is_copy(u) for u in held[name].users)
     )
-    reloaded = sorted(n.args[0].name for n in bw.graph.nodes if _is_copy(n) and n.args[0].op == "placeholder")
+    reloaded = sorted(
+        device_put_parts(n)[0].name
+        for n in bw.graph.nodes
+        if _is_copy(n) and device_put_parts(n)[0].op == "placeholder"
+    )
     try:
         for gm in (fw, bw):
             gm.graph.lint()
@@ -91,11 +102,11 @@ def _offload_outcome(jd, x):
         "offloaded": sorted(moved.values()),
         "graphs lint": True,
         "forward returns a reloaded copy": sorted(
-            _origin(n) for n in returned[k:] if _is_copy(n) and _is_copy(n.args[0])
+            _origin(n) for n in returned[k:] if _is_copy(n) and _is_copy(device_put_parts(n)[0])
         ),
         "backward readers of the host copy, not the reloaded value": direct,
         "devices the backward's copies go to": sorted(
-            {str(n.args[1]) for n in bw.graph.nodes if _is_copy(n)}
+            {str(device_put_parts(n)[1]) for n in bw.graph.nodes if _is_copy(n)}
         ),
         "backward placeholders reloaded": reloaded,
         "forward's device peak, bytes by liveness": forward_device_peak(fw),
@@ -116,119 +127,48 @@ def _offload_outcome(jd, x):
     }
 
 
-def _torchs_surgery_runs(call) -> bool:
-    """Whether torch's offloading surgery (``offload_chosen_sets``, sync or async) ran during
-    ``call()``: 11.2 asks for that surgery written by hand."""
-    from torch._functorch._activation_offloading import activation_offloading as ao
-
-    surgery = {ao.offload_chosen_sets.__code__, ao.offload_chosen_sets_async.__code__}
-    ran, previous = [], sys.getprofile()
-
-    def watch(frame, event, arg):
-        if event == "call" and frame.f_code in surgery:
-            ran.append(True)
-
-    sys.setprofile(watch)
-    try:
-        call()
-    finally:
-        sys.setprofile(previous)
-    return bool(ran)
-
-
 @once_per_case
 def _run_pass(answer, model_name, partitioner, last_layer, min_bytes):
     jd = fresh_partition(model_name, partitioner)
     model, x = OFFLOAD_MODELS[model_name]()
     with handed(params=list(jd.params.values())):
-        by_torch = _torchs_surgery_runs(
+        by_torch = torchs_surgery_runs(
             lambda: answer(jd.fw_module, jd.bw_module, jd.num_fwd_outputs, last_layer, min_bytes)
         )
-    outcome = {"torch's offload_chosen_sets did the surgery": by_torch, **_offload_outcome(jd, x)}
+    outcome = {"torch's offloading pass did the surgery": by_torch, **_offload_outcome(jd, x)}
     outcome["torch's choose_offload_sets refuses"] = list(
         _torch_refuses(model_name, partitioner, tuple(outcome["offloaded"]))  # sorted: a cache key
     )
     return outcome
 
 
-def _last_reader(node):
-    """The last forward node that reads ``node`` or a view of it (torch's
-    ``_find_all_effective_users``), found walking the graph backwards from its end (``node``
-    itself when nothing reads it)."""
-    views = {node}
-    for n in node.graph.nodes:  # every view of node, and views of those, in graph order
-        if getattr(n.target, "is_view", False) and any(a in views for a in n.all_input_nodes):
-            views.add(n)
-    return next(
-        (n for n in reversed(node.graph.nodes) if n.op != "output" and views & set(n.all_input_nodes)), node
-    )
-
-
-def _copies_to_host(fw_module, num_fwd_outputs, chosen, after=None):
-    """The forward half of 11.2, as most wrong answers below get it right: each chosen saved
-    value copied to the host after its last reader (or after ``after(node)``), the forward
-    returning the copy in its place. Returns ``[(k, node)]``: each moved value and its position
-    among the saved values (the backward's placeholder for it has its name)."""
-    out = fw_module.graph.output_node()
-    returned = list(out.args[0])
-    moved = []
-    for k, node in enumerate(returned[num_fwd_outputs:]):
-        if node.name in chosen:
-            with fw_module.graph.inserting_after((after or _last_reader)(node)):
-                returned[num_fwd_outputs + k] = fw_module.graph.call_function(DEVICE_PUT, (node, HOST))
-            moved.append((k, node))
-    out.args = (tuple(returned),)
-    return moved
-
-
-def _reload_before_every_reader(bw_module, moved, device=None):
-    """The backward half, right (with ``device``, a wrong one: every reload to that device): a
-    copy back before the first reader, every reader rewired."""
-    held_all = {n.name: n for n in bw_module.graph.find_nodes(op="placeholder")}
-    for _k, node in moved:
-        held = held_all[node.name]
-        readers = [n for n in bw_module.graph.nodes if held in n.all_input_nodes]
-        with bw_module.graph.inserting_before(readers[0]):
-            reload = bw_module.graph.call_function(DEVICE_PUT, (held, device or node.meta["val"].device))
-        for reader in readers:
-            reader.replace_input_with(held, reload)
-
-
-def _offload_these(fw_module, bw_module, num_fwd_outputs, chosen):
-    """Offload the saved values named in ``chosen``, right: the part the first four wrong
-    answers below get right; what they get wrong is ``chosen``."""
-    _reload_before_every_reader(bw_module, _copies_to_host(fw_module, num_fwd_outputs, chosen))
-    for gm in (fw_module, bw_module):
-        gm.recompile()
-
-
 def _pass_moving_placeholders(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
     """BAD: the placeholders among the saved values moved too."""
     chosen = chooses_placeholders(fw_module, last_layer, min_bytes)
-    _offload_these(fw_module, bw_module, num_fwd_outputs, chosen)
+    offload_these(fw_module, bw_module, num_fwd_outputs, chosen)
 
 
 def _pass_moving_views(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
     """BAD: the views of the weights among the saved values moved too."""
     chosen = chooses_views(fw_module, last_layer, min_bytes)
-    _offload_these(fw_module, bw_module, num_fwd_outputs, chosen)
+    offload_these(fw_module, bw_module, num_fwd_outputs, chosen)
 
 
 def _pass_moving_the_last_layer(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
     """BAD: the last layer's activations moved too."""
     chosen = chooses_the_last_layer(fw_module, last_layer, min_bytes)
-    _offload_these(fw_module, bw_module, num_fwd_outputs, chosen)
+    offload_these(fw_module, bw_module, num_fwd_outputs, chosen)
 
 
 def _pass_strictly_larger(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
     """BAD: only values larger than min_bytes moved (one of exactly min_bytes stays)."""
     chosen = choose_offload(fw_module, last_layer, min_bytes + 1)
-    _offload_these(fw_module, bw_module, num_fwd_outputs, chosen)
+    offload_these(fw_module, bw_module, num_fwd_outputs, chosen)
 
 
 def _pass_rewiring_one_reader(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
     """BAD: only the first backward node that reads a moved value reads the reload."""
-    moved = _copies_to_host(fw_module, num_fwd_outputs, choose_offload(fw_module, last_layer, min_bytes))
+    moved = copies_to_host(fw_module, num_fwd_outputs, choose_offload(fw_module, last_layer, min_bytes))
     held_all = {n.name: n for n in bw_module.graph.find_nodes(op="placeholder")}
     for _k, node in moved:
         held = held_all[node.name]
@@ -261,14 +201,14 @@ def _pass_reloading_in_forward(fw_module, bw_module, num_fwd_outputs, last_layer
 
 def _pass_without_recompile(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
     """BAD: both graphs edited right, and neither module recompiled."""
-    moved = _copies_to_host(fw_module, num_fwd_outputs, choose_offload(fw_module, last_layer, min_bytes))
-    _reload_before_every_reader(bw_module, moved)
+    moved = copies_to_host(fw_module, num_fwd_outputs, choose_offload(fw_module, last_layer, min_bytes))
+    reload_before_every_reader(bw_module, moved)
     # and no gm.recompile(): the modules run the code generated before the edits
 
 
 def _pass_reload_at_the_end(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
     """BAD: each reload made at the backward graph's insert point, its end, after its readers."""
-    moved = _copies_to_host(fw_module, num_fwd_outputs, choose_offload(fw_module, last_layer, min_bytes))
+    moved = copies_to_host(fw_module, num_fwd_outputs, choose_offload(fw_module, last_layer, min_bytes))
     held_all = {n.name: n for n in bw_module.graph.find_nodes(op="placeholder")}
     for _k, node in moved:
         held = held_all[node.name]
@@ -283,8 +223,8 @@ def _pass_reload_at_the_end(fw_module, bw_module, num_fwd_outputs, last_layer, m
 
 def _pass_reloading_to_the_cpu(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
     """BAD: every reload copies to the CPU, whatever device the value was on."""
-    moved = _copies_to_host(fw_module, num_fwd_outputs, choose_offload(fw_module, last_layer, min_bytes))
-    _reload_before_every_reader(bw_module, moved, device=torch.device("cpu"))  # not the value's
+    moved = copies_to_host(fw_module, num_fwd_outputs, choose_offload(fw_module, last_layer, min_bytes))
+    reload_before_every_reader(bw_module, moved, device=torch.device("cpu"))  # not the value's
     for gm in (fw_module, bw_module):
         gm.recompile()
 
@@ -314,9 +254,42 @@ def _pass_copying_at_the_end(fw_module, bw_module, num_fwd_outputs, last_layer, 
 def _pass_copying_right_after_the_value(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
     """BAD: each copy to the host right after its value, before the forward nodes that read it."""
     chosen = choose_offload(fw_module, last_layer, min_bytes)
-    _reload_before_every_reader(
-        bw_module, _copies_to_host(fw_module, num_fwd_outputs, chosen, after=lambda value: value)
+    reload_before_every_reader(
+        bw_module, copies_to_host(fw_module, num_fwd_outputs, chosen, after=lambda value: value)
     )
+    for gm in (fw_module, bw_module):
+        gm.recompile()
+
+
+def _pass_ignoring_views(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
+    """BAD: each copy after the value's last direct reader; a view's later readers not followed."""
+    chosen = choose_offload(fw_module, last_layer, min_bytes)
+    moved = copies_to_host(fw_module, num_fwd_outputs, chosen, after=direct_last_reader)
+    reload_before_every_reader(bw_module, moved)
+    for gm in (fw_module, bw_module):
+        gm.recompile()
+
+
+def _pass_counting_four_bytes(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
+    """BAD: values sized at 4 bytes an element, whatever their dtype."""
+    chosen = chooses_four_bytes_per_element(fw_module, last_layer, min_bytes)
+    offload_these(fw_module, bw_module, num_fwd_outputs, chosen)
+
+
+def _pass_calling_torchs_helpers(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes):
+    """BAD: the values marked, and torch's offload_activation_fw / reload_activation_bw left to
+    insert the copies (the helpers its own pass calls)."""
+    from torch._functorch._activation_offloading import activation_offloading as ao
+
+    chosen = choose_offload(fw_module, last_layer, min_bytes)
+    for node in fw_module.graph.output_node().args[0][num_fwd_outputs:]:
+        node.meta["saved_for_offloading"] = node.name in chosen
+    device = {n.name: n.meta["val"].device for n in fw_module.graph.nodes if n.name in chosen}
+    ao.offload_activation_fw(fw_module.graph)
+    for held in bw_module.graph.find_nodes(op="placeholder"):
+        if held.name in chosen:
+            held.meta.update(saved_for_offloading=True, original_device=device[held.name])
+    ao.reload_activation_bw(bw_module.graph)
     for gm in (fw_module, bw_module):
         gm.recompile()
 
@@ -376,7 +349,7 @@ def _pass_copying_after_each_last_reader(fw_module, bw_module, num_fwd_outputs, 
     reader found walking the graph backwards, the placeholder found by name."""
     _walked_pass(
         *(fw_module, bw_module, num_fwd_outputs, last_layer, min_bytes),
-        after=_last_reader,
+        after=last_reader,
         held_for=lambda held_all, position, node: next(h for h in held_all if h.name == node.name),
     )
 
@@ -414,6 +387,16 @@ exercise(
         ),
         case("buffers", "default", "1", 0, label="blocks with a buffer that backward needs"),
         case("float64", "min_cut", "1", 0, label="two blocks in float64"),
+        case(
+            "float64", "min_cut", "1", 512, label="two blocks in float64, min_bytes=512: 8 bytes an element"
+        ),
+        case(
+            "a view read last",
+            "min_cut",
+            "1",
+            0,
+            label="a block that reads a view of its saved gelu output after the output's last direct reader",
+        ),
         case(
             "lesson, on meta",
             "min_cut",
@@ -495,6 +478,24 @@ exercise(
             _pass_calling_torchs_pass,
             "torch's enable_activation_offloading did the surgery: this exercise is that "
             "surgery, written by you. Insert the device_put nodes and rewire the readers yourself.",
+        ),
+        wrong(
+            _pass_calling_torchs_helpers,
+            "torch's offloading helpers inserted the copies and reloads (the functions its own pass "
+            "calls): this exercise is that surgery, written by you. Insert the device_put nodes and "
+            "rewire the readers yourself.",
+        ),
+        wrong(
+            _pass_ignoring_views,
+            "a copy to the host sits after the value's last direct reader, but a view of the value "
+            "is read later (see the offloads placed before a reader): a view shares the value's "
+            "memory, so the device holds it until the view's readers have run. Count a view's "
+            "readers as the value's.",
+        ),
+        wrong(
+            _pass_counting_four_bytes,
+            "a value's size depends on its dtype: a float64 element takes 8 bytes, not 4, so a "
+            "value at min_bytes looked smaller to you than it is. Count numel() * element_size().",
         ),
         wrong(
             _pass_matching_by_position,
