@@ -20,6 +20,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts, set_checkpoint_early_stop
 from torch.utils.flop_counter import FlopCounterMode
 
+from course.checks import get
 from course.checks.lesson09 import ex9_1_recompute_hooks as ex9_1
 from course.checks.lesson09 import ex9_2_predicted_reruns as ex9_2
 from course.checks.lesson09 import ex9_3_budget_policy as ex9_3
@@ -148,6 +149,30 @@ def test_is_the_budget_policy_the_cheapest_choice_torch_measures_within_the_budg
     assert flops == min(f for b, f in measured if b <= budget)
     for a, b in zip(grads, plain):
         assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_does_torch_store_and_rerun_what_the_products_profile_counts_for_addmm_bmm_and_mm():
+    """On the program with all three kinds of product (inner sizes unlike the results' columns):
+    every subset saved through torch stores the profiled bytes and reruns the profiled FLOPs
+    (2*m*k*n, k the left factor's columns) of the products left out."""
+    fn, args, _ = C.PROGRAMS["addmm, bmm and mm"]()
+    products = ex9_3._products(fn, args)
+    assert len(products) == 3
+    for size in range(len(products) + 1):
+        for keep in itertools.combinations(range(len(products)), size):
+            r = C.run_policy(ex9_3._by_position(set(keep)), "addmm, bmm and mm")
+            assert r["bytes the policy stored"] == sum(products[i][0] for i in keep)
+            assert r["FLOPs rerun"] == sum(f for i, (_, f) in enumerate(products) if i not in keep)
+
+
+def test_does_the_budget_policy_run_through_torch_within_each_cases_budget():
+    """Each 9.3 case runs (an error outcome would compare equal to any answer's same error) and
+    the reference stores at most that case's budget, which the cost line's cap is not below."""
+    for c in get("9.3").all_cases:
+        name, budget = c.args
+        assert budget <= C.BUDGET
+        r = C.run_policy(("for", lambda fn, args: solutions.budget_policy(fn, args, budget)), name)  # noqa: B023
+        assert r["bytes the policy stored"] <= budget
 
 
 def _alive_after_three_steps(make_forward, name="exp"):

@@ -166,6 +166,28 @@ def _widths_program(widths=(4, 12, 65, 8), batch=10, seed=5):
     return step, (x,), list(model.parameters())
 
 
+def _batched_program(seed=6):
+    """Three kinds of matrix product: a Linear (``aten.addmm``), a product per group of rows
+    (``torch.bmm``: 3 groups of 4 rows, summing over 24) and a plain product (``aten.mm``,
+    summing over 5 into 20 columns); in the last two the inner size is not the result's
+    column count. Each result is read by backward (gelu and pow save their input). The input
+    needs no gradient: a module called on a leaf that requires one makes torch's
+    ``FlopCounterMode`` run a ``view`` in the recomputation that forward never ran, which
+    selective checkpointing refuses."""
+    torch.manual_seed(seed)
+    linear = nn.Linear(8, 24)
+    v = torch.randn(3, 24, 5, requires_grad=True)
+    w = torch.randn(5, 20, requires_grad=True)
+    x = torch.randn(12, 8)
+
+    def step(x):
+        h = nn.functional.gelu(linear(x))  # (12, 24)
+        g = nn.functional.gelu(torch.bmm(h.view(3, 4, 24), v))  # (3, 4, 5)
+        return (g.view(12, 5) @ w).pow(2).sum()  # (12, 20)
+
+    return step, (x,), [*linear.parameters(), v, w]
+
+
 #: name -> () -> (fn, args, leaves): the programs exercises 9.1 and 9.3 run.
 PROGRAMS = {
     "block": _block_program,
@@ -179,6 +201,7 @@ PROGRAMS = {
     ),
     "model, batch 16": lambda: _model_program(batch=(16,)),
     "widths 4-12-65-8, float16 input": _widths_program,
+    "addmm, bmm and mm": _batched_program,
 }
 
 

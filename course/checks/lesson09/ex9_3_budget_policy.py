@@ -6,6 +6,7 @@ it earns) and right answers written differently.
 from __future__ import annotations
 
 import itertools
+import operator
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -26,15 +27,17 @@ from course.content.lesson09 import (
 MATMULS = frozenset({"mm", "addmm", "bmm"})
 
 
-def _products(fn, args):
-    """[(bytes of the result, FLOPs)] of every matrix product one forward of ``fn`` runs, in order."""
+def _products(fn, args, names=MATMULS, nbytes=lambda out: out.nbytes, inner=lambda a: a[-2].shape[-1]):
+    """[(bytes of the result, FLOPs)] of every matrix product one forward of ``fn`` runs, in
+    order; a wrong answer passes its own ``names`` of products, ``nbytes`` of a result or
+    ``inner`` size of a product's arguments."""
     found = []
 
     class Profile(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, a=(), kwargs=None):
             out = func(*a, **(kwargs or {}))
-            if func.overloadpacket.__name__ in MATMULS:  # mm(a, b), addmm(c, a, b), bmm(a, b)
-                found.append((out.nbytes, 2 * out.numel() * a[-2].shape[-1]))
+            if func.overloadpacket.__name__ in names:  # mm(a, b), addmm(c, a, b), bmm(a, b)
+                found.append((nbytes(out), 2 * out.numel() * inner(a)))
             return out
 
     with torch.no_grad(), Profile():
@@ -42,7 +45,7 @@ def _products(fn, args):
     return found
 
 
-def _by_position(keep):
+def _by_position(keep, names=MATMULS):
     """A policy that saves the matrix products at positions ``keep`` (counted from 0, in
     forward order), and recomputes everything else. Torch asks a policy once per op, in
     forward only (the recomputation replays its answers by position; ``ctx.is_recompute`` is
@@ -50,11 +53,21 @@ def _by_position(keep):
     met = itertools.count()  # matrix products met so far
 
     def policy(ctx, op, *args, **kwargs):
-        if op.overloadpacket.__name__ not in MATMULS:
+        if op.overloadpacket.__name__ not in names:
             return CheckpointPolicy.PREFER_RECOMPUTE
         return CheckpointPolicy.MUST_SAVE if next(met) in keep else CheckpointPolicy.PREFER_RECOMPUTE
 
     return policy
+
+
+def _most_flops(products, budget, fits=operator.le):
+    """The positions of the products that keep the most FLOPs (the fewest bytes among equals)
+    with ``fits(bytes, budget)``: every subset tried."""
+    subsets = (
+        s for size in range(len(products) + 1) for s in itertools.combinations(range(len(products)), size)
+    )
+    fitting = (s for s in subsets if fits(sum(products[i][0] for i in s), budget))
+    return set(max(fitting, key=lambda s: (sum(products[i][1] for i in s), -sum(products[i][0] for i in s))))
 
 
 def _watched(leaves):
@@ -102,6 +115,33 @@ def in_forward_order(fn, args, budget):
             keep.add(i)
             total += nbytes
     return _by_position(keep)
+
+
+def _strictly_under(fn, args, budget):
+    """BAD: every subset tried, but only those that store strictly less than the budget."""
+    return _by_position(_most_flops(_products(fn, args), budget, fits=operator.lt))
+
+
+def _four_bytes_an_element(fn, args, budget):
+    """BAD: a result's bytes counted as numel() * 4, whatever its dtype."""
+    return _by_position(_most_flops(_products(fn, args, nbytes=lambda out: 4 * out.numel()), budget))
+
+
+def _budget_of_the_lesson(fn, args, budget):
+    """BAD: the budget the lesson's model runs under, not the one handed in."""
+    return _by_position(_most_flops(_products(fn, args), BUDGET))
+
+
+def _without_bmm(fn, args, budget):
+    """BAD: mm and addmm profiled and answered for, bmm left out (never saved)."""
+    names = frozenset({"mm", "addmm"})
+    return _by_position(_most_flops(_products(fn, args, names=names), budget), names=names)
+
+
+def _inner_from_the_second_argument(fn, args, budget):
+    """BAD: the inner size read as a[1].shape[-1]: mat1's columns for addmm(bias, mat1, mat2),
+    but mat2's columns (the result's) for mm(mat1, mat2) and bmm(mat1, mat2)."""
+    return _by_position(_most_flops(_products(fn, args, inner=lambda a: a[1].shape[-1]), budget))
 
 
 def _only_mm(fn, args, budget):
@@ -193,6 +233,18 @@ exercise(
             label="Linears 4 -> 12 -> 65 -> 8 on 10 rows cast from float16: the middle product alone "
             "fills the budget exactly and keeps more FLOPs than the two others, the best per byte, together",
         ),
+        case(
+            "two blocks, float64",
+            1024,
+            label="two blocks in float64, budget 1024 bytes: three of the four products fill it exactly, "
+            "at 8 bytes an element",
+        ),
+        case(
+            "addmm, bmm and mm",
+            1400,
+            label="a Linear, a torch.bmm and an mm (inner sizes 8, 24 and 5; 24, 5 and 20 columns), "
+            "budget 1400 bytes: not all three results fit",
+        ),
     ],
     wrong=[
         wrong(
@@ -218,6 +270,12 @@ exercise(
             "keeps the most FLOPs within the budget.",
         ),
         wrong(
+            _strictly_under,
+            "a choice that fills the budget exactly is allowed: the policy may store at most the "
+            "budget, so a subset whose bytes add up to the budget itself fits. Check the "
+            "comparison that decides whether a subset fits.",
+        ),
+        wrong(
             _greedy_by_ratio,
             "taking products one at a time by a rule (the most FLOPs per byte first, or the "
             "smallest first) is a greedy knapsack: a product is kept whole or not at all, so "
@@ -235,6 +293,29 @@ exercise(
             _only_mm,
             "keyed on aten.mm alone: nn.Linear on a batch runs one aten.addmm (bias included), so "
             "your policy never saves a Linear's product. Count mm, addmm and bmm.",
+        ),
+        wrong(
+            _without_bmm,
+            "your policy never saves a batched product: torch.bmm (and @ between two 3-d tensors) "
+            "runs aten.bmm, a matrix product per batch entry, as costly to redo as the others. "
+            "Profile and answer for mm, addmm and bmm alike.",
+        ),
+        wrong(
+            _inner_from_the_second_argument,
+            "the FLOPs of a product are 2*m*k*n with k the size it sums over: the columns of its "
+            "left factor, not of its result. For addmm(bias, m1, m2) the left factor comes second, "
+            "after the bias; for mm(m1, m2) and bmm(m1, m2) it comes first. On a product whose "
+            "inner size differs from its result's columns, your FLOPs are wrong.",
+        ),
+        wrong(
+            _four_bytes_an_element,
+            "a result's bytes depend on its dtype: numel times the element size (8 for float64, "
+            "2 for float16), not numel times 4. In float64 your policy stores twice what it counted.",
+        ),
+        wrong(
+            _budget_of_the_lesson,
+            "your policy chose as if the budget were always the lesson's 2600 bytes: the hidden "
+            "cases hand in other budgets. Choose within the budget your function is given.",
         ),
     ],
     right=[_table_over_bytes],
