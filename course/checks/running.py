@@ -40,7 +40,7 @@ import torch
 from course.checks.comparison import same
 from course.checks.leftovers import collecting, left_behind, snapshot
 from course.checks.outcomes import is_not_attempted_error, raised_outcome, value_outcome
-from course.checks.registry import Case, Exercise, all_exercises
+from course.checks.registry import Case, Exercise, all_exercises, get
 from course.timeouts import CaseTimeout, time_limit
 
 __all__ = [
@@ -255,11 +255,22 @@ def memoized(key: tuple, ex: Exercise, compute: Callable[[], Any]) -> Any:
     return value
 
 
-def remembered_for(known: Callable[[], tuple]) -> Callable[[Callable], Callable]:
-    """A decorator for a lesson's case runner ``run(answer, *case)``: for the answers ``known()``
-    returns (ours: solutions, oracles, catalogue answers that leave nothing behind) each case runs
-    once per process and every call gets a copy of its outcome; any other answer, the learner's,
-    runs every time."""
+def remembered_for(*exercise_ids: str, besides: tuple = ()) -> Callable[[Callable], Callable]:
+    """A decorator for a lesson's case runner ``run(answer, *case)``: for our own answers to
+    ``exercise_ids`` (each one's solution, oracle, known wrong and right answers, looked up when
+    first needed, once they are registered), less ``besides`` (answers that leave something
+    behind, so must run every time), each case runs once per process and every call gets a copy
+    of its outcome; any other answer, the learner's, runs every time."""
+
+    @functools.cache
+    def known() -> tuple:
+        found = []
+        for exercise_id in exercise_ids:
+            ex = get(exercise_id)
+            found += [
+                a for a in (ex.solution, ex.oracle, *(w.answer for w in ex.wrong), *ex.right) if a is not None
+            ]
+        return tuple(a for a in found if not any(a is b for b in besides))
 
     def decorate(run: Callable) -> Callable:
         @functools.cache
